@@ -1,14 +1,65 @@
 // `accel launch JOB`: validates the job before anything is spawned, then starts and supervises
-// this machine's workers. With `program:` the workers run the user's program; the built-in
-// trainer is not built yet, so a job without `program:` stops after validation with an error
-// that says so, rather than pretending to train.
+// this machine's workers. With `program:` the workers run the user's program; without it they run
+// the built-in trainer (`accel worker`, task train). Problems the launcher can see before spawning
+// (a backend not built yet, a damaged checkpoint to resume from) are reported once, with exit 2.
+#include <unistd.h>
+
+#include <filesystem>
 #include <iostream>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
 #include "cli/launch_support.hpp"
 #include "runtime/config/dump.hpp"
+#include "runtime/train/checkpoint/checkpoint_store.hpp"
 
 namespace accel::cli {
+namespace {
+
+Diagnostic diagnostic_for(const config::LoadedJob& loaded, const std::string& key, std::string message,
+                          std::string hint) {
+  Diagnostic d;
+  d.key_path = key;
+  auto it = loaded.sources.find(key);
+  if (it != loaded.sources.end()) d.where = it->second;
+  d.message = std::move(message);
+  d.hint = std::move(hint);
+  return d;
+}
+
+// What the built-in trainer would refuse at start, found before any worker is spawned.
+void check_trainer_can_start(const config::LoadedJob& loaded) {
+  const auto& j = loaded.job;
+  if (j.backend != config::Backend::ddp)
+    throw ConfigError(diagnostic_for(loaded, "backend",
+                                     "backend " + std::string(config::to_string(j.backend)) +
+                                         " is not implemented yet (the sharding issues build it)",
+                                     "use backend: ddp, or --dry-run to check the job"));
+  if (j.mixed_precision != config::MixedPrecision::no)
+    throw ConfigError(diagnostic_for(loaded, "mixed_precision", "mixed precision is not built yet in the trainer",
+                                     "use mixed_precision: no"));
+  // The checkpoint workers will resume from must be whole: say so now, once, naming the file.
+  const std::string& resume = j.training.resume;
+  if (resume == "never") return;
+  try {
+    std::optional<std::string> dir;
+    if (resume == "auto")
+      dir = train::ckpt::find_latest_checkpoint(train::ckpt::checkpoints_root(j.training.output_dir));
+    else if (std::filesystem::is_directory(resume))
+      dir = resume;
+    else
+      throw train::ckpt::CheckpointError("checkpoint directory " + resume + " does not exist");
+    if (!dir) return;
+    auto manifest = train::ckpt::verify_checkpoint(*dir);
+    std::cerr << "accel launch: resuming from " << *dir << " (" << manifest.step << " steps done)\n";
+  } catch (const train::ckpt::CheckpointError& e) {
+    throw ConfigError(diagnostic_for(loaded, "training.resume", e.what(),
+                                     "set training.resume to another checkpoint directory, or never to start over"));
+  }
+}
+
+}  // namespace
 
 void add_launch_command(CLI::App& app) {
   struct Options {
@@ -36,11 +87,14 @@ void add_launch_command(CLI::App& app) {
       std::cout << config::dump_job(j, loaded.sources, config::DumpStyle::WithSources);
       return;
     }
-    if (j.program.empty())
-      throw RunError("accel launch: the built-in trainer is not built yet (it lands with the trainer issue); the job "
-                     "validated and nothing was run. Set `program:` to launch your own worker program, or use "
-                     "--dry-run to check a job without this error.");
-    launch_job(loaded, j.program, {});
+    if (!j.program.empty()) {
+      launch_job(loaded, j.program, {});
+      return;
+    }
+    check_trainer_can_start(loaded);
+    nlohmann::json options = {{"progress", isatty(STDOUT_FILENO) == 1}};
+    launch_job(loaded, {self_executable(), "worker"},
+               {{"ACCEL_WORKER_TASK", "train"}, {"ACCEL_WORKER_OPTIONS", options.dump()}});
   });
 }
 

@@ -1,6 +1,6 @@
 // `accel worker`: the worker mode the launcher starts (hidden from help). It joins the world and
-// runs the task named by ACCEL_WORKER_TASK: comm-test (`accel test`), comm-bench (`accel bench comm`),
-// launch-probe (`accel bench launch`).
+// runs the task named by ACCEL_WORKER_TASK: train (`accel launch`, the built-in trainer), comm-test
+// (`accel test`), comm-bench (`accel bench comm`), launch-probe (`accel bench launch`).
 #include <cstdlib>
 
 #include <nlohmann/json.hpp>
@@ -8,6 +8,7 @@
 #include "cli/commands.hpp"
 #include "runtime/worker/comm_bench.hpp"
 #include "runtime/worker/comm_selftest.hpp"
+#include "runtime/train/trainer/trainer.hpp"
 #include "runtime/worker/launch_probe.hpp"
 
 namespace accel::cli {
@@ -34,10 +35,17 @@ void add_worker_command(CLI::App& app) {
   cmd->callback([] {
     const char* task_env = std::getenv("ACCEL_WORKER_TASK");
     std::string task = task_env ? task_env : "";
-    if (task != "comm-test" && task != "comm-bench" && task != "launch-probe")
-      throw RunError("accel worker: unknown ACCEL_WORKER_TASK '" + task + "' (comm-test | comm-bench | launch-probe)");
+    if (task != "train" && task != "comm-test" && task != "comm-bench" && task != "launch-probe")
+      throw RunError("accel worker: unknown ACCEL_WORKER_TASK '" + task +
+                     "' (train | comm-test | comm-bench | launch-probe)");
     auto ctx = worker::start_worker();
-    if (task == "launch-probe") {
+    if (task == "train") {
+      train::TrainerOptions options;
+      const char* text = std::getenv("ACCEL_WORKER_OPTIONS");
+      if (text && *text) options.progress_bar = nlohmann::json::parse(text).value("progress", false);
+      train::run_training(ctx, options);
+      ctx.rendezvous->finish();
+    } else if (task == "launch-probe") {
       const char* text = std::getenv("ACCEL_WORKER_OPTIONS");
       if (!text || !*text) throw RunError("accel worker: launch-probe needs ACCEL_WORKER_OPTIONS (set by accel bench launch)");
       auto options = nlohmann::json::parse(text);

@@ -198,8 +198,9 @@ void JobBuilder::apply(const Assignment& a, Layer layer) {
   if (target->type == FieldType::Path && target->relative_to_file && where.origin == Location::Origin::File) {
     auto& text = std::get<std::string>(*value);
     std::filesystem::path p(text);
+    // Absolute, so the resolved job a launcher writes elsewhere (output_dir) still names the same file.
     if (!text.empty() && p.is_relative())
-      text = (std::filesystem::path(where.file).parent_path() / p).lexically_normal().string();
+      text = std::filesystem::absolute(std::filesystem::path(where.file).parent_path() / p).lexically_normal().string();
   }
 
   Layer previous = layer_of(target->path);

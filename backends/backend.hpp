@@ -1,0 +1,64 @@
+// The Backend contract: what the trainer asks of a data-parallel engine (docs/design/0004).
+// The trainer owns the loop (data, loss scaling, schedule, metrics, checkpoints); a backend owns
+// where parameters, gradients and optimizer states live and how they move between ranks.
+// Invariants every backend keeps:
+//  - Every method is called by every rank, in the same order (they may run collectives).
+//  - After end_micro_step(sync=true) each rank holds the average over ranks of the summed
+//    micro-step gradients for the parameters (or the shards) it owns.
+//  - clip_grad_norm returns the same pre-clip norm on every rank, over the full model.
+//  - After optimizer_step the model's parameters (or their gathered form) are identical to what
+//    the unsharded spec trainer would hold, up to floating-point reassociation.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/comm/communicator.hpp"
+#include "runtime/config/job.hpp"
+#include "runtime/train/model/model.hpp"
+
+namespace accel::backends {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;
+  // One line for the start-up log: buckets, stages, what is sharded.
+  virtual std::string describe() const = 0;
+
+  // Starts micro-step `micro_step` of the optimizer step; `sync` is true on the last micro-step
+  // only (gradients are communicated then, never on accumulation micro-steps). Returns the hooks
+  // the model's forward must use (nullptr: none).
+  virtual train::UnitHooks* begin_micro_step(int micro_step, bool sync) = 0;
+  // Called after the micro-step's backward() returned. When `sync`, returns once every gradient
+  // reduction has completed.
+  virtual void end_micro_step(bool sync) = 0;
+
+  // Pre-clip global L2 norm of the gradients of the full model; clips per spec when max_norm > 0.
+  virtual double clip_grad_norm(double max_norm) = 0;
+  // Applies the optimizer at `lr` and zeroes the gradients for the next step.
+  virtual void optimizer_step(double lr) = 0;
+
+  // Hooks for a no-grad forward (evaluation); nullptr: none.
+  virtual train::UnitHooks* eval_hooks() = 0;
+
+  // The full parameters under their spec names, on the CPU (weights export). Collective; the
+  // result is valid on rank 0 (other ranks may get an empty list).
+  virtual train::NamedTensors full_parameters() = 0;
+
+  // Writes this rank's part of the training state into checkpoint directory `dir` (a staging
+  // directory every rank can reach) and returns a JSON record of the layout (rank 0's is kept in
+  // the checkpoint's trainer.json). load_state reads it back from a verified checkpoint.
+  virtual nlohmann::json save_state(const std::string& dir) = 0;
+  virtual void load_state(const std::string& dir, const nlohmann::json& layout) = 0;
+};
+
+// Builds the backend the job names (`backend:` key) over `model`, whose parameters must already
+// be initialised (identically on every rank, or broadcast by the backend). Throws RunError for a
+// backend that is not implemented yet.
+std::unique_ptr<Backend> make_backend(const config::JobConfig& job, comm::Communicator& comm, train::Model& model);
+
+}  // namespace accel::backends

@@ -1,0 +1,187 @@
+#include "backends/ddp/ddp_backend.hpp"
+
+#include <ATen/core/grad_mode.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "runtime/common/errors.hpp"
+#include "runtime/train/model/safetensors.hpp"
+#include "runtime/train/optim/grad_clip.hpp"
+
+namespace accel::backends {
+namespace {
+
+constexpr const char* kModelFile = "model.safetensors";
+constexpr const char* kOptimizerFile = "optimizer.safetensors";
+
+}  // namespace
+
+DdpBackend::DdpBackend(const config::JobConfig& job, comm::Communicator& comm, train::Model& model)
+    : comm_(comm), model_(model), bucket_cap_mb_(job.ddp.bucket_cap_mb), params_(model.named_parameters()) {
+  // Replicas start identical: rank 0's values win (DDP's constructor broadcast). Every rank
+  // initialised from the same seed or file, so this is a safety net, and cheap next to training.
+  {
+    at::NoGradGuard no_grad;
+    for (auto& [name, p] : params_) comm_.broadcast(p, 0)->wait();
+  }
+
+  std::vector<train::Unit*> units = model.units();
+  unit_params_.resize(units.size());
+  int index = 0;
+  for (size_t u = 0; u < units.size(); ++u) {
+    unit_index_[units[u]] = int(u);
+    for (size_t k = 0; k < units[u]->named_parameters_in_order().size(); ++k) unit_params_[u].push_back(index++);
+  }
+  if (index != int(params_.size())) throw RunError("ddp: the model's units do not list every parameter once");
+
+  // Ready order: units last to first, parameters last to first within a unit.
+  std::vector<BucketParam> ready_order;
+  for (size_t u = units.size(); u-- > 0;)
+    for (auto it = unit_params_[u].rbegin(); it != unit_params_[u].rend(); ++it) {
+      const at::Tensor& p = params_[*it].second;
+      ready_order.push_back({*it, p.numel(), int(p.element_size()), int(p.scalar_type())});
+    }
+  buckets_ = plan_buckets(ready_order, int64_t(bucket_cap_mb_ * 1024.0 * 1024.0));
+
+  bucket_of_param_.assign(params_.size(), -1);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    auto dtype = at::ScalarType(buckets_[b].dtype);
+    at::Tensor flat = at::zeros({buckets_[b].numel}, at::TensorOptions(dtype).device(params_[0].second.device()));
+    for (const auto& slot : buckets_[b].slots) {
+      at::Tensor& p = params_[slot.index].second;
+      // autograd accumulates into an existing .grad in place, so the bucket sees every micro-step.
+      p.mutable_grad() = flat.narrow(0, slot.offset, slot.numel).view(p.sizes());
+      bucket_of_param_[slot.index] = int(b);
+    }
+    bucket_flats_.push_back(flat);
+  }
+  optimizer_ = train::Optimizer::make(job.optimizer, params_);
+}
+
+std::string DdpBackend::describe() const {
+  std::ostringstream s;
+  int64_t numel = 0;
+  for (const auto& b : buckets_) numel += b.numel;
+  s << "ddp: " << params_.size() << " parameter tensors (" << numel << " values) replicated on " << comm_.size()
+    << " rank(s); " << buckets_.size() << " gradient bucket(s) of at most " << bucket_cap_mb_
+    << " MiB, all-reduced during the backward of each step's last micro-step";
+  return s.str();
+}
+
+train::UnitHooks* DdpBackend::begin_micro_step(int /*micro_step*/, bool sync) {
+  syncing_ = sync && comm_.size() > 1;
+  if (!syncing_) return nullptr;
+  size_t n = unit_params_.size();
+  uses_.assign(n, 0);
+  fired_.assign(n, 0);
+  deferred_.assign(n, false);
+  ready_.assign(n, false);
+  pending_.clear();
+  for (const auto& b : buckets_) pending_.push_back(int(b.slots.size()));
+  next_bucket_ = 0;
+  works_.clear();
+  return this;
+}
+
+at::Tensor DdpBackend::pre_forward(train::Unit& unit, at::Tensor x) {
+  int u = unit_index_.at(&unit);
+  // A use whose input carries no gradient (the embedding's token ids) never signals: the unit's
+  // gradients are complete only when backward() returns.
+  if (!x.requires_grad()) {
+    deferred_[u] = true;
+    return x;
+  }
+  ++uses_[u];
+  return signal_after_backward(x, this, u);
+}
+
+void DdpBackend::on_backward(int64_t unit_index) {
+  int u = int(unit_index);
+  if (++fired_[u] == uses_[u] && !deferred_[u]) mark_unit_ready(u);
+}
+
+void DdpBackend::mark_unit_ready(int u) {
+  if (ready_[u]) return;
+  ready_[u] = true;
+  for (int p : unit_params_[u]) --pending_[bucket_of_param_[p]];
+  launch_ready_buckets();
+}
+
+void DdpBackend::launch_ready_buckets() {
+  // Strictly in bucket order, so every rank issues the same sequence of collectives.
+  while (next_bucket_ < buckets_.size() && pending_[next_bucket_] == 0) {
+    works_.push_back(comm_.all_reduce(bucket_flats_[next_bucket_], comm::ReduceOp::Avg));
+    ++next_bucket_;
+  }
+}
+
+void DdpBackend::end_micro_step(bool sync) {
+  if (!sync || comm_.size() == 1) return;
+  for (size_t u = 0; u < unit_params_.size(); ++u) mark_unit_ready(int(u));
+  if (next_bucket_ != buckets_.size()) throw RunError("ddp: a gradient bucket was not reduced (internal error)");
+  for (auto& w : works_) w->wait();
+  works_.clear();
+  syncing_ = false;
+}
+
+double DdpBackend::clip_grad_norm(double max_norm) {
+  // Gradients are replicated after the all-reduce: the local norm is the global one.
+  std::vector<at::Tensor> grads;
+  for (auto& [name, p] : params_) grads.push_back(p.grad());
+  return train::clip_grad_norm(grads, max_norm);
+}
+
+void DdpBackend::optimizer_step(double lr) {
+  optimizer_->step(lr);
+  for (auto& flat : bucket_flats_) flat.zero_();
+}
+
+train::NamedTensors DdpBackend::full_parameters() {
+  // Replicas must be bit-identical; a cheap fp64 fingerprint compared across ranks proves it
+  // wherever weights leave the job.
+  double fingerprint = 0;
+  for (auto& [name, p] : params_) fingerprint += p.detach().to(at::kDouble).abs().sum().item<double>();
+  at::Tensor extremes = at::tensor({fingerprint, -fingerprint}, at::kDouble);
+  comm_.all_reduce(extremes, comm::ReduceOp::Max)->wait();
+  if (extremes[0].item<double>() != -extremes[1].item<double>())
+    throw RunError("ddp: the parameter replicas differ between ranks (fingerprints in [" +
+                   std::to_string(-extremes[1].item<double>()) + ", " + std::to_string(extremes[0].item<double>()) +
+                   "]); this is a bug, please report it with `accel env`");
+  train::NamedTensors out;
+  for (auto& [name, p] : params_) out.emplace_back(name, p.detach().to(at::kCPU));
+  return out;
+}
+
+nlohmann::json DdpBackend::save_state(const std::string& dir) {
+  // Replicated state: rank 0 writes the one copy (full_parameters is collective: every rank calls it).
+  train::NamedTensors params = full_parameters();
+  if (comm_.rank() == 0) {
+    train::save_safetensors(dir + "/" + kModelFile, params);
+    train::save_safetensors(dir + "/" + kOptimizerFile, optimizer_->state_tensors());
+  }
+  return {{"layout", "replicated"}, {"files", {kModelFile, kOptimizerFile}}};
+}
+
+void DdpBackend::load_state(const std::string& dir, const nlohmann::json& layout) {
+  if (layout.value("layout", "") != "replicated")
+    throw RunError("ddp: checkpoint " + dir + " has layout '" + layout.value("layout", "?") +
+                   "'; resuming a sharded checkpoint under ddp needs the sharding backends (not built yet)");
+  train::NamedTensors saved = train::load_safetensors(dir + "/" + kModelFile);
+  if (saved.size() != params_.size())
+    throw RunError(dir + "/" + kModelFile + ": " + std::to_string(saved.size()) + " tensors, the model has " +
+                   std::to_string(params_.size()));
+  {
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const auto& [name, p] = params_[i];
+      if (saved[i].first != name || !saved[i].second.sizes().equals(p.sizes()))
+        throw RunError(dir + "/" + kModelFile + ": tensor " + std::to_string(i) + " is '" + saved[i].first +
+                       "', expected '" + name + "' with the model's shape");
+      p.copy_(saved[i].second);
+    }
+  }
+  optimizer_->load_state(train::load_safetensors(dir + "/" + kOptimizerFile));
+}
+
+}  // namespace accel::backends

@@ -1,0 +1,69 @@
+// backend: ddp, replicated data parallelism (PyTorch DDP semantics) and the unsharded baseline every
+// sharded backend is compared with. Every rank holds all parameters, gradients and optimizer states.
+// Gradients live in flat buckets (ddp.bucket_cap_mb; parameters' .grad are views into them, so
+// autograd accumulates straight into the buffers that are all-reduced). During the backward of the
+// last micro-step, each bucket's all-reduce (AVG) is issued as soon as the gradients of every
+// parameter in it are complete, while autograd goes on with earlier units; accumulation micro-steps
+// communicate nothing.
+// Invariants: buckets are issued in a fixed order (ready order, identical on every rank);
+// parameters start identical on every rank (broadcast from rank 0 at construction) and stay so,
+// because every rank applies the same update to the same averaged gradients.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "backends/core/backward_signal.hpp"
+#include "backends/ddp/grad_buckets.hpp"
+#include "runtime/train/optim/optimizer.hpp"
+
+namespace accel::backends {
+
+class DdpBackend final : public Backend, private train::UnitHooks, private BackwardListener {
+ public:
+  DdpBackend(const config::JobConfig& job, comm::Communicator& comm, train::Model& model);
+
+  std::string name() const override { return "ddp"; }
+  std::string describe() const override;
+  train::UnitHooks* begin_micro_step(int micro_step, bool sync) override;
+  void end_micro_step(bool sync) override;
+  double clip_grad_norm(double max_norm) override;
+  void optimizer_step(double lr) override;
+  train::UnitHooks* eval_hooks() override { return nullptr; }
+  train::NamedTensors full_parameters() override;
+  nlohmann::json save_state(const std::string& dir) override;
+  void load_state(const std::string& dir, const nlohmann::json& layout) override;
+
+ private:
+  // UnitHooks: wrap each unit's input so its post-backward point reports here.
+  at::Tensor pre_forward(train::Unit& unit, at::Tensor x) override;
+  void on_backward(int64_t unit_index) override;
+
+  void mark_unit_ready(int unit_index);
+  void launch_ready_buckets();
+
+  comm::Communicator& comm_;
+  train::Model& model_;
+  double bucket_cap_mb_;
+  train::NamedTensors params_;                 // spec order
+  std::unique_ptr<train::Optimizer> optimizer_;
+
+  std::vector<Bucket> buckets_;
+  std::vector<at::Tensor> bucket_flats_;       // one flat gradient buffer per bucket
+  std::vector<std::vector<int>> unit_params_;  // unit index -> parameter indices
+  std::vector<int> bucket_of_param_;
+  std::unordered_map<const train::Unit*, int> unit_index_;
+
+  // Per sync micro-step bookkeeping.
+  bool syncing_ = false;
+  std::vector<int> uses_, fired_;              // per unit: differentiable uses in forward, signals seen
+  std::vector<bool> deferred_, ready_;         // per unit: has a use with no signal; gradients complete
+  std::vector<int> pending_;                   // per bucket: parameters not yet ready
+  size_t next_bucket_ = 0;
+  std::vector<comm::WorkPtr> works_;
+};
+
+}  // namespace accel::backends

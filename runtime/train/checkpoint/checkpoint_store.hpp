@@ -1,0 +1,114 @@
+// The checkpoint store: where checkpoints live on disk, how one is committed atomically, how the
+// newest one is found, and how one is verified before anything reads it. Torch-free: the launcher
+// links it too. Layout and rationale: docs/design/0004-backend-and-checkpoints.md "Checkpoint layout".
+//
+//   <output_dir>/checkpoints/          the root
+//     latest                           "step_00000020\n": the newest complete checkpoint
+//     step_00000020/                   a complete checkpoint (manifest.json present and consistent)
+//       manifest.json                  written last; every other file with its size and FNV-1a 64 hash
+//       ...                            whatever the trainer wrote (trainer.json, *.safetensors, ...)
+//     .tmp.step_00000030/              being written; never read, removed by the next begin_checkpoint
+//
+// Invariants:
+//  - A step_N directory only ever appears by rename of a tmp directory whose manifest.json was
+//    already written and fsynced, so a step_N directory without manifest.json is not a checkpoint.
+//  - `latest` only ever changes by rename, after the step_N directory it names was renamed into
+//    place and the root fsynced: a crash leaves the old `latest` or the new one, both complete.
+//  - The manifest lists every regular file of the directory except itself. Files found in the
+//    directory but not in the manifest are ignored by verification (they were added afterwards
+//    and nothing reads them); a listed file that is missing, resized or changed is an error.
+//  - Nothing falls back silently: a damaged checkpoint is a CheckpointError naming the file, what
+//    differs and what the user can do (delete it, or set training.resume to another directory).
+//  - One writer per root at a time: begin_checkpoint and commit_checkpoint are called by one
+//    process (rank 0); other ranks only write files into the directory begin_checkpoint returned.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/common/errors.hpp"
+
+namespace accel::train::ckpt {
+
+// Every problem with a checkpoint on disk. The message names the file (full path), what is wrong
+// and how to fix it.
+class CheckpointError : public RunError {
+ public:
+  using RunError::RunError;
+};
+
+// "format" and "version" in manifest.json; a reader refuses other values.
+inline constexpr const char* kManifestFormat = "accel-checkpoint";
+inline constexpr int kManifestVersion = 1;
+inline constexpr const char* kManifestName = "manifest.json";
+inline constexpr const char* kLatestName = "latest";
+
+// <output_dir>/checkpoints
+std::string checkpoints_root(const std::string& output_dir);
+
+// "step_00000020": 8 digits, more when the step needs them (so names sort by step up to 10^8).
+// std::invalid_argument for a negative step.
+std::string step_dir_name(int64_t step);
+
+struct FileEntry {
+  std::string name;     // a plain file name inside the checkpoint directory (no '/')
+  uint64_t bytes = 0;
+  uint64_t fnv1a64 = 0;  // stored in JSON as 16 lowercase hex digits (JSON numbers lose 64-bit ints)
+};
+
+struct Manifest {
+  int format_version = kManifestVersion;
+  int64_t step = 0;
+  std::vector<FileEntry> files;           // sorted by name; manifest.json itself is not listed
+  nlohmann::json extra = nlohmann::json::object();  // free-form, filled by the trainer
+};
+
+// FNV-1a 64 of a file's bytes, read in 1 MiB chunks. CheckpointError when it cannot be read.
+uint64_t fnv1a64_file(const std::string& path);
+
+// Writes `contents` to `path` (created or truncated), flushes, fsyncs and closes it, checking
+// every step: a full disk or an I/O error is a CheckpointError, never a silently short file.
+// Not atomic by itself; inside a checkpoint directory atomicity comes from the directory rename.
+void write_file_synced(const std::string& path, std::string_view contents);
+
+// Starts checkpoint `step` under `root` (created if needed). Removes every leftover `.tmp.*` entry
+// in root (crashed writers, including a stale .tmp.step_N of this step) and a stale latest.tmp,
+// creates root/.tmp.step_N and returns its path. Call from one process (rank 0) only, then let
+// every rank write its files into the returned directory (a shared file system for multi-node).
+std::string begin_checkpoint(const std::string& root, int64_t step);
+
+// Finishes checkpoint `step` after every rank has written its files: hashes every regular file of
+// the tmp directory, writes manifest.json (tmp + fsync + rename), fsyncs the files and the
+// directory, renames it to root/step_N, then replaces root/latest atomically and fsyncs root.
+// If root/step_N already exists (a rerun from an older checkpoint) it is replaced: it is moved
+// aside to a `.tmp.*` name, the new directory renamed in, then the old one deleted; a crash in
+// between leaves no step_N (the old `latest` may then name a missing directory, which
+// find_latest_checkpoint reports) and the aside copy is removed by the next begin_checkpoint.
+// `extra` must be a JSON object (null is stored as {}). Subdirectories, symlinks or other
+// non-regular entries in the tmp directory are a CheckpointError: they could not be verified.
+// Returns the final directory path.
+std::string commit_checkpoint(const std::string& root, int64_t step, const nlohmann::json& extra);
+
+// The directory root/latest names, or std::nullopt when root or root/latest does not exist (no
+// checkpoint yet: not an error). An empty or malformed latest, or one naming a directory that does
+// not exist, is a CheckpointError naming root/latest. Does not verify the checkpoint.
+std::optional<std::string> find_latest_checkpoint(const std::string& root);
+
+// Parses dir/manifest.json and checks its shape (format, version, step, files, extra). A missing
+// manifest means "not a complete checkpoint"; invalid JSON or a wrong/missing key is an error
+// naming manifest.json. Does not look at the other files.
+Manifest read_manifest(const std::string& dir);
+
+// read_manifest, then checks that every listed file exists with exactly the recorded size and
+// FNV-1a 64 hash. All differences are reported in one CheckpointError, one line per file naming
+// its full path ("is missing", "is truncated: N bytes, the manifest records M", "is larger than
+// the manifest records", "is corrupted: its FNV-1a 64 hash is 0x.. but the manifest records 0x..").
+// Call before anything parses the checkpoint's files. Returns the manifest.
+Manifest verify_checkpoint(const std::string& dir);
+
+}  // namespace accel::train::ckpt

@@ -1,0 +1,51 @@
+// Checkpoints of a training run (layout and guarantees: docs/design/0004): which checkpoint to
+// resume from, writing one atomically from every rank, and loading one back after verifying it.
+// Invariant: a checkpoint named step_N holds the state after N optimizer steps; loading it and
+// continuing gives the same metrics as never stopping (batches depend only on the step).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/backend.hpp"
+#include "runtime/config/job_loader.hpp"
+#include "runtime/train/data/dataset.hpp"
+#include "runtime/train/trainer/fault_injection.hpp"
+
+namespace accel::train {
+
+class Checkpointer {
+ public:
+  Checkpointer(const config::LoadedJob& job, comm::Communicator& comm, backends::Backend& backend,
+               const Dataset& data, const FaultInjector& faults);
+
+  // training.resume: "never" -> none; "auto" -> the checkpoint `latest` names under
+  // <output_dir>/checkpoints, if any; anything else -> that directory (it must exist).
+  std::optional<std::string> resume_dir() const;
+
+  // Verifies every file of `dir` (size and hash), checks it was written for the same data and
+  // model, restores the backend's state and this rank's RNG, and returns the steps it holds.
+  // Throws CheckpointError/RunError naming the file on any problem.
+  int64_t load(const std::string& dir);
+
+  // Collective: writes the state after `steps_done` steps to <output_dir>/checkpoints/step_N,
+  // atomically, and moves `latest` to it. Returns the directory.
+  std::string save(int64_t steps_done);
+
+  std::string root() const { return root_; }
+
+ private:
+  nlohmann::json trainer_state(int64_t steps_done, const nlohmann::json& backend_layout) const;
+
+  const config::LoadedJob& job_;
+  comm::Communicator& comm_;
+  backends::Backend& backend_;
+  const Dataset& data_;
+  const FaultInjector& faults_;
+  std::string root_;
+};
+
+}  // namespace accel::train

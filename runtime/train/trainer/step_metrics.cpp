@@ -1,0 +1,110 @@
+#include "runtime/train/trainer/step_metrics.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "runtime/common/errors.hpp"
+
+namespace accel::train {
+
+nlohmann::json to_json(const StepMetrics& m) {
+  nlohmann::json j = {{"step", m.step},
+                      {"loss", m.loss},
+                      {"lr", m.lr},
+                      {"grad_norm", m.grad_norm},
+                      {"tokens", m.tokens},
+                      {"tokens_per_s", m.tokens_per_s},
+                      {"step_time_s", m.step_time_s},
+                      {"peak_mem_bytes", m.peak_mem_bytes}};
+  if (m.eval_loss) j["eval_loss"] = *m.eval_loss;
+  return j;
+}
+
+MetricsFile::MetricsFile(std::string path, int64_t keep_before) : path_(std::move(path)) {
+  std::vector<std::string> kept;
+  if (keep_before > 0) {
+    std::ifstream in(path_);
+    std::string line;
+    int lineno = 0;
+    while (std::getline(in, line)) {
+      ++lineno;
+      if (line.empty()) continue;
+      auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_discarded() || !j.contains("step") || !j["step"].is_number_integer()) {
+        // A crash can cut the last line short; anything else is someone else's file.
+        if (in.peek() == EOF) break;
+        throw RunError(path_ + ":" + std::to_string(lineno) + ": not a metrics record; move the file away to resume");
+      }
+      if (j["step"].get<int64_t>() < keep_before) kept.push_back(line);
+    }
+  }
+  std::string tmp = path_ + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    for (const auto& l : kept) out << l << "\n";
+    if (!out.flush()) throw RunError("cannot write " + tmp + ": " + std::strerror(errno));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path_, ec);
+  if (ec) throw RunError("cannot replace " + path_ + ": " + ec.message());
+  file_ = std::fopen(path_.c_str(), "a");
+  if (!file_) throw RunError("cannot open " + path_ + " for appending: " + std::strerror(errno));
+}
+
+MetricsFile::~MetricsFile() {
+  if (file_) std::fclose(file_);
+}
+
+void MetricsFile::append(const StepMetrics& m) {
+  std::string line = to_json(m).dump() + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
+    throw RunError("cannot write " + path_ + ": " + std::strerror(errno));
+}
+
+std::string human_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024.0 && u < 4) {
+    bytes /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, bytes < 10 && u > 0 ? "%.2f %s" : "%.0f %s", bytes, units[u]);
+  return buf;
+}
+
+static std::string human_rate(double per_s) {
+  char buf[32];
+  if (per_s >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", per_s / 1e6);
+  else if (per_s >= 1e3) std::snprintf(buf, sizeof buf, "%.1fk", per_s / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.0f", per_s);
+  return buf;
+}
+
+std::string format_step_line(const StepMetrics& m, int64_t total_steps, bool progress_bar) {
+  std::ostringstream s;
+  int64_t done = m.step + 1;
+  if (progress_bar) {
+    constexpr int kWidth = 20;
+    int filled = total_steps > 0 ? int(kWidth * done / total_steps) : kWidth;
+    s << "[" << std::string(filled, '#') << std::string(kWidth - filled, '.') << "] "
+      << (total_steps > 0 ? 100 * done / total_steps : 100) << "% ";
+  }
+  int width = int(std::to_string(total_steps).size());
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "step %*lld/%lld | loss %.4f | lr %.2e | grad_norm %.3f | %s tok/s | %.1f ms | peak %s",
+                width, static_cast<long long>(done), static_cast<long long>(total_steps), m.loss, m.lr, m.grad_norm,
+                human_rate(m.tokens_per_s).c_str(), m.step_time_s * 1e3, human_bytes(double(m.peak_mem_bytes)).c_str());
+  s << buf;
+  if (m.eval_loss) {
+    std::snprintf(buf, sizeof buf, " | eval_loss %.4f", *m.eval_loss);
+    s << buf;
+  }
+  return s.str();
+}
+
+}  // namespace accel::train

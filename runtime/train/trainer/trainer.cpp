@@ -1,0 +1,203 @@
+#include "runtime/train/trainer/trainer.hpp"
+
+#include <ATen/Parallel.h>
+#include <sys/resource.h>
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+
+#include "backends/backend.hpp"
+#include "runtime/common/errors.hpp"
+#include "runtime/train/data/dataset.hpp"
+#include "runtime/train/model/model_weights.hpp"
+#include "runtime/train/model/safetensors.hpp"
+#include "runtime/train/optim/lr_schedule.hpp"
+#include "runtime/train/trainer/checkpointer.hpp"
+#include "runtime/train/trainer/evaluation.hpp"
+#include "runtime/train/trainer/fault_injection.hpp"
+#include "runtime/train/trainer/step_metrics.hpp"
+
+namespace accel::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+int64_t peak_rss_bytes() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return int64_t(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+// The launcher sets OMP_NUM_THREADS to cores / local workers; libtorch's intra-op pool must follow
+// it (Debian's libtorch otherwise starts with its own default).
+void apply_thread_count() {
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  if (omp && std::atoi(omp) > 0) at::set_num_threads(std::atoi(omp));
+}
+
+void check_supported(const config::JobConfig& job) {
+  if (job.mixed_precision != config::MixedPrecision::no)
+    throw RunError("mixed_precision: " + std::string(config::to_string(job.mixed_precision)) +
+                   " is not built yet in the trainer (it comes with the sharding core); use mixed_precision: no");
+}
+
+class Trainer {
+ public:
+  Trainer(worker::WorkerContext& ctx, const TrainerOptions& options)
+      : ctx_(ctx),
+        job_(ctx.job.job),
+        t_(job_.training),
+        comm_(*ctx.communicator),
+        rank_(comm_.rank()),
+        world_(comm_.size()),
+        options_(options),
+        faults_(rank_) {}
+
+  void run();
+
+ private:
+  void build();
+  StepMetrics train_step(int64_t step);
+  double all_reduce_scalar(double value, comm::ReduceOp op);
+  void log(const std::string& line) const {
+    if (rank_ == 0) spdlog::info("{}", line);
+  }
+
+  worker::WorkerContext& ctx_;
+  const config::JobConfig& job_;
+  const config::TrainingSection& t_;
+  comm::Communicator& comm_;
+  int rank_, world_;
+  TrainerOptions options_;
+  FaultInjector faults_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Dataset> data_;
+  std::unique_ptr<backends::Backend> backend_;
+  std::unique_ptr<Checkpointer> checkpointer_;
+};
+
+void Trainer::build() {
+  check_supported(job_);
+  apply_thread_count();
+  model_ = make_model(job_.model);
+  model_->initialize(uint64_t(t_.seed));
+  if (!t_.init_from.empty()) load_weights_into(*model_, t_.init_from);
+  data_ = make_dataset(job_.data, job_.model.vocab_size, t_.seq_len, uint64_t(t_.seed));
+  backend_ = backends::make_backend(job_, comm_, *model_);
+  checkpointer_ = std::make_unique<Checkpointer>(ctx_.job, comm_, *backend_, *data_, faults_);
+}
+
+double Trainer::all_reduce_scalar(double value, comm::ReduceOp op) {
+  at::Tensor t = at::tensor({value}, at::kDouble);
+  comm_.all_reduce(t, op)->wait();
+  return t.item<double>();
+}
+
+StepMetrics Trainer::train_step(int64_t step) {
+  auto t0 = Clock::now();
+  const int G = t_.gradient_accumulation_steps;
+  double loss_sum = 0;
+  for (int m = 0; m < G; ++m) {
+    bool sync = m == G - 1;
+    UnitHooks* hooks = backend_->begin_micro_step(m, sync);
+    Batch batch = data_->train_batch(step, m, rank_, world_, t_.micro_batch_size, G);
+    at::Tensor loss = model_->loss(model_->forward(batch.x, hooks), batch.y);
+    // Mean over the global batch: each rank's micro loss / G here, the average over ranks in the backend.
+    (loss / double(G)).backward();
+    loss_sum += loss.item<double>();
+    backend_->end_micro_step(sync);
+  }
+  StepMetrics m;
+  m.step = step;
+  m.grad_norm = backend_->clip_grad_norm(t_.max_grad_norm);
+  m.lr = learning_rate(job_.scheduler, job_.optimizer.lr, step, t_.max_steps);
+  backend_->optimizer_step(m.lr);
+  m.loss = all_reduce_scalar(loss_sum / G, comm::ReduceOp::Avg);
+  m.peak_mem_bytes = int64_t(all_reduce_scalar(double(peak_rss_bytes()), comm::ReduceOp::Max));
+  m.tokens = int64_t(world_) * t_.micro_batch_size * G * t_.seq_len;
+  m.step_time_s = seconds_since(t0);
+  m.tokens_per_s = double(m.tokens) / m.step_time_s;
+  return m;
+}
+
+void Trainer::run() {
+  auto t_start = Clock::now();
+  build();
+  int64_t start = 0;
+  if (auto dir = checkpointer_->resume_dir()) {
+    start = checkpointer_->load(*dir);
+    log("resumed from " + *dir + " (" + std::to_string(start) + " steps done)");
+  }
+  log(data_->describe());
+  log(backend_->describe());
+  log("model " + std::string(config::to_string(job_.model.name)) + ": " + std::to_string(model_->num_parameters()) +
+      " parameters; global batch " + std::to_string(world_) + " ranks x " + std::to_string(t_.micro_batch_size) +
+      " rows x " + std::to_string(t_.gradient_accumulation_steps) + " micro-steps x " + std::to_string(t_.seq_len) +
+      " tokens; " + std::to_string(at::get_num_threads()) + " thread(s) per rank");
+
+  const std::string& out = t_.output_dir;
+  std::unique_ptr<MetricsFile> metrics;
+  if (rank_ == 0) {
+    std::filesystem::create_directories(out);
+    metrics = std::make_unique<MetricsFile>(out + "/metrics.jsonl", start);
+  }
+  if (start >= t_.max_steps) {
+    log("nothing to train: the checkpoint already holds " + std::to_string(start) + " of training.max_steps " +
+        std::to_string(t_.max_steps) + " steps (set training.resume: never, or another output_dir, to train again)");
+    return;
+  }
+
+  std::optional<StepMetrics> first, last;
+  std::optional<double> last_eval;
+  double train_seconds = 0;
+  int64_t tokens = 0;
+  std::string last_checkpoint;
+  for (int64_t step = start; step < t_.max_steps; ++step) {
+    StepMetrics m = train_step(step);
+    faults_.at("after_step", step);
+    train_seconds += m.step_time_s;
+    tokens += m.tokens;
+    bool final_step = step + 1 == t_.max_steps;
+    if (t_.eval_every > 0 && (step + 1) % t_.eval_every == 0) {
+      m.eval_loss = evaluate(*model_, *backend_, *data_, comm_, t_.micro_batch_size);
+      if (m.eval_loss) last_eval = m.eval_loss;
+    }
+    if (metrics) metrics->append(m);
+    if ((step + 1) % t_.log_every == 0 || final_step || step == start)
+      log(format_step_line(m, t_.max_steps, options_.progress_bar));
+    if (!first) first = m;
+    last = m;
+    if (final_step || (t_.checkpoint_every > 0 && (step + 1) % t_.checkpoint_every == 0))
+      last_checkpoint = checkpointer_->save(step + 1);
+  }
+
+  std::string weights;
+  auto params = backend_->full_parameters();
+  if (t_.save_weights && rank_ == 0) {
+    weights = out + "/weights.safetensors";
+    save_safetensors(weights, params);
+  }
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "done: %lld steps in %.1f s (%.1f s training), %lld tokens, %.1fk tok/s; loss %.4f -> %.4f%s",
+                static_cast<long long>(t_.max_steps - start), seconds_since(t_start), train_seconds,
+                static_cast<long long>(tokens), double(tokens) / train_seconds / 1e3, first->loss, last->loss,
+                last_eval ? (", eval_loss " + std::to_string(*last_eval)).c_str() : "");
+  log(buf);
+  log("outputs: " + out + "/metrics.jsonl" + (weights.empty() ? "" : ", " + weights) + ", checkpoint " +
+      last_checkpoint);
+}
+
+}  // namespace
+
+void run_training(worker::WorkerContext& ctx, const TrainerOptions& options) {
+  spdlog::set_pattern("%v");
+  Trainer(ctx, options).run();
+}
+
+}  // namespace accel::train
