@@ -6,4 +6,6 @@ build="${ACCEL_BUILD_DIR:-$root/build}"
 bash "$root/scripts/setup.sh"
 bash "$root/scripts/build.sh"
 cd "$root"
-exec "$build/accel" launch config_templates/quickstart.yaml "$@"
+# resume=never: the demo trains from scratch on every run (a real job keeps `auto` and continues
+# from runs/quickstart/checkpoints/latest).
+exec "$build/accel" launch config_templates/quickstart.yaml --set training.resume=never "$@"
