@@ -91,8 +91,9 @@ std::string format_step_line(const StepMetrics& m, int64_t total_steps, bool pro
   if (progress_bar) {
     constexpr int kWidth = 20;
     int filled = total_steps > 0 ? int(kWidth * done / total_steps) : kWidth;
-    s << "[" << std::string(filled, '#') << std::string(kWidth - filled, '.') << "] "
-      << (total_steps > 0 ? 100 * done / total_steps : 100) << "% ";
+    char pct[16];
+    std::snprintf(pct, sizeof pct, "%3lld%% ", static_cast<long long>(total_steps > 0 ? 100 * done / total_steps : 100));
+    s << "[" << std::string(filled, '#') << std::string(kWidth - filled, '.') << "] " << pct;
   }
   int width = int(std::to_string(total_steps).size());
   char buf[256];

@@ -75,7 +75,7 @@ TEST_CASE("the step line carries every metric; the progress bar only when asked"
   CHECK(plain == "step 12/60 | loss 3.9000 | lr 1.00e-03 | grad_norm 0.500 | 102.4k tok/s | 10.0 ms | peak 1.00 MiB | "
                  "eval_loss 3.2500");
   std::string bar = accel::train::format_step_line(m, 60, true);
-  CHECK(bar.rfind("[####................] 20% step 12/60", 0) == 0);
+  CHECK(bar.rfind("[####................]  20% step 12/60", 0) == 0);
 }
 
 TEST_CASE("ACCEL_FAULT: malformed values are refused, other ranks and later attempts are not armed", "[trainer][fault]") {
