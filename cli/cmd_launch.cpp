@@ -54,8 +54,12 @@ void check_trainer_can_start(const config::LoadedJob& loaded) {
     auto manifest = train::ckpt::verify_checkpoint(*dir);
     std::cerr << "accel launch: resuming from " << *dir << " (" << manifest.step << " steps done)\n";
   } catch (const train::ckpt::CheckpointError& e) {
-    throw ConfigError(diagnostic_for(loaded, "training.resume", e.what(),
-                                     "set training.resume to another checkpoint directory, or never to start over"));
+    auto d = diagnostic_for(loaded, "training.resume", e.what(),
+                            "set training.resume to another checkpoint directory, or never to start over");
+    // At its default (auto) the key has no position of its own: point at the checkpoints instead.
+    if (d.where.origin == Location::Origin::Default)
+      d.where = Location::in_file(train::ckpt::checkpoints_root(j.training.output_dir), 0, 0);
+    throw ConfigError(d);
   }
 }
 
@@ -79,6 +83,7 @@ void add_launch_command(CLI::App& app) {
   cmd->callback([o] {
     auto loaded = load_job_for_cli(o->file, o->overrides);
     const auto& j = loaded.job;
+    if (!o->dry_run && j.program.empty()) check_trainer_can_start(loaded);
     std::cerr << "accel launch: " << (loaded.file.empty() ? "defaults" : loaded.file) << " ("
               << config::to_string(loaded.format) << ") is valid: backend " << config::to_string(j.backend) << ", "
               << j.num_processes << " process(es) on " << j.num_machines << " machine(s), device "
@@ -91,7 +96,6 @@ void add_launch_command(CLI::App& app) {
       launch_job(loaded, j.program, {});
       return;
     }
-    check_trainer_can_start(loaded);
     nlohmann::json options = {{"progress", isatty(STDOUT_FILENO) == 1}};
     launch_job(loaded, {self_executable(), "worker"},
                {{"ACCEL_WORKER_TASK", "train"}, {"ACCEL_WORKER_OPTIONS", options.dump()}});

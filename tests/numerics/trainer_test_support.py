@@ -1,0 +1,160 @@
+"""Helpers for the end-to-end tests of accel's built-in trainer (test_trainer_end_to_end.py).
+
+Runs the built executable (env ACCEL_BINARY, else build/accel) and the Python reference tools of
+scripts/reference with Debian's /usr/bin/python3. Job files are written as plain block YAML.
+"""
+import json
+import os
+import subprocess
+import sys
+
+sys.dont_write_bytecode = True
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+REF = os.path.join(ROOT, "scripts", "reference")
+PY = "/usr/bin/python3"  # the python3 on PATH may lack torch
+ACCEL = os.environ.get("ACCEL_BINARY") or os.path.join(ROOT, "build", "accel")
+
+# Wall-clock cap for one accel or reference process; the jobs' own collective/rendezvous timeouts
+# (60 s) make a hang fail well before this.
+PROC_TIMEOUT_S = 300
+
+# Fields that measure time or memory, so they differ between identical runs.
+TIMING_FIELDS = ("tokens_per_s", "step_time_s", "peak_mem_bytes")
+
+MODEL = dict(name="gpt", n_layer=2, n_head=4, n_embd=64, vocab_size=256, block_size=32)
+
+
+def clean_env(extra=None):
+    """The environment minus every ACCEL_* variable (env overrides job keys, and a stray ACCEL_FAULT
+    would kill a worker), plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCEL_")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def run(cmd, cwd=None, env_extra=None):
+    return subprocess.run(cmd, cwd=cwd, env=clean_env(env_extra), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=PROC_TIMEOUT_S)
+
+
+def describe(proc):
+    """Exit code and output tails, for assertion messages."""
+    return (f"exit {proc.returncode}\n--- stderr (tail) ---\n{proc.stderr[-3000:]}"
+            f"\n--- stdout (tail) ---\n{proc.stdout[-2000:]}")
+
+
+def make_tokens(path, n=100000, seed=1, vocab=256):
+    p = run([PY, os.path.join(REF, "make_tokens.py"), "--out", path, "--n", str(n), "--vocab", str(vocab),
+             "--seed", str(seed)])
+    if p.returncode != 0:
+        raise RuntimeError("make_tokens.py failed: " + describe(p))
+    return path
+
+
+def export_init(path, model=MODEL, seed=1337):
+    p = run([PY, os.path.join(REF, "reference_train.py"), "--n-layer", str(model["n_layer"]),
+             "--n-head", str(model["n_head"]), "--n-embd", str(model["n_embd"]),
+             "--vocab-size", str(model["vocab_size"]), "--block-size", str(model["block_size"]),
+             "--seed-init", str(seed), "--steps", "0", "--export-init", path, "--quiet", "--threads", "1"])
+    if p.returncode != 0:
+        raise RuntimeError("reference_train.py --export-init failed: " + describe(p))
+    return path
+
+
+def _scalar(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_scalar(x) for x in v) + "]"
+    return json.dumps(str(v))  # a double-quoted JSON string is a valid YAML scalar
+
+
+def _emit(d, indent=0):
+    lines = []
+    for k, v in d.items():
+        if isinstance(v, dict):
+            lines.append(" " * indent + f"{k}:")
+            lines.extend(_emit(v, indent + 2))
+        else:
+            lines.append(" " * indent + f"{k}: {_scalar(v)}")
+    return lines
+
+
+def write_job(path, job):
+    with open(path, "w") as f:
+        f.write("\n".join(_emit(job)) + "\n")
+    return path
+
+
+def job(output_dir, data_path="tok.bin", world=2, micro=4, accum=1, steps=12, lr=1e-3, warmup=3,
+        eval_every=5, checkpoint_every=0, max_restarts=0, init_from=None, **training):
+    """A small ddp/cpu job. data_path is relative to the job file's folder unless absolute."""
+    t = dict(max_steps=steps, micro_batch_size=micro, gradient_accumulation_steps=accum, seq_len=32,
+             max_grad_norm=1.0, output_dir=output_dir, eval_every=eval_every,
+             checkpoint_every=checkpoint_every, log_every=1)
+    if init_from:
+        t["init_from"] = init_from
+    t.update(training)
+    return {
+        "backend": "ddp",
+        "num_processes": world,
+        "device": "cpu",
+        "main_process_port": 0,  # a free port: parallel tests never collide
+        "collective_timeout_s": 60,  # a hang fails in a minute, not at the 600 s default
+        "rendezvous_timeout_s": 60,
+        "max_restarts": max_restarts,
+        "model": dict(MODEL),
+        "data": {"kind": "tokens", "path": data_path},
+        "optimizer": {"name": "adamw", "lr": lr, "weight_decay": 0.1, "betas": [0.9, 0.95], "eps": 1e-8},
+        "scheduler": {"name": "cosine", "warmup_steps": warmup, "min_lr_ratio": 0.1},
+        "training": t,
+    }
+
+
+def launch(job_path, sets=(), env_extra=None):
+    """`accel launch JOB [--set k=v ...]`, run in the job file's folder."""
+    cmd = [ACCEL, "launch", job_path]
+    for s in sets:
+        cmd += ["--set", s]
+    return run(cmd, cwd=os.path.dirname(os.path.abspath(job_path)), env_extra=env_extra)
+
+
+def reference_train(job_path, out_dir, init_weights, world, micro, accum):
+    p = run([PY, os.path.join(REF, "reference_train.py"), "--job", job_path, "--init-weights", init_weights,
+             "--world", str(world), "--micro-batch", str(micro), "--accum", str(accum),
+             "--out-dir", out_dir, "--quiet", "--threads", "1"])
+    if p.returncode != 0:
+        raise RuntimeError("reference_train.py failed: " + describe(p))
+    return out_dir
+
+
+def compare_runs(a, b, loss_tol, weight_tol):
+    return run([PY, os.path.join(REF, "compare_runs.py"), a, b, "--loss-tol", repr(loss_tol),
+                "--weight-tol", repr(weight_tol)])
+
+
+def read_metrics(run_dir):
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def without_timing(records):
+    return [{k: v for k, v in r.items() if k not in TIMING_FIELDS} for r in records]
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def ckpt_dir(run_dir, step):
+    return os.path.join(run_dir, "checkpoints", f"step_{step:08d}")
+
+
+def read_latest(run_dir):
+    with open(os.path.join(run_dir, "checkpoints", "latest")) as f:
+        return f.read().strip()
