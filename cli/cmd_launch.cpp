@@ -31,11 +31,25 @@ Diagnostic diagnostic_for(const config::LoadedJob& loaded, const std::string& ke
 // What the built-in trainer would refuse at start, found before any worker is spawned.
 void check_trainer_can_start(const config::LoadedJob& loaded) {
   const auto& j = loaded.job;
-  if (j.backend != config::Backend::ddp)
-    throw ConfigError(diagnostic_for(loaded, "backend",
-                                     "backend " + std::string(config::to_string(j.backend)) +
-                                         " is not implemented yet (the sharding issues build it)",
-                                     "use backend: ddp, or --dry-run to check the job"));
+  if (j.backend == config::Backend::fsdp)
+    throw ConfigError(diagnostic_for(loaded, "backend", "backend fsdp is not implemented yet (the FSDP issue builds it)",
+                                     "use backend: ddp or deepspeed, or --dry-run to check the job"));
+  if (j.backend == config::Backend::deepspeed) {
+    for (const char* key : {"deepspeed.offload_optimizer_device", "deepspeed.offload_param_device"}) {
+      bool off = std::string(key) == "deepspeed.offload_optimizer_device"
+                     ? j.deepspeed.offload_optimizer_device == config::OffloadDevice::none
+                     : j.deepspeed.offload_param_device == config::OffloadDevice::none;
+      if (!off)
+        throw ConfigError(diagnostic_for(loaded, key, "offload is not built yet in the deepspeed backend",
+                                         std::string("set ") + key + ": none"));
+    }
+    // Accepted keys the engine does not act on yet: say so rather than ignore them silently.
+    for (const char* key : {"deepspeed.allgather_bucket_size", "deepspeed.stage3_prefetch_bucket_size",
+                            "deepspeed.stage3_param_persistence_threshold", "deepspeed.stage3_max_live_parameters",
+                            "deepspeed.zero_hpz_partition_size", "deepspeed.reduce_bucket_size"})
+      if (loaded.is_explicit(key) && !(std::string(key) == "deepspeed.reduce_bucket_size" && j.deepspeed.zero_stage == 0))
+        std::cerr << "warning: " << key << " has no effect yet in the deepspeed backend (reductions are per unit)\n";
+  }
   if (j.mixed_precision != config::MixedPrecision::no)
     throw ConfigError(diagnostic_for(loaded, "mixed_precision", "mixed precision is not built yet in the trainer",
                                      "use mixed_precision: no"));

@@ -17,8 +17,8 @@ constexpr const char* kOptimizerFile = "optimizer.safetensors";
 
 }  // namespace
 
-DdpBackend::DdpBackend(const config::JobConfig& job, comm::Communicator& comm, train::Model& model)
-    : comm_(comm), model_(model), bucket_cap_mb_(job.ddp.bucket_cap_mb), params_(model.named_parameters()) {
+DdpBackend::DdpBackend(const config::JobConfig& job, comm::Communicator& comm, train::Model& model, double bucket_cap_mb)
+    : comm_(comm), model_(model), bucket_cap_mb_(bucket_cap_mb), params_(model.named_parameters()) {
   // Replicas start identical: rank 0's values win (DDP's constructor broadcast). Every rank
   // initialised from the same seed or file, so this is a safety net, and cheap next to training.
   {
@@ -63,7 +63,7 @@ std::string DdpBackend::describe() const {
   std::ostringstream s;
   int64_t numel = 0;
   for (const auto& b : buckets_) numel += b.numel;
-  s << "ddp: " << params_.size() << " parameter tensors (" << numel << " values) replicated on " << comm_.size()
+  s << label_ << ": " << params_.size() << " parameter tensors (" << numel << " values) replicated on " << comm_.size()
     << " rank(s); " << buckets_.size() << " gradient bucket(s) of at most " << bucket_cap_mb_
     << " MiB, all-reduced during the backward of each step's last micro-step";
   return s.str();

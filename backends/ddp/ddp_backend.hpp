@@ -24,9 +24,11 @@ namespace accel::backends {
 
 class DdpBackend final : public Backend, private train::UnitHooks, private BackwardListener {
  public:
-  DdpBackend(const config::JobConfig& job, comm::Communicator& comm, train::Model& model);
+  // bucket_cap_mb: ddp.bucket_cap_mb (or DeepSpeed's reduce_bucket_size for zero_stage 0).
+  DdpBackend(const config::JobConfig& job, comm::Communicator& comm, train::Model& model, double bucket_cap_mb);
 
   std::string name() const override { return "ddp"; }
+  void set_label(std::string label) { label_ = std::move(label); }
   std::string describe() const override;
   train::UnitHooks* begin_micro_step(int micro_step, bool sync) override;
   void end_micro_step(bool sync) override;
@@ -48,6 +50,7 @@ class DdpBackend final : public Backend, private train::UnitHooks, private Backw
   comm::Communicator& comm_;
   train::Model& model_;
   double bucket_cap_mb_;
+  std::string label_ = "ddp";
   train::NamedTensors params_;                 // spec order
   std::unique_ptr<train::Optimizer> optimizer_;
 

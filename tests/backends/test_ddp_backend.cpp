@@ -78,7 +78,7 @@ TEST_CASE("ddp at world 2: every rank ends with the gradient of the global batch
         int r = comm.rank();
         auto model = accel::train::make_model(job.model);
         model->initialize(11);
-        DdpBackend ddp(job, comm, *model);
+        DdpBackend ddp(job, comm, *model, job.ddp.bucket_cap_mb);
         auto* hooks = ddp.begin_micro_step(0, true);
         if (!hooks) throw std::runtime_error("no hooks at world 2");
         model->loss(model->forward(tokens(2, r * 5), hooks), tokens(2, r * 5 + 1)).backward();
@@ -114,7 +114,7 @@ TEST_CASE("ddp: accumulation micro-steps communicate nothing; the last one all-r
           ++seen;
           if (first_wpe_zero < 0) first_wpe_zero = wpe.grad().abs().sum().item<double>() == 0.0;
         });
-        DdpBackend ddp(job, comm, *model);
+        DdpBackend ddp(job, comm, *model, job.ddp.bucket_cap_mb);
         int before = comm.all_reduces;
         ddp.begin_micro_step(0, false);
         model->loss(model->forward(tokens(2, r), nullptr), tokens(2, r + 1)).backward();
@@ -155,7 +155,7 @@ TEST_CASE("ddp: replicas stay identical through optimizer steps, and a diverged 
         int r = comm.rank();
         auto model = accel::train::make_model(job.model);
         model->initialize(uint64_t(5 + r));  // different seeds: the constructor's broadcast must align them
-        DdpBackend ddp(job, comm, *model);
+        DdpBackend ddp(job, comm, *model, job.ddp.bucket_cap_mb);
         for (int step = 0; step < 3; ++step) {
           auto* hooks = ddp.begin_micro_step(0, true);
           model->loss(model->forward(tokens(2, r + step), hooks), tokens(2, r + step + 1)).backward();

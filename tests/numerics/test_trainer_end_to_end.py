@@ -45,7 +45,7 @@ class _Base(unittest.TestCase):
         self.assertEqual(ts.without_timing(a), ts.without_timing(b), f"{what}: metrics records differ")
 
 
-class ReferenceAgreement(_Base):
+class _ReferenceBase(_Base):
     """accel vs the Python reference, same init file, same global batch (8 rows of 32 tokens)."""
 
     STEPS = 15
@@ -86,37 +86,43 @@ class ReferenceAgreement(_Base):
     def tearDownClass(cls):
         cls._tmp.cleanup()
 
+    def _check_split(self, name, sets=(), ref_dir=None):
+        world, micro, accum = self.SPLITS[name]
+        ref_dir = ref_dir or self.ref_dir
+        ref_metrics = ts.read_metrics(ref_dir)
+        label = name + "".join(" " + x for x in sets)
+        d = self.tmpdir()
+        out = os.path.join(d, "out")
+        job = ts.job(out, data_path=self.tokens, world=world, micro=micro, accum=accum, steps=self.STEPS,
+                     lr=self.LR, warmup=3, eval_every=5, init_from=self.init)
+        p = ts.launch(ts.write_job(os.path.join(d, "job.yaml"), job), sets=sets)
+        self.assertLaunch(p, 0, f"accel {label}")
+        got = ts.read_metrics(out)
+        self.assertEqual([r["step"] for r in got], list(range(self.STEPS)))
+        # the global batch is world x micro x accum rows of 32 tokens (8 rows unless the split says otherwise)
+        self.assertEqual([r["tokens"] for r in got], [world * micro * accum * 32] * self.STEPS)
+
+        cmp = ts.compare_runs(out, ref_dir, self.LOSS_TOL, self.WEIGHT_TOL)
+        # compare_runs checks loss, lr (1e-12), grad_norm (rel 1e-3) and final weights, not eval_loss.
+        ref_eval = {r["step"]: r["eval_loss"] for r in ref_metrics if "eval_loss" in r}
+        got_eval = {r["step"]: r["eval_loss"] for r in got if "eval_loss" in r}
+        self.assertEqual(sorted(ref_eval), [4, 9, 14], "reference eval steps")
+        self.assertEqual(sorted(got_eval), sorted(ref_eval), f"{label}: eval steps differ")
+        d_eval = max(abs(got_eval[s] - ref_eval[s]) for s in ref_eval)
+        print(f"\n[{label}: world {world}, micro {micro}, accum {accum}] vs reference {os.path.basename(ref_dir)}:\n"
+              f"{cmp.stdout.strip()}\neval_loss: {len(ref_eval)} evals, max |deval| {d_eval:.3e}")
+        self.assertEqual(cmp.returncode, 0, f"{label}: compare_runs over tolerance\n{cmp.stdout}{cmp.stderr}")
+        self.assertLessEqual(d_eval, self.EVAL_TOL, f"{label}: eval_loss differs: {got_eval} vs {ref_eval}")
+        return out
+
+
+class ReferenceAgreement(_ReferenceBase):
     def test_reference_run_exercises_clipping(self):
         norms = [r["grad_norm"] for r in self.ref_metrics]
         self.assertEqual(len(norms), self.STEPS)
         print(f"\nreference grad_norm per step: {[round(n, 4) for n in norms]}")
         self.assertTrue(any(n > 1.0 for n in norms), f"no step clips at max_grad_norm 1.0: {norms}")
         self.assertTrue(any(n < 1.0 for n in norms), f"every step clips, the no-clip branch is unused: {norms}")
-
-    def _check_split(self, name):
-        world, micro, accum = self.SPLITS[name]
-        d = self.tmpdir()
-        out = os.path.join(d, "out")
-        job = ts.job(out, data_path=self.tokens, world=world, micro=micro, accum=accum, steps=self.STEPS,
-                     lr=self.LR, warmup=3, eval_every=5, init_from=self.init)
-        p = ts.launch(ts.write_job(os.path.join(d, "job.yaml"), job))
-        self.assertLaunch(p, 0, f"accel {name}")
-        got = ts.read_metrics(out)
-        self.assertEqual([r["step"] for r in got], list(range(self.STEPS)))
-        # the global batch is 8 rows x 32 tokens whatever the split
-        self.assertEqual([r["tokens"] for r in got], [8 * 32] * self.STEPS)
-
-        cmp = ts.compare_runs(out, self.ref_dir, self.LOSS_TOL, self.WEIGHT_TOL)
-        # compare_runs checks loss, lr (1e-12), grad_norm (rel 1e-3) and final weights, not eval_loss.
-        ref_eval = {r["step"]: r["eval_loss"] for r in self.ref_metrics if "eval_loss" in r}
-        got_eval = {r["step"]: r["eval_loss"] for r in got if "eval_loss" in r}
-        self.assertEqual(sorted(ref_eval), [4, 9, 14], "reference eval steps")
-        self.assertEqual(sorted(got_eval), sorted(ref_eval), f"{name}: eval steps differ")
-        d_eval = max(abs(got_eval[s] - ref_eval[s]) for s in ref_eval)
-        print(f"\n[{name}: world {world}, micro {micro}, accum {accum}] vs reference (world 1, micro 8):\n"
-              f"{cmp.stdout.strip()}\neval_loss: {len(ref_eval)} evals, max |deval| {d_eval:.3e}")
-        self.assertEqual(cmp.returncode, 0, f"{name}: compare_runs over tolerance\n{cmp.stdout}{cmp.stderr}")
-        self.assertLessEqual(d_eval, self.EVAL_TOL, f"{name}: eval_loss differs: {got_eval} vs {ref_eval}")
 
     def test_world1_micro8(self):
         self._check_split("w1_b8")
@@ -132,6 +138,49 @@ class ReferenceAgreement(_Base):
 
     def test_world1_micro2_accum4(self):
         self._check_split("w1_b2_g4")
+
+
+class ZeroStagesAgreement(_ReferenceBase):
+    """backend: deepspeed, zero_stage 1-3, against the same reference and tolerances as ddp: the
+    sharded optimizer applies the same update to the same averaged gradients, so only reduction order
+    (reduce-scatter vs all-reduce) differs. World 3 pads every unit's flat buffer (uneven shards)."""
+
+    SPLITS = dict(_ReferenceBase.SPLITS, w3_b2=(3, 2, 1))
+
+    def _stage(self, stage, name):
+        out = self._check_split(name, sets=("backend=deepspeed", f"deepspeed.zero_stage={stage}"))
+        with open(os.path.join(out, "logs", "rank_0.log")) as f:
+            self.assertIn(f"deepspeed zero_stage {stage}:", f.read(), "the sharding engine did not run")
+
+    def test_stage1_world2(self):
+        self._stage(1, "w2_b4")
+
+    def test_stage1_world2_accum2(self):
+        self._stage(1, "w2_b2_g2")
+
+    def test_stage2_world4(self):
+        self._stage(2, "w4_b2")
+
+    def test_stage2_world2_accum2(self):
+        self._stage(2, "w2_b2_g2")
+
+    def test_stage3_world2(self):
+        self._stage(3, "w2_b4")
+
+    def test_stage3_world4(self):
+        self._stage(3, "w4_b2")
+
+    def test_stage3_world2_accum2(self):
+        self._stage(3, "w2_b2_g2")
+
+    def test_stage3_world3_padded(self):
+        # 3 ranks do not divide the units' sizes (5 padding values in all), and 8 rows do not split
+        # over 3 ranks: compare with a reference of the 3 x 2 = 6-row global batch.
+        ref6 = ts.reference_train(self.ref_job, os.path.join(self.tmpdir(), "ref6"), self.init, world=3, micro=2,
+                                  accum=1)
+        out = self._check_split("w3_b2", sets=("backend=deepspeed", "deepspeed.zero_stage=3"), ref_dir=ref6)
+        with open(os.path.join(out, "logs", "rank_0.log")) as f:
+            self.assertRegex(f.read(), r"deepspeed zero_stage 3: \d+ units, \d+ values \([1-9]\d* padding\)")
 
 
 class Determinism(_Base):
@@ -160,6 +209,27 @@ class Determinism(_Base):
 
 
 class RestartResume(_Base):
+    def test_zero3_sharded_checkpoint_restart_resumes_exactly(self):
+        # Each rank writes and reads back its own shard (zero_rank_<r>.safetensors): a restart of a
+        # ZeRO-3 job must continue exactly like the uninterrupted one.
+        d = self.tmpdir()
+        ts.make_tokens(os.path.join(d, "tok.bin"))
+        zero3 = ("backend=deepspeed", "deepspeed.zero_stage=3")
+        out_a, out_b = os.path.join(d, "a"), os.path.join(d, "b")
+        pa = ts.launch(ts.write_job(os.path.join(d, "a.yaml"), ts.job(out_a, world=2, steps=10, checkpoint_every=4)),
+                       sets=zero3)
+        self.assertLaunch(pa, 0, "uninterrupted zero-3 run")
+        pb = ts.launch(ts.write_job(os.path.join(d, "b.yaml"),
+                                    ts.job(out_b, world=2, steps=10, checkpoint_every=4, max_restarts=1)),
+                       sets=zero3, env_extra={"ACCEL_FAULT": "0:after_step:5"})
+        self.assertLaunch(pb, 0, "zero-3 run with rank 0 killed after step 5")
+        self.assertIn(f"resumed from {ts.ckpt_dir(out_b, 4)} (4 steps done)", pb.stdout + pb.stderr, ts.describe(pb))
+        for r in range(2):
+            self.assertTrue(os.path.exists(os.path.join(ts.ckpt_dir(out_b, 4), f"zero_rank_{r:05d}.safetensors")))
+        self.assertSameMetrics(ts.read_metrics(out_a), ts.read_metrics(out_b), "zero-3 uninterrupted vs restarted")
+        self.assertEqual(ts.read_bytes(os.path.join(out_a, "weights.safetensors")),
+                         ts.read_bytes(os.path.join(out_b, "weights.safetensors")))
+
     def test_killed_worker_restart_resumes_exactly(self):
         d = self.tmpdir()
         ts.make_tokens(os.path.join(d, "tok.bin"))

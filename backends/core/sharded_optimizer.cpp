@@ -1,0 +1,100 @@
+#include "backends/core/sharded_optimizer.hpp"
+
+#include <ATen/core/grad_mode.h>
+
+#include <map>
+
+#include "runtime/common/errors.hpp"
+#include "runtime/train/optim/adamw_step.hpp"
+#include "runtime/train/optim/sgd_step.hpp"
+
+namespace accel::backends {
+
+ShardedOptimizer::ShardedOptimizer(const config::OptimizerSection& section, int rank)
+    : section_(section), rank_(rank) {}
+
+UnitShardState& ShardedOptimizer::add_unit(const std::string& name, const FlatLayout& layout, std::vector<bool> decay,
+                                           const at::Tensor& master) {
+  auto opts = at::TensorOptions(at::kFloat).device(master.device());
+  UnitShardState u{name, layout, layout.segments(rank_), std::move(decay), master.to(at::kFloat).clone(),
+                   at::zeros({layout.shard_numel()}, opts), {}, {}, {}, 0};
+  if (section_.name == config::OptimizerName::adamw) {
+    u.exp_avg = at::zeros({layout.shard_numel()}, opts);
+    u.exp_avg_sq = at::zeros({layout.shard_numel()}, opts);
+  } else if (section_.momentum != 0) {
+    u.momentum = at::zeros({layout.shard_numel()}, opts);
+  }
+  units_.push_back(std::move(u));
+  return units_.back();
+}
+
+double ShardedOptimizer::grad_sum_of_squares() const {
+  double sum = 0;
+  for (const auto& u : units_) sum += u.grad.to(at::kDouble).square().sum().item<double>();
+  return sum;
+}
+
+void ShardedOptimizer::scale_grads(double factor) {
+  for (auto& u : units_) u.grad.mul_(factor);
+}
+
+void ShardedOptimizer::zero_grads() {
+  for (auto& u : units_) u.grad.zero_();
+}
+
+void ShardedOptimizer::step(double lr) {
+  at::NoGradGuard no_grad;
+  for (auto& u : units_) {
+    ++u.step;
+    for (const auto& seg : u.segments) {
+      auto piece = [&](const at::Tensor& t) { return t.narrow(0, seg.shard_offset, seg.numel); };
+      bool decay = u.decay[size_t(seg.param)];
+      if (section_.name == config::OptimizerName::adamw) {
+        train::adamw_step(piece(u.master), piece(u.grad), piece(u.exp_avg), piece(u.exp_avg_sq), u.step,
+                          train::AdamWHyper::from(section_, lr), decay);
+      } else {
+        train::sgd_step(piece(u.master), piece(u.grad), u.momentum.defined() ? piece(u.momentum) : at::Tensor(),
+                        u.step, train::SgdHyper::from(section_, lr), decay);
+      }
+    }
+  }
+}
+
+train::NamedTensors ShardedOptimizer::state_tensors() const {
+  train::NamedTensors out;
+  for (const auto& u : units_) {
+    out.emplace_back(u.unit + ".master", u.master);
+    if (u.exp_avg.defined()) {
+      out.emplace_back(u.unit + ".exp_avg", u.exp_avg);
+      out.emplace_back(u.unit + ".exp_avg_sq", u.exp_avg_sq);
+    }
+    if (u.momentum.defined()) out.emplace_back(u.unit + ".momentum", u.momentum);
+    out.emplace_back(u.unit + ".step", at::tensor(u.step, at::kLong));
+  }
+  return out;
+}
+
+void ShardedOptimizer::load_state(const train::NamedTensors& state, const std::string& source) {
+  std::map<std::string, at::Tensor> by_name(state.begin(), state.end());
+  auto expected = state_tensors();
+  if (by_name.size() != expected.size())
+    throw RunError(source + ": " + std::to_string(by_name.size()) + " optimizer tensors, this run expects " +
+                   std::to_string(expected.size()) + " (another optimizer or model?)");
+  for (const auto& [name, t] : expected) {
+    auto it = by_name.find(name);
+    if (it == by_name.end() || !it->second.sizes().equals(t.sizes()) || it->second.scalar_type() != t.scalar_type())
+      throw RunError(source + ": tensor '" + name + "' is missing or has another shape or dtype");
+  }
+  at::NoGradGuard no_grad;
+  for (auto& u : units_) {
+    u.master.copy_(by_name.at(u.unit + ".master"));
+    if (u.exp_avg.defined()) {
+      u.exp_avg.copy_(by_name.at(u.unit + ".exp_avg"));
+      u.exp_avg_sq.copy_(by_name.at(u.unit + ".exp_avg_sq"));
+    }
+    if (u.momentum.defined()) u.momentum.copy_(by_name.at(u.unit + ".momentum"));
+    u.step = by_name.at(u.unit + ".step").item<int64_t>();
+  }
+}
+
+}  // namespace accel::backends

@@ -1,0 +1,59 @@
+// The sharded optimizer: AdamW or SGD over this rank's fp32 master shard of every unit
+// (ZeRO stage >= 1: optimizer states and master weights are partitioned).
+// Invariants: each unit's master, gradient and state tensors are flat fp32 tensors of the unit's
+// shard size; updates run per parameter segment (flat_layout.hpp) with that parameter's weight-decay
+// rule (dim >= 2), through the same adamw_step/sgd_step as the replicated optimizer, so a sharded
+// update equals the unsharded one element for element. Padding elements have no segment and are
+// never touched.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "backends/core/flat_layout.hpp"
+#include "runtime/config/job.hpp"
+#include "runtime/train/model/unit.hpp"
+
+namespace accel::backends {
+
+struct UnitShardState {
+  std::string unit;
+  FlatLayout layout;
+  std::vector<ShardSegment> segments;  // this rank's
+  std::vector<bool> decay;             // per parameter of the unit
+  at::Tensor master;                   // fp32 [S]
+  at::Tensor grad;                     // fp32 [S], the averaged gradient shard
+  at::Tensor exp_avg, exp_avg_sq;      // adamw
+  at::Tensor momentum;                 // sgd with momentum
+  int64_t step = 0;
+};
+
+class ShardedOptimizer {
+ public:
+  ShardedOptimizer(const config::OptimizerSection& section, int rank);
+
+  // Adds a unit; `master` is this rank's fp32 shard of the unit's flat parameters (copied).
+  UnitShardState& add_unit(const std::string& name, const FlatLayout& layout, std::vector<bool> decay,
+                           const at::Tensor& master);
+  std::deque<UnitShardState>& units() { return units_; }  // stable references
+
+  double grad_sum_of_squares() const;  // this rank's part, fp64
+  void scale_grads(double factor);
+  void zero_grads();
+  void step(double lr);
+
+  // Checkpoint tensors: "<unit>.master", "<unit>.exp_avg", "<unit>.exp_avg_sq" | "<unit>.momentum",
+  // "<unit>.step". load_state checks names and shapes first (RunError naming `source`).
+  train::NamedTensors state_tensors() const;
+  void load_state(const train::NamedTensors& state, const std::string& source);
+
+ private:
+  config::OptimizerSection section_;
+  int rank_;
+  std::deque<UnitShardState> units_;
+};
+
+}  // namespace accel::backends
