@@ -35,14 +35,13 @@ void check_trainer_can_start(const config::LoadedJob& loaded) {
     throw ConfigError(diagnostic_for(loaded, "backend", "backend fsdp is not implemented yet (the FSDP issue builds it)",
                                      "use backend: ddp or deepspeed, or --dry-run to check the job"));
   if (j.backend == config::Backend::deepspeed) {
-    for (const char* key : {"deepspeed.offload_optimizer_device", "deepspeed.offload_param_device"}) {
-      bool off = std::string(key) == "deepspeed.offload_optimizer_device"
-                     ? j.deepspeed.offload_optimizer_device == config::OffloadDevice::none
-                     : j.deepspeed.offload_param_device == config::OffloadDevice::none;
-      if (!off)
-        throw ConfigError(diagnostic_for(loaded, key, "offload is not built yet in the deepspeed backend",
-                                         std::string("set ") + key + ": none"));
-    }
+    auto refuse_offload = [&](const std::string& key) {
+      throw ConfigError(diagnostic_for(loaded, key, "offload is not built yet in the deepspeed backend",
+                                       "set " + key + ": none"));
+    };
+    if (j.deepspeed.offload_optimizer_device != config::OffloadDevice::none)
+      refuse_offload("deepspeed.offload_optimizer_device");
+    if (j.deepspeed.offload_param_device != config::OffloadDevice::none) refuse_offload("deepspeed.offload_param_device");
     // Accepted keys the engine does not act on yet: say so rather than ignore them silently.
     for (const char* key : {"deepspeed.allgather_bucket_size", "deepspeed.stage3_prefetch_bucket_size",
                             "deepspeed.stage3_param_persistence_threshold", "deepspeed.stage3_max_live_parameters",

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "backends/core/model_replicas.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/train/model/safetensors.hpp"
 #include "runtime/train/optim/grad_clip.hpp"
@@ -35,25 +36,26 @@ int64_t tag_of(int u, bool pre_backward) { return int64_t(u) * 2 + (pre_backward
 
 ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& comm, train::Model& model,
                              ShardingPolicy policy)
-    : comm_(comm), model_(model), policy_(std::move(policy)), params_(model.named_parameters()) {
+    : comm_(comm), policy_(std::move(policy)), params_(model.named_parameters()) {
   if (policy_.shard_params) policy_.shard_grads = true;
   if (params_.empty()) throw RunError(policy_.label + ": the model has no parameters");
   if (!params_[0].second.device().is_cpu())
     throw RunError(policy_.label + ": the sharding engine runs on CPU tensors only so far (the GPU issue adds CUDA)");
   if (params_[0].second.scalar_type() != at::kFloat)
     throw RunError(policy_.label + ": only fp32 parameters so far (model.dtype fp32); bf16 comes with mixed precision");
+  broadcast_parameters(comm_, params_);
   at::NoGradGuard no_grad;
-  for (auto& [name, p] : params_) comm_.broadcast(p, 0)->wait();  // replicas start identical
-
   optimizer_ = std::make_unique<ShardedOptimizer>(job.optimizer, comm_.rank());
-  int index = 0;
-  for (train::Unit* unit : model.units()) {
+  std::vector<train::Unit*> units = model.units();
+  std::vector<std::vector<int>> unit_params = unit_parameter_indices(model, policy_.label);
+  for (size_t u = 0; u < units.size(); ++u) {
+    train::Unit* unit = units[u];
     UnitRuntime rt;
     rt.unit = unit;
+    rt.params = unit_params[u];
     std::vector<int64_t> numels;
     std::vector<bool> decay;
-    for (size_t k = 0; k < unit->named_parameters_in_order().size(); ++k, ++index) {
-      rt.params.push_back(index);
+    for (int index : rt.params) {
       numels.push_back(params_[size_t(index)].second.numel());
       decay.push_back(train::applies_weight_decay(params_[size_t(index)].second));
     }
@@ -80,7 +82,6 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
     unit_index_[unit] = int(units_.size());
     units_.push_back(std::move(rt));
   }
-  if (index != int(params_.size())) throw RunError(policy_.label + ": the units do not list every parameter once");
   release_all();
 }
 

@@ -80,7 +80,6 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   UnitShardState& shard(int u) { return optimizer_->units()[size_t(u)]; }
 
   comm::Communicator& comm_;
-  train::Model& model_;
   ShardingPolicy policy_;
   train::NamedTensors params_;
   std::unique_ptr<ShardedOptimizer> optimizer_;

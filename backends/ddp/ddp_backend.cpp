@@ -5,6 +5,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "backends/core/model_replicas.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/train/model/safetensors.hpp"
 #include "runtime/train/optim/grad_clip.hpp"
@@ -18,22 +19,11 @@ constexpr const char* kOptimizerFile = "optimizer.safetensors";
 }  // namespace
 
 DdpBackend::DdpBackend(const config::JobConfig& job, comm::Communicator& comm, train::Model& model, double bucket_cap_mb)
-    : comm_(comm), model_(model), bucket_cap_mb_(bucket_cap_mb), params_(model.named_parameters()) {
-  // Replicas start identical: rank 0's values win (DDP's constructor broadcast). Every rank
-  // initialised from the same seed or file, so this is a safety net, and cheap next to training.
-  {
-    at::NoGradGuard no_grad;
-    for (auto& [name, p] : params_) comm_.broadcast(p, 0)->wait();
-  }
-
+    : comm_(comm), bucket_cap_mb_(bucket_cap_mb), params_(model.named_parameters()) {
+  broadcast_parameters(comm_, params_);
   std::vector<train::Unit*> units = model.units();
-  unit_params_.resize(units.size());
-  int index = 0;
-  for (size_t u = 0; u < units.size(); ++u) {
-    unit_index_[units[u]] = int(u);
-    for (size_t k = 0; k < units[u]->named_parameters_in_order().size(); ++k) unit_params_[u].push_back(index++);
-  }
-  if (index != int(params_.size())) throw RunError("ddp: the model's units do not list every parameter once");
+  unit_params_ = unit_parameter_indices(model, label_);
+  for (size_t u = 0; u < units.size(); ++u) unit_index_[units[u]] = int(u);
 
   // Ready order: units last to first, parameters last to first within a unit.
   std::vector<BucketParam> ready_order;

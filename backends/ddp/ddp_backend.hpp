@@ -48,7 +48,6 @@ class DdpBackend final : public Backend, private train::UnitHooks, private Backw
   void launch_ready_buckets();
 
   comm::Communicator& comm_;
-  train::Model& model_;
   double bucket_cap_mb_;
   std::string label_ = "ddp";
   train::NamedTensors params_;                 // spec order

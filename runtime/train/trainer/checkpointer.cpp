@@ -38,12 +38,6 @@ void set_cpu_rng_state(const at::Tensor& state) {
   gen.set_state(state);
 }
 
-void write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc | std::ios::binary);
-  out << text;
-  if (!out.flush()) throw RunError("cannot write " + path);
-}
-
 }  // namespace
 
 Checkpointer::Checkpointer(const config::LoadedJob& job, comm::Communicator& comm, backends::Backend& backend,
@@ -96,7 +90,7 @@ std::string Checkpointer::save(int64_t steps_done) {
   nlohmann::json layout = backend_.save_state(staging);
   save_safetensors(staging + "/" + rng_file(rank), {{"torch_cpu", cpu_rng_state()}});
   if (rank == 0) {
-    write_text_file(staging + "/" + kTrainerFile, trainer_state(steps_done, layout).dump(2) + "\n");
+    ckpt::write_file_synced(staging + "/" + kTrainerFile, trainer_state(steps_done, layout).dump(2) + "\n");
     if (!job_.file.empty()) fs::copy_file(job_.file, staging + "/" + kJobFile, fs::copy_options::overwrite_existing);
   }
   faults_.at("checkpoint_write", steps_done - 1);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/common/errors.hpp"
+#include "runtime/train/checkpoint/checkpoint_store.hpp"
 
 namespace accel::train {
 
@@ -42,12 +43,9 @@ MetricsFile::MetricsFile(std::string path, int64_t keep_before) : path_(std::mov
       if (j["step"].get<int64_t>() < keep_before) kept.push_back(line);
     }
   }
-  std::string tmp = path_ + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    for (const auto& l : kept) out << l << "\n";
-    if (!out.flush()) throw RunError("cannot write " + tmp + ": " + std::strerror(errno));
-  }
+  std::string tmp = path_ + ".tmp", text;
+  for (const auto& l : kept) text += l + "\n";
+  ckpt::write_file_synced(tmp, text);
   std::error_code ec;
   std::filesystem::rename(tmp, path_, ec);
   if (ec) throw RunError("cannot replace " + path_ + ": " + ec.message());
