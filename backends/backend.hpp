@@ -54,6 +54,11 @@ class Backend {
   // the checkpoint's trainer.json). load_state reads it back from a verified checkpoint.
   virtual nlohmann::json save_state(const std::string& dir) = 0;
   virtual void load_state(const std::string& dir, const nlohmann::json& layout) = 0;
+
+  // `accel launch --trace FILE`: start recording the per-unit schedule (false: this backend has
+  // none to record), and write it as a Chrome trace to `path` (called by every rank at the end).
+  virtual bool start_trace() { return false; }
+  virtual void write_trace(const std::string& /*path*/) {}
 };
 
 // Builds the backend the job names (`backend:` key) over `model`, whose parameters must already

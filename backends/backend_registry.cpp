@@ -6,14 +6,36 @@
 #include "backends/ddp/ddp_backend.hpp"
 #include "runtime/common/errors.hpp"
 
+#include <limits>
+
 namespace accel::backends {
 namespace {
+
+// Parameters, gradients and their communication are bf16 when mixed precision asks for it or the
+// model is loaded in bf16; the masters and optimizer states stay fp32 (DeepSpeed's rule).
+at::ScalarType compute_dtype(const config::JobConfig& job) {
+  if (job.mixed_precision == config::MixedPrecision::bf16 || job.model.dtype == config::ParamDtype::bf16)
+    return at::kBFloat16;
+  return at::kFloat;
+}
+
+// Data parallelism with low-precision compute: replicated fp32 masters and optimizer states in the
+// sharding engine (the ddp engine keeps one copy of each parameter, in the model's dtype).
+std::unique_ptr<Backend> make_replicated_mixed(const config::JobConfig& job, comm::Communicator& comm,
+                                               train::Model& model, const std::string& label) {
+  ShardingPolicy policy;
+  policy.label = label;
+  policy.shard_optimizer = false;
+  policy.compute_dtype = compute_dtype(job);
+  return std::make_unique<ShardedEngine>(job, comm, model, policy);
+}
 
 std::unique_ptr<Backend> make_deepspeed(const config::JobConfig& job, comm::Communicator& comm, train::Model& model) {
   const auto& ds = job.deepspeed;
   if (ds.offload_optimizer_device != config::OffloadDevice::none || ds.offload_param_device != config::OffloadDevice::none)
     throw RunError("deepspeed offload (offload_optimizer_device / offload_param_device) is not built yet; set them to none");
   std::string label = "deepspeed zero_stage " + std::to_string(ds.zero_stage);
+  if (ds.zero_stage == 0 && compute_dtype(job) != at::kFloat) return make_replicated_mixed(job, comm, model, label);
   if (ds.zero_stage == 0) {
     // reduce_bucket_size counts elements (DeepSpeed's unit); fp32 gradients are 4 bytes each.
     auto ddp = std::make_unique<DdpBackend>(job, comm, model, double(ds.reduce_bucket_size) * 4.0 / (1024.0 * 1024.0));
@@ -25,6 +47,16 @@ std::unique_ptr<Backend> make_deepspeed(const config::JobConfig& job, comm::Comm
   policy.shard_grads = ds.zero_stage >= 2;
   policy.shard_params = ds.zero_stage >= 3;
   policy.overlap_comm = ds.overlap_comm;
+  policy.compute_dtype = compute_dtype(job);
+  // Stage 3's knobs, in DeepSpeed's element counts. accel partitions whole units, so the
+  // persistence threshold applies to a unit's size (DeepSpeed: each parameter's).
+  policy.persistence_threshold = ds.stage3_param_persistence_threshold;
+  policy.prefetch.forward = ds.stage3_prefetch_bucket_size > 0;
+  policy.prefetch.backward =
+      ds.stage3_prefetch_bucket_size > 0 ? PrefetchPolicy::Backward::pre : PrefetchPolicy::Backward::none;
+  policy.prefetch.max_prefetch_units = std::numeric_limits<int>::max();
+  policy.prefetch.max_prefetch_numel = ds.stage3_prefetch_bucket_size;
+  policy.prefetch.max_live_numel = ds.stage3_max_live_parameters;
   return std::make_unique<ShardedEngine>(job, comm, model, policy);
 }
 
@@ -33,6 +65,7 @@ std::unique_ptr<Backend> make_deepspeed(const config::JobConfig& job, comm::Comm
 std::unique_ptr<Backend> make_backend(const config::JobConfig& job, comm::Communicator& comm, train::Model& model) {
   switch (job.backend) {
     case config::Backend::ddp:
+      if (compute_dtype(job) != at::kFloat) return make_replicated_mixed(job, comm, model, "ddp");
       return std::make_unique<DdpBackend>(job, comm, model, job.ddp.bucket_cap_mb);
     case config::Backend::deepspeed:
       return make_deepspeed(job, comm, model);

@@ -42,16 +42,18 @@ void check_trainer_can_start(const config::LoadedJob& loaded) {
     if (j.deepspeed.offload_optimizer_device != config::OffloadDevice::none)
       refuse_offload("deepspeed.offload_optimizer_device");
     if (j.deepspeed.offload_param_device != config::OffloadDevice::none) refuse_offload("deepspeed.offload_param_device");
-    // Accepted keys the engine does not act on yet: say so rather than ignore them silently.
-    for (const char* key : {"deepspeed.allgather_bucket_size", "deepspeed.stage3_prefetch_bucket_size",
-                            "deepspeed.stage3_param_persistence_threshold", "deepspeed.stage3_max_live_parameters",
-                            "deepspeed.zero_hpz_partition_size", "deepspeed.reduce_bucket_size"})
+    // Accepted keys the engine does not act on (yet): say so rather than ignore them silently.
+    for (const char* key : {"deepspeed.allgather_bucket_size", "deepspeed.zero_hpz_partition_size", "deepspeed.reduce_bucket_size"})
       if (loaded.is_explicit(key) && !(std::string(key) == "deepspeed.reduce_bucket_size" && j.deepspeed.zero_stage == 0))
-        std::cerr << "warning: " << key << " has no effect yet in the deepspeed backend (reductions are per unit)\n";
+        std::cerr << "warning: " << key << " has no effect yet in the deepspeed backend (communication is per unit)\n";
+    if (j.deepspeed.zero_stage < 3)
+      for (const char* key : {"deepspeed.stage3_prefetch_bucket_size", "deepspeed.stage3_param_persistence_threshold",
+                              "deepspeed.stage3_max_live_parameters"})
+        if (loaded.is_explicit(key)) std::cerr << "warning: " << key << " acts at zero_stage 3 only\n";
   }
-  if (j.mixed_precision != config::MixedPrecision::no)
-    throw ConfigError(diagnostic_for(loaded, "mixed_precision", "mixed precision is not built yet in the trainer",
-                                     "use mixed_precision: no"));
+  if (j.mixed_precision == config::MixedPrecision::fp16)
+    throw ConfigError(diagnostic_for(loaded, "mixed_precision", "fp16 (with dynamic loss scaling) is not built yet",
+                                     "use mixed_precision: bf16 (same memory, no loss scaling needed) or no"));
   // The checkpoint workers will resume from must be whole: say so now, once, naming the file.
   const std::string& resume = j.training.resume;
   if (resume == "never") return;
@@ -83,6 +85,7 @@ void add_launch_command(CLI::App& app) {
     std::string file;
     std::vector<std::string> overrides;
     bool dry_run = false;
+    std::string trace;
   };
   auto o = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("launch", "Validate a job and run it: one worker per GPU or CPU rank\n\n"
@@ -93,6 +96,9 @@ void add_launch_command(CLI::App& app) {
   cmd->add_option("job", o->file, "Job file: native, Accelerate or DeepSpeed JSON (default: the default job)");
   add_set_option(cmd, o->overrides);
   cmd->add_flag("--dry-run", o->dry_run, "Validate and print the resolved job, then stop");
+  cmd->add_option("--trace", o->trace,
+                  "Write the sharding schedule (gathers, reshards, reductions per unit) as a Chrome trace: "
+                  "FILE for rank 0, FILE with .rankN before its extension for the others");
   cmd->callback([o] {
     auto loaded = load_job_for_cli(o->file, o->overrides);
     const auto& j = loaded.job;
@@ -110,6 +116,7 @@ void add_launch_command(CLI::App& app) {
       return;
     }
     nlohmann::json options = {{"progress", isatty(STDOUT_FILENO) == 1}};
+    if (!o->trace.empty()) options["trace"] = std::filesystem::absolute(o->trace).string();
     launch_job(loaded, {self_executable(), "worker"},
                {{"ACCEL_WORKER_TASK", "train"}, {"ACCEL_WORKER_OPTIONS", options.dump()}});
   });

@@ -42,7 +42,11 @@ void add_worker_command(CLI::App& app) {
     if (task == "train") {
       train::TrainerOptions options;
       const char* text = std::getenv("ACCEL_WORKER_OPTIONS");
-      if (text && *text) options.progress_bar = nlohmann::json::parse(text).value("progress", false);
+      if (text && *text) {
+        auto json = nlohmann::json::parse(text);
+        options.progress_bar = json.value("progress", false);
+        options.trace_path = json.value("trace", "");
+      }
       train::run_training(ctx, options);
       ctx.rendezvous->finish();
     } else if (task == "launch-probe") {

@@ -1,7 +1,6 @@
 #include "backends/core/sharded_engine.hpp"
 
 #include <ATen/core/grad_mode.h>
-#include <ATen/native/Resize.h>
 
 #include <cstdio>
 #include <sstream>
@@ -23,12 +22,6 @@ std::string shard_file(int rank) {
   return buf;
 }
 
-// Frees or re-allocates a flat buffer's memory while every view of it stays valid (FSDP's
-// storage resize): the views hold the storage, not the data pointer.
-void resize_storage(const at::Tensor& t, size_t bytes) {
-  at::native::resize_bytes_cpu(t.storage().unsafeGetStorageImpl(), bytes);
-}
-
 // Tags of backward signals: which unit, and whether it fires before (gather) or after its backward.
 int64_t tag_of(int u, bool pre_backward) { return int64_t(u) * 2 + (pre_backward ? 1 : 0); }
 
@@ -38,20 +31,22 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
                              ShardingPolicy policy)
     : comm_(comm), policy_(std::move(policy)), params_(model.named_parameters()) {
   if (policy_.shard_params) policy_.shard_grads = true;
+  if (!policy_.shard_optimizer && policy_.shard_grads)
+    throw RunError(policy_.label + ": sharded gradients need sharded optimizer states");
+  const int shards = policy_.shard_optimizer ? comm_.size() : 1;
   if (params_.empty()) throw RunError(policy_.label + ": the model has no parameters");
   if (!params_[0].second.device().is_cpu())
     throw RunError(policy_.label + ": the sharding engine runs on CPU tensors only so far (the GPU issue adds CUDA)");
-  if (params_[0].second.scalar_type() != at::kFloat)
-    throw RunError(policy_.label + ": only fp32 parameters so far (model.dtype fp32); bf16 comes with mixed precision");
   broadcast_parameters(comm_, params_);
   at::NoGradGuard no_grad;
-  optimizer_ = std::make_unique<ShardedOptimizer>(job.optimizer, comm_.rank());
+  optimizer_ = std::make_unique<ShardedOptimizer>(job.optimizer, policy_.shard_optimizer ? comm_.rank() : 0);
+  buffers_ = std::make_unique<UnitParamBuffers>(comm_, policy_.prefetch);
+  const at::ScalarType compute = policy_.compute_dtype;
   std::vector<train::Unit*> units = model.units();
   std::vector<std::vector<int>> unit_params = unit_parameter_indices(model, policy_.label);
   for (size_t u = 0; u < units.size(); ++u) {
-    train::Unit* unit = units[u];
     UnitRuntime rt;
-    rt.unit = unit;
+    rt.unit = units[u];
     rt.params = unit_params[u];
     std::vector<int64_t> numels;
     std::vector<bool> decay;
@@ -59,77 +54,76 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
       numels.push_back(params_[size_t(index)].second.numel());
       decay.push_back(train::applies_weight_decay(params_[size_t(index)].second));
     }
-    FlatLayout layout(numels, comm_.size());
+    FlatLayout layout(numels, shards);
+    // The fp32 masters start from the model's values whatever its load dtype (DeepSpeed keeps fp32
+    // master weights always).
     at::Tensor flat = at::zeros({layout.padded_numel()}, at::kFloat);
     for (size_t k = 0; k < rt.params.size(); ++k)
       flat.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).copy_(params_[size_t(rt.params[k])].second.reshape(-1));
-    optimizer_->add_unit(unit->unit_name(), layout, decay,
-                         flat.narrow(0, int64_t(comm_.rank()) * layout.shard_numel(), layout.shard_numel()));
-    if (policy_.shard_params) {
-      rt.full = flat;  // becomes the parameters' storage
-      for (size_t k = 0; k < rt.params.size(); ++k) {
-        at::Tensor& p = params_[size_t(rt.params[k])].second;
-        p.set_data(flat.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).view(p.sizes()));
-      }
-      rt.gathered = true;
-    } else if (!policy_.shard_grads) {
-      rt.grad_flat = at::zeros({layout.padded_numel()}, at::kFloat);
+    UnitShardState& st = optimizer_->add_unit(rt.unit->unit_name(), layout, decay,
+                                              flat.narrow(0, int64_t(shard_rank()) * layout.shard_numel(), layout.shard_numel()));
+    at::Tensor full = flat.to(compute);  // the parameters' storage from now on (a copy unless fp32)
+    rt.compute_shard = compute == at::kFloat ? st.master : st.master.to(compute);
+    for (size_t k = 0; k < rt.params.size(); ++k) {
+      at::Tensor& p = params_[size_t(rt.params[k])].second;
+      p.set_data(full.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).view(p.sizes()));
+    }
+    if (!policy_.shard_grads) {
+      rt.grad_flat = at::zeros({layout.padded_numel()}, compute);
       for (size_t k = 0; k < rt.params.size(); ++k) {
         at::Tensor& p = params_[size_t(rt.params[k])].second;
         p.mutable_grad() = rt.grad_flat.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).view(p.sizes());
       }
     }
-    unit_index_[unit] = int(units_.size());
+    bool keeps = !policy_.shard_params || layout.numel() < policy_.persistence_threshold;
+    buffers_->add_unit(rt.unit->unit_name(), full, rt.compute_shard, keeps);
+    unit_index_[rt.unit] = int(units_.size());
     units_.push_back(std::move(rt));
   }
-  release_all();
+  buffers_->release_all();
 }
 
 std::string ShardedEngine::describe() const {
   std::ostringstream s;
   int64_t numel = 0, padded = 0;
+  int kept = 0;
   for (auto& u : optimizer_->units()) {
     numel += u.layout.numel();
     padded += u.layout.padded_numel();
   }
+  for (int u = 0; u < buffers_->size(); ++u) kept += buffers_->keeps_storage(u) ? 1 : 0;
   s << policy_.label << ": " << units_.size() << " units, " << numel << " values (" << padded - numel
-    << " padding) in " << comm_.size() << " shards; sharded: optimizer states + fp32 master"
+    << " padding) in " << (policy_.shard_optimizer ? comm_.size() : 1) << " shards; "
+    << (policy_.shard_optimizer ? "sharded: optimizer states + fp32 master" : "replicated fp32 master and optimizer states")
     << (policy_.shard_grads ? ", gradients" : "") << (policy_.shard_params ? ", parameters" : "")
+    << "; compute " << c10::toString(policy_.compute_dtype)
     << "; reductions " << (policy_.overlap_comm ? "overlap backward" : "after backward");
+  if (policy_.shard_params && kept > 0) s << "; " << kept << " small units stay gathered";
   return s.str();
 }
 
-void ShardedEngine::gather(int u) {
-  UnitRuntime& rt = units_[size_t(u)];
-  if (!policy_.shard_params || rt.gathered) return;
-  resize_storage(rt.full, size_t(rt.full.numel()) * rt.full.element_size());
-  comm_.all_gather(shard(u).master, rt.full)->wait();
-  rt.gathered = true;
+bool ShardedEngine::start_trace() {
+  trace_ = std::make_unique<UnitTrace>(comm_.rank());
+  buffers_->set_trace(trace_.get());
+  return true;
 }
 
-void ShardedEngine::release(int u) {
-  UnitRuntime& rt = units_[size_t(u)];
-  if (!policy_.shard_params || !rt.gathered) return;
-  resize_storage(rt.full, 0);
-  rt.gathered = false;
+void ShardedEngine::write_trace(const std::string& path) {
+  if (trace_) trace_->write_chrome_trace(path);
 }
 
-void ShardedEngine::release_all() {
-  for (size_t u = 0; u < units_.size(); ++u) release(int(u));
-}
-
-train::UnitHooks* ShardedEngine::begin_micro_step(int /*micro_step*/, bool sync) {
+train::UnitHooks* ShardedEngine::begin_micro_step(int micro_step, bool sync) {
   eval_ = false;
   reducing_ = policy_.shard_grads || sync;
+  if (trace_ && micro_step == 0) trace_->next_step();
   for (auto& rt : units_) {
-    rt.uses = rt.fired = 0;
+    rt.uses = rt.fired = rt.pre_fired = 0;
     rt.reduced = false;
   }
-  return (reducing_ || policy_.shard_params) ? this : nullptr;
+  return this;  // every micro-step: units may have to wait for their gathers
 }
 
 train::UnitHooks* ShardedEngine::eval_hooks() {
-  if (!policy_.shard_params) return nullptr;
   eval_ = true;
   return this;
 }
@@ -139,11 +133,17 @@ at::Tensor ShardedEngine::pre_forward(train::Unit& unit, at::Tensor x) {
   UnitRuntime& rt = units_[size_t(u)];
   if (!x.is_floating_point()) {
     rt.token_input = true;  // the embedding's first use: it is used again (unembed) at the end
+    buffers_->set_pinned(u, true);
     if (eval_)
       for (auto& other : units_) other.eval_uses = 0;  // a new forward starts
   }
   ++rt.eval_uses;
-  gather(u);
+  trace(TraceEvent::forward_begin, u);
+  buffers_->wait(u);
+  // The tied unembed (the token-input unit's second use) ends the forward: nothing comes after it.
+  bool ends_forward = rt.token_input && x.is_floating_point();
+  if (policy_.prefetch.forward && !ends_forward) buffers_->prefetch_from(u, +1);
+  if (x.is_floating_point() && x.scalar_type() != policy_.compute_dtype) x = x.to(policy_.compute_dtype);
   if (eval_ || !reducing_ || !x.requires_grad()) return x;
   ++rt.uses;
   return signal_after_backward(x, this, tag_of(u, false));
@@ -152,26 +152,35 @@ at::Tensor ShardedEngine::pre_forward(train::Unit& unit, at::Tensor x) {
 at::Tensor ShardedEngine::post_forward(train::Unit& unit, at::Tensor y) {
   int u = unit_index_.at(&unit);
   UnitRuntime& rt = units_[size_t(u)];
+  trace(TraceEvent::forward_end, u);
   if (!policy_.shard_params) return y;
   if (eval_) {
-    if (!rt.token_input || rt.eval_uses >= 2) release(u);
+    if (!rt.token_input || rt.eval_uses >= 2) buffers_->release(u);
     return y;
   }
   // The token-input unit stays gathered through the micro-step (it is needed again at the end).
-  if (!rt.token_input) release(u);
+  if (!rt.token_input) buffers_->release(u);
   return signal_after_backward(y, this, tag_of(u, true));
 }
 
 void ShardedEngine::on_backward(int64_t tag) {
   int u = int(tag / 2);
   UnitRuntime& rt = units_[size_t(u)];
+  const auto prefetch = policy_.prefetch.backward;
   if (tag % 2 == 1) {  // before the unit's backward: its parameters are needed again
-    gather(u);
+    trace(TraceEvent::backward_begin, u);
+    buffers_->wait(u);
+    // The next unit in backward order: after the tied unembed (the token-input unit's first
+    // backward) it is the last unit; after the token-input unit's own backward there is none.
+    if (prefetch == PrefetchPolicy::Backward::pre && (!rt.token_input || ++rt.pre_fired == 1))
+      buffers_->prefetch_from(rt.token_input ? buffers_->size() : u, -1);
     return;
   }
   if (++rt.fired < rt.uses || rt.token_input) return;  // the token-input unit finishes after backward()
+  trace(TraceEvent::backward_end, u);
+  if (policy_.shard_params && prefetch == PrefetchPolicy::Backward::post) buffers_->prefetch_from(u, -1);
   if (policy_.overlap_comm) reduce_unit(u);
-  if (policy_.shard_grads) release(u);
+  if (policy_.shard_params) buffers_->release(u);
 }
 
 void ShardedEngine::reduce_unit(int u) {
@@ -179,21 +188,32 @@ void ShardedEngine::reduce_unit(int u) {
   if (rt.reduced) return;
   rt.reduced = true;
   UnitShardState& st = shard(u);
+  const at::ScalarType compute = policy_.compute_dtype;
   PendingReduce pr{u, {}, {}, false, {}};
+  if (!policy_.shard_optimizer) {
+    pr.input = rt.grad_flat;  // replicated: all-reduced in place, then taken into the fp32 gradient
+    pr.accumulate = true;
+    trace(TraceEvent::reduce_issued, u);
+    pr.work = comm_.all_reduce(pr.input, comm::ReduceOp::Avg);
+    pending_.push_back(std::move(pr));
+    return;
+  }
   if (!policy_.shard_grads) {
     pr.input = rt.grad_flat;  // accumulated over the micro-steps in place
-    pr.output = st.grad;
+    pr.accumulate = compute != st.grad.scalar_type();
+    pr.output = pr.accumulate ? at::empty({st.layout.shard_numel()}, compute) : st.grad;
   } else {
-    pr.input = at::zeros({st.layout.padded_numel()}, at::kFloat);
+    pr.input = at::zeros({st.layout.padded_numel()}, compute);
     for (size_t k = 0; k < rt.params.size(); ++k) {
       at::Tensor& p = params_[size_t(rt.params[k])].second;
       if (p.grad().defined())
         pr.input.narrow(0, st.layout.param_offset(int(k)), st.layout.param_numel(int(k))).copy_(p.grad().reshape(-1));
       p.mutable_grad() = at::Tensor();  // the full gradient is no longer kept (stage 2/3 memory)
     }
-    pr.output = at::empty({st.layout.shard_numel()}, at::kFloat);
+    pr.output = at::empty({st.layout.shard_numel()}, compute);
     pr.accumulate = true;
   }
+  trace(TraceEvent::reduce_issued, u);
   pr.work = comm_.reduce_scatter(pr.input, pr.output, comm::ReduceOp::Avg);
   pending_.push_back(std::move(pr));
 }
@@ -201,7 +221,9 @@ void ShardedEngine::reduce_unit(int u) {
 void ShardedEngine::wait_reductions() {
   for (auto& pr : pending_) {
     pr.work->wait();
-    if (pr.accumulate) shard(pr.unit).grad.add_(pr.output);
+    trace(TraceEvent::reduce_done, pr.unit);
+    if (pr.accumulate)  // fp32 accumulation of the shard
+      shard(pr.unit).grad.add_(pr.output.defined() ? pr.output : pr.input);
   }
   pending_.clear();
 }
@@ -213,7 +235,7 @@ void ShardedEngine::end_micro_step(bool /*sync*/) {
     for (size_t u = units_.size(); u-- > 0;) reduce_unit(int(u));
     wait_reductions();
   }
-  release_all();
+  if (policy_.shard_params) buffers_->release_all();
 }
 
 double ShardedEngine::clip_grad_norm(double max_norm) {
@@ -226,17 +248,14 @@ double ShardedEngine::clip_grad_norm(double max_norm) {
   });
 }
 
-void ShardedEngine::refresh_replicated_params() {
+void ShardedEngine::masters_changed() {
   at::NoGradGuard no_grad;
-  for (size_t u = 0; u < units_.size(); ++u) {
-    UnitShardState& st = shard(int(u));
-    at::Tensor full = at::empty({st.layout.padded_numel()}, at::kFloat);
-    comm_.all_gather(st.master, full)->wait();
-    for (size_t k = 0; k < units_[u].params.size(); ++k) {
-      at::Tensor& p = params_[size_t(units_[u].params[k])].second;
-      p.copy_(full.narrow(0, st.layout.param_offset(int(k)), st.layout.param_numel(int(k))).view(p.sizes()));
-    }
-  }
+  for (size_t u = 0; u < units_.size(); ++u)
+    if (!units_[u].compute_shard.is_same(shard(int(u)).master)) units_[u].compute_shard.copy_(shard(int(u)).master);
+  buffers_->invalidate_all();
+  // Replicated (and persistent) units are gathered now, overlapping whatever comes before their use.
+  for (int u = 0; u < buffers_->size(); ++u)
+    if (buffers_->keeps_storage(u)) buffers_->issue(u);
 }
 
 void ShardedEngine::optimizer_step(double lr) {
@@ -244,19 +263,24 @@ void ShardedEngine::optimizer_step(double lr) {
   optimizer_->zero_grads();
   for (auto& rt : units_)
     if (rt.grad_flat.defined()) rt.grad_flat.zero_();
-  if (policy_.shard_params)
-    release_all();  // the next gather reads the updated master shards
-  else
-    refresh_replicated_params();
+  if (trace_) trace_->record(TraceEvent::optimizer_step, "");
+  masters_changed();
 }
 
 train::NamedTensors ShardedEngine::full_parameters() {
+  // From the fp32 masters (what DeepSpeed's zero_to_fp32 recovers), whatever the compute dtype.
   train::NamedTensors out;
   for (size_t u = 0; u < units_.size(); ++u) {
-    bool was = units_[u].gathered;
-    gather(int(u));
-    for (int i : units_[u].params) out.emplace_back(params_[size_t(i)].first, params_[size_t(i)].second.detach().clone());
-    if (!was) release(int(u));
+    UnitShardState& st = shard(int(u));
+    at::Tensor full = st.master;
+    if (policy_.shard_optimizer) {
+      full = at::empty({st.layout.padded_numel()}, st.master.options());
+      comm_.all_gather(st.master, full)->wait();
+    }
+    for (size_t k = 0; k < units_[u].params.size(); ++k) {
+      const auto& [name, p] = params_[size_t(units_[u].params[k])];
+      out.emplace_back(name, full.narrow(0, st.layout.param_offset(int(k)), st.layout.param_numel(int(k))).view(p.sizes()).clone());
+    }
   }
   return out;
 }
@@ -280,10 +304,7 @@ void ShardedEngine::load_state(const std::string& dir, const nlohmann::json& lay
                    std::to_string(comm_.size()) + "; resuming at another world size is not built yet");
   std::string file = dir + "/" + shard_file(comm_.rank());
   optimizer_->load_state(train::load_safetensors(file), file);
-  if (policy_.shard_params)
-    release_all();
-  else
-    refresh_replicated_params();
+  masters_changed();
 }
 
 }  // namespace accel::backends

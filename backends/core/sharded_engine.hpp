@@ -1,19 +1,22 @@
 // The sharding engine both the DeepSpeed-style and the FSDP-style dialects run on ("one engine, two
 // dialects", ../../shared/design.md). Per unit, the parameters form one flat buffer (flat_layout.hpp)
 // of which each rank owns an equal shard, with an fp32 master copy and the optimizer state of that
-// shard only (sharded_optimizer.hpp). A ShardingPolicy says what else is partitioned:
+// shard only (sharded_optimizer.hpp). The model's parameters are views of the unit's gathered
+// buffer in the compute dtype (unit_param_buffers.hpp). A ShardingPolicy says what else is
+// partitioned:
 //   shard_grads = false  (ZeRO-1): full gradients accumulate locally (no communication on
 //                        accumulation micro-steps) and are reduce-scattered on the last one;
 //   shard_grads = true   (ZeRO-2, SHARD_GRAD_OP): every micro-step reduce-scatters each unit's
 //                        gradients as soon as they are complete and frees the full gradients;
 //   shard_params = true  (ZeRO-3, FULL_SHARD): parameters exist only as shards between uses; a unit
 //                        is all-gathered before its forward and again before its backward, and its
-//                        storage released after each.
-// After the optimizer step on the shards, replicated parameters (stages 1-2) are refreshed by an
-// all-gather of the master shards.
+//                        storage released after each (units below persistence_threshold stay).
+// After the optimizer step on the shards, the gathered buffers are stale; units that keep their
+// storage (replicated ones) are re-gathered at once, asynchronously, and waited on at first use.
 // Invariants: every rank issues the same collectives in the same order (unit order in backward is
-// deterministic); a unit's storage is gathered whenever the model computes with it; the update
-// equals the unsharded one element for element (same adamw_step on the same averaged gradients).
+// deterministic, prefetch depends on the schedule only); a unit is gathered whenever the model
+// computes with it; the update equals the unsharded one element for element (same adamw_step on
+// the same averaged gradients).
 #pragma once
 
 #include <memory>
@@ -24,14 +27,21 @@
 #include "backends/backend.hpp"
 #include "backends/core/backward_signal.hpp"
 #include "backends/core/sharded_optimizer.hpp"
+#include "backends/core/unit_param_buffers.hpp"
+#include "backends/core/unit_trace.hpp"
 
 namespace accel::backends {
 
 struct ShardingPolicy {
   std::string label;          // for logs: "deepspeed zero_stage 2"
-  bool shard_grads = false;
+  bool shard_optimizer = true;  // false: every rank keeps the whole fp32 master and optimizer state
+                                // (DeepSpeed stage 0 / DDP with mixed precision); gradients are all-reduced
+  bool shard_grads = false;   // requires shard_optimizer
   bool shard_params = false;  // implies shard_grads
   bool overlap_comm = true;   // reduce from the post-backward hook (false: after backward returns)
+  PrefetchPolicy prefetch;    // shard_params: when gathers are issued ahead of use
+  int64_t persistence_threshold = 0;  // shard_params: units with fewer values stay gathered
+  at::ScalarType compute_dtype = at::kFloat;  // parameters, gradients and their communication
 };
 
 class ShardedEngine final : public Backend, private train::UnitHooks, private BackwardListener {
@@ -48,16 +58,17 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   train::NamedTensors full_parameters() override;
   nlohmann::json save_state(const std::string& dir) override;
   void load_state(const std::string& dir, const nlohmann::json& layout) override;
+  bool start_trace() override;
+  void write_trace(const std::string& path) override;
 
  private:
   struct UnitRuntime {
     train::Unit* unit = nullptr;
     std::vector<int> params;  // indices into params_
     at::Tensor grad_flat;     // shard_grads == false: persistent [P]; the params' .grad are views
-    at::Tensor full;          // shard_params: [P] gathered parameters; storage released between uses
-    bool gathered = false;
+    at::Tensor compute_shard; // this rank's shard in the compute dtype (the master itself in fp32)
     bool token_input = false; // used on integer token ids (the embedding): kept gathered across its two uses
-    int uses = 0, fired = 0, eval_uses = 0;
+    int uses = 0, fired = 0, pre_fired = 0, eval_uses = 0;
     bool reduced = false;
   };
   struct PendingReduce {
@@ -71,18 +82,21 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   at::Tensor post_forward(train::Unit& unit, at::Tensor y) override;
   void on_backward(int64_t tag) override;
 
-  void gather(int u);
-  void release(int u);
-  void release_all();
   void reduce_unit(int u);
   void wait_reductions();
-  void refresh_replicated_params();  // stages 1-2: params <- all-gather of master shards
+  void masters_changed();  // after a step or a load: refresh compute shards, re-gather kept units
+  void trace(TraceEvent event, int u) {
+    if (trace_) trace_->record(event, units_[size_t(u)].unit->unit_name());
+  }
+  int shard_rank() const { return policy_.shard_optimizer ? comm_.rank() : 0; }
   UnitShardState& shard(int u) { return optimizer_->units()[size_t(u)]; }
 
   comm::Communicator& comm_;
   ShardingPolicy policy_;
   train::NamedTensors params_;
   std::unique_ptr<ShardedOptimizer> optimizer_;
+  std::unique_ptr<UnitParamBuffers> buffers_;
+  std::unique_ptr<UnitTrace> trace_;
   std::vector<UnitRuntime> units_;
   std::unordered_map<const train::Unit*, int> unit_index_;
   bool reducing_ = false;  // this micro-step reduces gradients

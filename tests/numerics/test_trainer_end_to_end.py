@@ -147,10 +147,16 @@ class ZeroStagesAgreement(_ReferenceBase):
 
     SPLITS = dict(_ReferenceBase.SPLITS, w3_b2=(3, 2, 1))
 
-    def _stage(self, stage, name):
-        out = self._check_split(name, sets=("backend=deepspeed", f"deepspeed.zero_stage={stage}"))
+    def _stage(self, stage, name, extra=()):
+        # Stage 3 partitions every unit here: the default persistence threshold (1e5 values) would
+        # keep this small model's units gathered, which is stage 2's memory behaviour.
+        keep_none = ("deepspeed.stage3_param_persistence_threshold=0",)
+        if stage != 3 or any("persistence" in x for x in extra):
+            keep_none = ()
+        out = self._check_split(name, sets=("backend=deepspeed", f"deepspeed.zero_stage={stage}") + keep_none + extra)
         with open(os.path.join(out, "logs", "rank_0.log")) as f:
             self.assertIn(f"deepspeed zero_stage {stage}:", f.read(), "the sharding engine did not run")
+        return out
 
     def test_stage1_world2(self):
         self._stage(1, "w2_b4")
@@ -173,12 +179,21 @@ class ZeroStagesAgreement(_ReferenceBase):
     def test_stage3_world2_accum2(self):
         self._stage(3, "w2_b2_g2")
 
+    def test_stage3_world2_no_prefetch_small_units_persist(self):
+        # No prefetch (every gather on demand), and units under 20k values (the final norm; the
+        # blocks have 49.9k) stay gathered between steps.
+        out = self._stage(3, "w2_b4", extra=("deepspeed.stage3_prefetch_bucket_size=0",
+                                            "deepspeed.stage3_param_persistence_threshold=20000"))
+        with open(os.path.join(out, "logs", "rank_0.log")) as f:
+            self.assertIn("small units stay gathered", f.read())
+
     def test_stage3_world3_padded(self):
         # 3 ranks do not divide the units' sizes (5 padding values in all), and 8 rows do not split
         # over 3 ranks: compare with a reference of the 3 x 2 = 6-row global batch.
         ref6 = ts.reference_train(self.ref_job, os.path.join(self.tmpdir(), "ref6"), self.init, world=3, micro=2,
                                   accum=1)
-        out = self._check_split("w3_b2", sets=("backend=deepspeed", "deepspeed.zero_stage=3"), ref_dir=ref6)
+        out = self._check_split("w3_b2", sets=("backend=deepspeed", "deepspeed.zero_stage=3",
+                                               "deepspeed.stage3_param_persistence_threshold=0"), ref_dir=ref6)
         with open(os.path.join(out, "logs", "rank_0.log")) as f:
             self.assertRegex(f.read(), r"deepspeed zero_stage 3: \d+ units, \d+ values \([1-9]\d* padding\)")
 

@@ -41,9 +41,15 @@ void apply_thread_count() {
 }
 
 void check_supported(const config::JobConfig& job) {
-  if (job.mixed_precision != config::MixedPrecision::no)
-    throw RunError("mixed_precision: " + std::string(config::to_string(job.mixed_precision)) +
-                   " is not built yet in the trainer (it comes with the sharding core); use mixed_precision: no");
+  if (job.mixed_precision == config::MixedPrecision::fp16)
+    throw RunError("mixed_precision: fp16 (dynamic loss scaling) is not built yet; use bf16 or no");
+}
+
+// Rank 0 writes FILE, rank r FILE with ".rank<r>" before its extension.
+std::string trace_file_for_rank(const std::string& path, int rank) {
+  if (rank == 0) return path;
+  std::filesystem::path p(path);
+  return (p.parent_path() / (p.stem().string() + ".rank" + std::to_string(rank) + p.extension().string())).string();
 }
 
 class Trainer {
@@ -135,6 +141,8 @@ void Trainer::run() {
   }
   log(data_->describe());
   log(backend_->describe());
+  if (!options_.trace_path.empty() && !backend_->start_trace())
+    spdlog::warn("[rank {}] --trace: backend {} has no per-unit schedule to record", rank_, backend_->name());
   log("model " + std::string(config::to_string(job_.model.name)) + ": " + std::to_string(model_->num_parameters()) +
       " parameters; global batch " + std::to_string(world_) + " ranks x " + std::to_string(t_.micro_batch_size) +
       " rows x " + std::to_string(t_.gradient_accumulation_steps) + " micro-steps x " + std::to_string(t_.seq_len) +
@@ -176,6 +184,7 @@ void Trainer::run() {
       last_checkpoint = checkpointer_->save(step + 1);
   }
 
+  if (!options_.trace_path.empty()) backend_->write_trace(trace_file_for_rank(options_.trace_path, rank_));
   std::string weights;
   auto params = backend_->full_parameters();
   if (t_.save_weights && rank_ == 0) {

@@ -7,12 +7,15 @@
 // Invariant: metrics depend only on the job (not on timing, thread count aside, or restarts).
 #pragma once
 
+#include <string>
+
 #include "runtime/worker/worker_context.hpp"
 
 namespace accel::train {
 
 struct TrainerOptions {
   bool progress_bar = false;  // the launcher's stdout is a terminal
+  std::string trace_path;     // `accel launch --trace FILE` (absolute); empty: no trace
 };
 
 // Runs the job of `ctx` to training.max_steps, resuming per training.resume. Throws RunError

@@ -1,0 +1,115 @@
+#include "backends/core/unit_param_buffers.hpp"
+
+#include <ATen/native/Resize.h>
+
+#include <algorithm>
+
+namespace accel::backends {
+namespace {
+
+// Frees or re-allocates a flat buffer's memory while every view of it stays valid (FSDP's
+// storage resize): the views hold the storage, not the data pointer.
+void resize_storage(const at::Tensor& t, size_t bytes) {
+  at::native::resize_bytes_cpu(t.storage().unsafeGetStorageImpl(), bytes);
+}
+
+size_t full_bytes(const at::Tensor& t) { return size_t(t.numel()) * t.element_size(); }
+
+}  // namespace
+
+UnitParamBuffers::UnitParamBuffers(comm::Communicator& comm, PrefetchPolicy policy)
+    : comm_(comm), policy_(policy) {}
+
+int UnitParamBuffers::add_unit(std::string name, at::Tensor full, at::Tensor source, bool keeps_storage) {
+  Entry e;
+  e.name = std::move(name);
+  e.full = std::move(full);
+  e.source = std::move(source);
+  e.keeps_storage = keeps_storage;
+  units_.push_back(std::move(e));
+  return int(units_.size()) - 1;
+}
+
+void UnitParamBuffers::issue(int u) {
+  Entry& e = units_[size_t(u)];
+  if (e.state != State::released) return;
+  if (e.full.storage().nbytes() < full_bytes(e.full)) resize_storage(e.full, full_bytes(e.full));
+  if (e.source.numel() == e.full.numel()) {  // a replicated unit: its "shard" is the whole buffer
+    e.full.copy_(e.source);
+    e.state = State::ready;
+    return;
+  }
+  e.work = comm_.all_gather(e.source, e.full);
+  e.state = State::in_flight;
+  note(TraceEvent::gather_issued, e);
+  if (counted(e)) peak_live_units_ = std::max(peak_live_units_, live_units());
+}
+
+void UnitParamBuffers::wait(int u) {
+  Entry& e = units_[size_t(u)];
+  issue(u);
+  if (e.state != State::in_flight) return;
+  e.work->wait();
+  e.work.reset();
+  e.state = State::ready;
+  note(TraceEvent::gather_done, e);
+}
+
+void UnitParamBuffers::release(int u) {
+  Entry& e = units_[size_t(u)];
+  if (e.keeps_storage || e.state == State::released) return;
+  if (e.state == State::in_flight) wait(u);  // never free memory a collective is writing
+  resize_storage(e.full, 0);
+  e.state = State::released;
+  note(TraceEvent::reshard, e);
+}
+
+void UnitParamBuffers::release_all() {
+  for (size_t u = 0; u < units_.size(); ++u) {
+    units_[u].pinned = false;
+    release(int(u));
+  }
+}
+
+void UnitParamBuffers::invalidate_all() {
+  for (size_t u = 0; u < units_.size(); ++u) {
+    Entry& e = units_[u];
+    if (e.state == State::in_flight) wait(int(u));
+    if (e.keeps_storage)
+      e.state = State::released;  // storage kept; the next gather overwrites it
+    else
+      release(int(u));
+  }
+}
+
+int UnitParamBuffers::live_units() const {
+  int n = 0;
+  for (const auto& e : units_) n += (counted(e) && e.state != State::released) ? 1 : 0;
+  return n;
+}
+
+int64_t UnitParamBuffers::live_numel() const {
+  int64_t n = 0;
+  for (const auto& e : units_)
+    if (counted(e) && e.state != State::released) n += e.full.numel();
+  return n;
+}
+
+void UnitParamBuffers::prefetch_from(int u, int direction) {
+  int reached = 0;
+  int64_t ahead_numel = 0;
+  for (int v = u + direction; v >= 0 && v < size() && reached < policy_.max_prefetch_units; v += direction) {
+    Entry& e = units_[size_t(v)];
+    if (e.state != State::released) continue;  // already there (or pinned/kept and fresh)
+    if (policy_.max_prefetch_numel > 0 && ahead_numel + e.full.numel() > policy_.max_prefetch_numel) return;
+    if (counted(e)) {
+      if (policy_.max_live_units > 0 && live_units() + 1 > policy_.max_live_units) return;
+      if (policy_.max_live_numel > 0 && live_numel() + e.full.numel() > policy_.max_live_numel) return;
+    }
+    issue(v);
+    ahead_numel += e.full.numel();
+    ++reached;
+  }
+}
+
+}  // namespace accel::backends

@@ -1,0 +1,83 @@
+// The gathered (full) parameter buffers of a sharding engine's units and their schedule: when a
+// unit's all-gather is issued, waited on and its storage freed, with prefetch and live limits.
+// Each unit's model parameters are views of its flat buffer `full` [P]; a gather fills it from every
+// rank's shard (`source`, this rank's [S] piece in the compute dtype). A unit is
+//   released  (not valid; storage freed unless the unit keeps its storage),
+//   in flight (all-gather issued, not waited on), or
+//   ready     (valid for compute).
+// Units that keep storage are never freed: replicated parameters (ZeRO 1-2) and, in ZeRO-3, units
+// below the persistence threshold; they are re-gathered after each optimizer step.
+// Prefetch is a pure function of the schedule (never of timing), so every rank issues the same
+// collectives in the same order. The live limits count units that free their storage and are not
+// pinned (the token-input unit, kept gathered through a micro-step like FSDP's root); the unit about
+// to compute is always gathered, only prefetches are skipped when a limit would be exceeded.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+#include "backends/core/unit_trace.hpp"
+#include "runtime/comm/communicator.hpp"
+
+namespace accel::backends {
+
+struct PrefetchPolicy {
+  enum class Backward { none, pre, post };
+  bool forward = false;                 // at unit u's forward, issue the gathers of the units after it
+  Backward backward = Backward::pre;    // pre: at u's pre-backward; post: after u's gradients; none
+  int max_prefetch_units = 1;           // how many units ahead a prefetch reaches (FSDP: 1)
+  int64_t max_prefetch_numel = 0;       // and at most this many elements ahead (0: no element bound)
+  int max_live_units = 0;               // 0: unlimited (FSDP limit_all_gathers: 2)
+  int64_t max_live_numel = 0;           // 0: unlimited (DeepSpeed stage3_max_live_parameters)
+};
+
+class UnitParamBuffers {
+ public:
+  UnitParamBuffers(comm::Communicator& comm, PrefetchPolicy policy);
+
+  // `full` holds the unit's gathered parameters now; `source` is this rank's shard to gather from.
+  int add_unit(std::string name, at::Tensor full, at::Tensor source, bool keeps_storage);
+  void set_trace(UnitTrace* trace) { trace_ = trace; }
+  void set_pinned(int u, bool pinned) { units_[size_t(u)].pinned = pinned; }
+  bool pinned(int u) const { return units_[size_t(u)].pinned; }
+  bool keeps_storage(int u) const { return units_[size_t(u)].keeps_storage; }
+  int size() const { return int(units_.size()); }
+
+  void issue(int u);       // starts the all-gather unless the unit is in flight or ready
+  void wait(int u);        // makes the unit ready (issuing its gather first if needed)
+  void release(int u);     // frees the unit's storage (units that keep storage: no-op)
+  void release_all();      // unpins and releases every unit
+  void invalidate_all();   // after the optimizer step: every unit's content is stale
+  // Prefetches from unit u in direction +1 (forward order) or -1 (backward order), within limits.
+  void prefetch_from(int u, int direction);
+  bool ready(int u) const { return units_[size_t(u)].state == State::ready; }
+
+  int live_units() const;        // counted units in flight or ready
+  int peak_live_units() const { return peak_live_units_; }
+  int64_t live_numel() const;
+
+ private:
+  enum class State { released, in_flight, ready };
+  struct Entry {
+    std::string name;
+    at::Tensor full, source;
+    bool keeps_storage = false;
+    bool pinned = false;
+    State state = State::ready;
+    comm::WorkPtr work;
+  };
+  bool counted(const Entry& e) const { return !e.keeps_storage && !e.pinned; }
+  void note(TraceEvent event, const Entry& e) {
+    if (trace_) trace_->record(event, e.name);
+  }
+
+  comm::Communicator& comm_;
+  PrefetchPolicy policy_;
+  UnitTrace* trace_ = nullptr;
+  std::vector<Entry> units_;
+  int peak_live_units_ = 0;
+};
+
+}  // namespace accel::backends
