@@ -30,6 +30,13 @@ std::string sharding_name(Sharding s) {
 
 std::string cell(int64_t bytes) { return bytes == 0 ? "-" : human_bytes(bytes); }
 
+// A figure like "27.0 MiB" must not break across lines: its space becomes kGlue until wrap() is done.
+constexpr char kGlue = '\x01';
+std::string glued(std::string text) {
+  std::replace(text.begin(), text.end(), ' ', kGlue);
+  return text;
+}
+
 // Word-wraps `text` at kWrap columns; continuation lines get `indent`.
 std::string wrap(const std::string& text, const std::string& indent) {
   std::istringstream words(text);
@@ -41,7 +48,9 @@ std::string wrap(const std::string& text, const std::string& indent) {
     }
     line += (line.empty() || line == indent ? "" : " ") + word;
   }
-  return out + line + "\n";
+  out += line + "\n";
+  std::replace(out.begin(), out.end(), kGlue, ' ');
+  return out;
 }
 
 std::string offloaded_cell(const MemoryEstimate& m) {
@@ -144,8 +153,8 @@ std::string render_memory_table(const JobEstimate& e) {
                     kActivationSource + ")";
   if (a.available)
     act += "; with s = " + std::to_string(a.seq_len) + ", b = " + std::to_string(a.micro_batch_size) + ", h = " +
-           std::to_string(a.n_embd) + ", a = " + std::to_string(a.n_head) + ": " + human_bytes(a.per_layer_bytes) +
-           " per layer, " + human_bytes(a.total_bytes) + " for " + std::to_string(a.n_layer) +
+           std::to_string(a.n_embd) + ", a = " + std::to_string(a.n_head) + ": " + glued(human_bytes(a.per_layer_bytes)) +
+           " per layer, " + glued(human_bytes(a.total_bytes)) + " for " + std::to_string(a.n_layer) +
            " layers (about twice that in fp32).";
   else
     act += ".";
