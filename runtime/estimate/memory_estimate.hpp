@@ -9,7 +9,7 @@
 //                                       + fp32 master 4*numel with mixed precision
 //   zero-1: params p*numel, grads g*sum(P) (one persistent flat buffer per unit),
 //           shards: grad 4*sum(S), master 4*sum(S), states s*sum(S)
-//           live: one unit's fp32 all-gather buffer that refreshes the parameters after the step
+//           live: one unit's all-gather buffer (parameter dtype) that refreshes the parameters after the step
 //   zero-2 (SHARD_GRAD_OP): params p*numel; shards as zero-1; no replicated gradients;
 //           live: the tied unit's gradient (kept through backward) + the largest other unit's
 //           gradient buffer being reduce-scattered, or the refresh buffer, whichever is larger
