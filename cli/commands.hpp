@@ -15,15 +15,18 @@ void add_env_command(CLI::App& app);
 void add_test_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_worker_command(CLI::App& app);
+void add_estimate_memory_command(CLI::App& app);
 
 // Loads and validates a job (native, Accelerate or DeepSpeed file) with the process's ACCEL_*
 // environment and the given --set overrides, printing warnings to stderr. An empty `file` means
 // the user's default job file (`accel config` writes it), or only defaults when `allow_none`.
+// `check_paths` false skips the checks of files and directories (data, output), for commands that
+// only read the job's figures (a job may be meant for another machine).
 // --set key.path=value, repeatable; each occurrence takes exactly one value so that a job path
 // after it stays positional (`accel launch --set a=1 job.yaml`).
 CLI::Option* add_set_option(CLI::App* command, std::vector<std::string>& overrides);
 
 config::LoadedJob load_job_for_cli(const std::string& file, const std::vector<std::string>& overrides,
-                                   bool allow_none = false);
+                                   bool allow_none = false, bool check_paths = true);
 
 }  // namespace accel::cli

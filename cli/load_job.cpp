@@ -14,7 +14,8 @@ CLI::Option* add_set_option(CLI::App* command, std::vector<std::string>& overrid
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
-config::LoadedJob load_job_for_cli(const std::string& file, const std::vector<std::string>& overrides, bool allow_none) {
+config::LoadedJob load_job_for_cli(const std::string& file, const std::vector<std::string>& overrides, bool allow_none,
+                                   bool check_paths) {
   config::LoadOptions options;
   options.file = file;
   if (options.file.empty()) {
@@ -26,6 +27,7 @@ config::LoadedJob load_job_for_cli(const std::string& file, const std::vector<st
   }
   options.set_overrides = overrides;
   options.environment = config::accel_environment();
+  options.check_paths = check_paths;
   auto loaded = config::load_job(options);
   for (const auto& w : loaded.warnings) std::cerr << w.render("warning") << "\n";
   return loaded;

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
                "  accel config                                # answer a few questions, write a job file\n"
                "  accel launch config_templates/quickstart.yaml\n"
                "  accel launch job.yaml --set backend=fsdp    # the same job with FSDP semantics\n"
+               "  accel estimate-memory job.yaml              # per-rank memory of every strategy\n"
                "  accel env                                   # diagnostics for a bug report",
                "accel"};
   app.set_version_flag("--version", "accel " + build.accel_version + " (git " + build.git_revision + ")");
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   accel::cli::add_test_command(app);
   accel::cli::add_bench_command(app);
   accel::cli::add_worker_command(app);
+  accel::cli::add_estimate_memory_command(app);
 
   try {
     app.parse(argc, argv);

@@ -1,5 +1,6 @@
 // The accel executable end to end: exit codes (0 ok, 1 run failed, 2 bad usage/config), error text
-// for bad job files, templates, the questionnaire through a pipe, import, show --sources, env.
+// for bad job files, templates, the questionnaire through a pipe, import, show --sources, env,
+// estimate-memory.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -84,11 +85,13 @@ TEST_CASE("every template validates, and the required templates exist") {
 TEST_CASE("help, version and usage errors") {
   auto help = run_accel("--help");
   CHECK(help.exit_code == 0);
-  CHECK_THAT(help.output, Catch::Contains("config") && Catch::Contains("launch") && Catch::Contains("env"));
+  CHECK_THAT(help.output, Catch::Contains("config") && Catch::Contains("launch") && Catch::Contains("env") &&
+                              Catch::Contains("estimate-memory"));
   auto version = run_accel("--version");
   CHECK(version.exit_code == 0);
   CHECK(std::regex_search(version.output, std::regex(R"(accel \d+\.\d+\.\d+ \(git )")));
-  for (const char* sub : {"config", "config show", "config validate", "config import", "config keys", "launch", "env"}) {
+  for (const char* sub : {"config", "config show", "config validate", "config import", "config keys", "launch", "env",
+                          "estimate-memory"}) {
     auto r = run_accel(std::string(sub) + " --help");
     INFO(sub);
     CHECK(r.exit_code == 0);
@@ -165,4 +168,58 @@ TEST_CASE("accel env --json is machine-readable and names the BLAS") {
   auto text = run_accel("env");
   CHECK(text.exit_code == 0);
   CHECK_THAT(text.output, Catch::Contains("BLAS"));
+}
+
+TEST_CASE("estimate-memory prints every strategy for each template, the job's own marked") {
+  for (const auto& e : fs::directory_iterator(kSource / "config_templates")) {
+    SECTION(e.path().filename().string()) {
+      auto r = run_accel("estimate-memory " + shell_quote(e.path().string()));
+      INFO(r.output);
+      CHECK(r.exit_code == 0);
+      for (const char* text : {"ddp / zero-0", "zero-1", "zero-2", "zero-3", "NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD",
+                               "ZeRO paper", "* this job"})
+        CHECK_THAT(r.output, Catch::Contains(text));
+      CHECK(std::regex_search(r.output, std::regex(R"(\n  \* \S)")));  // one row marked
+    }
+  }
+  auto z3 = run_accel("estimate-memory " + shell_quote((kSource / "config_templates/deepspeed_zero3.yaml").string()));
+  CHECK_THAT(z3.output, Catch::Contains("  * zero-3") && Catch::Contains("this job: deepspeed zero_stage 3"));
+  auto hybrid = run_accel("estimate-memory " + shell_quote((kSource / "config_templates/fsdp_hybrid_shard.yaml").string()));
+  CHECK_THAT(hybrid.output, Catch::Contains("HYBRID_SHARD"));
+}
+
+TEST_CASE("estimate-memory --json writes exact figures, and bad input exits 2") {
+  accel::test::TempDir dir;
+  auto out = (dir.path() / "memory.json").string();
+  auto r = run_accel("estimate-memory --set backend=fsdp --set num_processes=4 --json " + shell_quote(out));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(accel::test::read_file(out));
+  CHECK(j["world"] == 4);
+  CHECK(j["configured"]["strategy"] == "FULL_SHARD");
+  REQUIRE(j["strategies"].size() == 7);
+  for (const auto& s : j["strategies"]) {
+    for (const char* key : {"params", "grads", "grad_shard", "master", "optimizer_states", "live_params", "live_grads",
+                            "device", "host", "nvme", "zero_paper"})
+      CHECK(s["bytes"][key].is_number_integer());
+    CHECK(s.contains("name"));
+    CHECK(s.contains("shards"));
+    CHECK(s.contains("offload"));
+  }
+  CHECK(j["model"]["parameters"].get<int64_t>() > 0);
+  CHECK(j["activations"]["estimated"] == false);
+
+  auto big = run_accel("estimate-memory --params 7e9 --world 8");
+  INFO(big.output);
+  CHECK(big.exit_code == 0);
+  CHECK_THAT(big.output, Catch::Contains("7,000,000,000 parameters") && Catch::Contains("--unit-params"));
+
+  for (const char* args : {"--params -1", "--params 0", "--params 1.5", "--params seven", "--world 0", "--world -2",
+                           "--unit-params 10", "--set model.name=resnet", "--set model.n_layer=0"}) {
+    auto bad = run_accel(std::string("estimate-memory ") + args);
+    INFO(args << "\n" << bad.output);
+    CHECK(bad.exit_code == 2);
+  }
+  auto negative = run_accel("estimate-memory --params -1");
+  CHECK_THAT(negative.output, Catch::Contains("--params -1: must be positive"));
 }

@@ -1,0 +1,158 @@
+// A job's memory estimate (see job_estimate.hpp).
+#include "runtime/estimate/job_estimate.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/common/errors.hpp"
+#include "runtime/estimate/model_shape.hpp"
+
+namespace accel::estimate {
+namespace {
+
+Placement placement_of(config::OffloadDevice device) {
+  switch (device) {
+    case config::OffloadDevice::none: return Placement::device;
+    case config::OffloadDevice::cpu: return Placement::cpu;
+    case config::OffloadDevice::nvme: return Placement::nvme;
+  }
+  return Placement::device;
+}
+
+int state_bytes(const config::OptimizerSection& o) {
+  if (o.name == config::OptimizerName::adamw) return 8;  // exp_avg, exp_avg_sq
+  return o.momentum != 0 ? 4 : 0;                        // sgd: a momentum buffer when momentum != 0
+}
+
+std::string optimizer_text(const config::OptimizerSection& o) {
+  if (o.name == config::OptimizerName::adamw) return "adamw: 2 fp32 states per parameter (exp_avg, exp_avg_sq)";
+  return o.momentum != 0 ? "sgd: 1 fp32 state per parameter (momentum)" : "sgd without momentum: no optimizer state";
+}
+
+// Which row is the job's own, and how to name it.
+std::string configured_row(const config::JobConfig& job, std::string& label, std::vector<std::string>& notes) {
+  switch (job.backend) {
+    case config::Backend::ddp:
+      label = "ddp";
+      return "ddp / zero-0";
+    case config::Backend::deepspeed:
+      label = "deepspeed zero_stage " + std::to_string(job.deepspeed.zero_stage);
+      return job.deepspeed.zero_stage == 0 ? "ddp / zero-0" : "zero-" + std::to_string(job.deepspeed.zero_stage);
+    case config::Backend::fsdp: {
+      auto strategy = job.fsdp.sharding_strategy;
+      label = "fsdp " + config::to_string(strategy);
+      if (strategy == config::ShardingStrategy::HYBRID_SHARD && job.num_machines == 1) {
+        notes.push_back("HYBRID_SHARD on one machine shards like FULL_SHARD; the FULL_SHARD row is this job.");
+        return "FULL_SHARD";
+      }
+      return config::to_string(strategy);
+    }
+  }
+  return "ddp / zero-0";
+}
+
+}  // namespace
+
+ActivationHint activation_hint(const config::JobConfig& job) {
+  ActivationHint a;
+  if (job.model.name != config::ModelName::gpt) return a;
+  a.available = true;
+  a.seq_len = job.training.seq_len;
+  a.micro_batch_size = job.training.micro_batch_size;
+  a.n_embd = job.model.n_embd;
+  a.n_head = job.model.n_head;
+  a.n_layer = job.model.n_layer;
+  const double s = double(a.seq_len), b = double(a.micro_batch_size), h = double(a.n_embd), heads = double(a.n_head);
+  a.per_layer_bytes = int64_t(std::llround(s * b * h * (34.0 + 5.0 * heads * s / h)));
+  a.total_bytes = a.per_layer_bytes * a.n_layer;
+  return a;
+}
+
+JobEstimate estimate_job(const config::JobConfig& job, const JobEstimateOptions& options) {
+  if (options.world < 0) throw UsageError("--world must be at least 1 (got " + std::to_string(options.world) + ")");
+  if (options.params < 0) throw UsageError("--params must be a positive parameter count (got " + std::to_string(options.params) + ")");
+  if (options.unit_params < 0)
+    throw UsageError("--unit-params must be a positive parameter count (got " + std::to_string(options.unit_params) + ")");
+  if (options.unit_params > 0 && options.params == 0)
+    throw UsageError("--unit-params needs --params (with a model from the job, its units are known)");
+
+  JobEstimate e;
+  e.world = options.world > 0 ? options.world : job.num_processes;
+  e.num_machines = job.num_machines;
+  e.device = config::to_string(job.device);
+  if (e.world % e.num_machines != 0)
+    throw UsageError("world size " + std::to_string(e.world) + " is not a multiple of num_machines (" +
+                     std::to_string(e.num_machines) + "); every machine runs the same number of processes");
+
+  MemoryInput& in = e.input;
+  if (options.params > 0) {
+    in.total_params = options.params;
+    in.unit_params = options.unit_params;
+    e.model = "a bare parameter count (--params; units unknown)";
+    e.notes.push_back("--params replaces the job's model: padding is taken over one flat buffer, not per unit.");
+    if (options.unit_params == 0)
+      e.notes.push_back("live-unit buffers (and nvme staging buffers) are not estimated without units; pass "
+                        "--unit-params N with the largest unit's parameter count to include them.");
+  } else {
+    ModelShape shape = model_shape(job.model);
+    for (const auto& u : shape.units) {
+      in.unit_numels.push_back(u.numel);
+      e.unit_names.push_back(u.name);
+    }
+    in.tied_unit = shape.tied_unit;
+    e.model = describe_model(job.model);
+    e.activations = activation_hint(job);
+  }
+
+  const bool mixed = job.mixed_precision != config::MixedPrecision::no;
+  const bool bf16_params = job.model.dtype == config::ParamDtype::bf16;
+  in.param_bytes = (mixed || bf16_params) ? 2 : 4;
+  in.replicated_master = mixed;
+  in.state_bytes = state_bytes(job.optimizer);
+  in.nvme_buffer_count = job.deepspeed.buffer_count;
+  in.max_live_units = 2;
+  e.precision = std::string(in.param_bytes == 2 ? (job.mixed_precision == config::MixedPrecision::fp16 ? "fp16" : "bf16")
+                                                : "fp32") +
+                " parameters and gradients (mixed_precision " + config::to_string(job.mixed_precision) +
+                ", model.dtype " + config::to_string(job.model.dtype) + ")";
+  e.optimizer = optimizer_text(job.optimizer);
+  check_input(in);
+
+  // Offload as the job configures it for each dialect; validation allows it only where it applies.
+  const auto& ds = job.deepspeed;
+  Placement ds_offload = placement_of(ds.offload_optimizer_device);
+  Placement ds_stage3 = ds_offload != Placement::device ? ds_offload : placement_of(ds.offload_param_device);
+  Placement fsdp_offload = job.fsdp.offload_params ? Placement::cpu : Placement::device;
+  if (ds.offload_param_device != config::OffloadDevice::none)
+    e.notes.push_back("accel's stage-3 parameter shards are the fp32 master shards, so offload_param_device "
+                      "moves them (with the gradient shard and optimizer states) as optimizer offload does.");
+
+  std::vector<StrategyPlan> plans = {
+      {"ddp / zero-0", Sharding::replicated, 1, Placement::device, false},
+      {"zero-1", Sharding::optimizer, e.world, ds_offload, false},
+      {"zero-2", Sharding::gradients, e.world, ds_offload, false},
+      {"zero-3", Sharding::parameters, e.world, ds_stage3, false},
+      {"NO_SHARD", Sharding::replicated, 1, fsdp_offload, false},
+      {"SHARD_GRAD_OP", Sharding::gradients, e.world, fsdp_offload, false},
+      {"FULL_SHARD", Sharding::parameters, e.world, fsdp_offload, false},
+  };
+  if (e.num_machines > 1)
+    plans.push_back({"HYBRID_SHARD", Sharding::parameters, e.world / e.num_machines, fsdp_offload, false});
+
+  std::string own = configured_row(job, e.configured_label, e.notes);
+  for (size_t i = 0; i < plans.size(); ++i) {
+    plans[i].configured = plans[i].name == own;
+    if (plans[i].configured) e.configured = int(i);
+    e.strategies.push_back(estimate_memory(in, plans[i]));
+  }
+
+  if (job.backend == config::Backend::fsdp && bf16_params && job.fsdp.precision_mode == config::PrecisionMode::low)
+    e.notes.push_back("fsdp.precision_mode low is not modelled: the FSDP rows count fp32 master, gradient and "
+                      "state shards, as precision_mode mixed keeps them.");
+  if (job.device != config::Device::cuda)
+    e.notes.push_back("on a CPU-only run (device " + e.device + " without a GPU) device memory and host memory "
+                      "are the same RAM: add the offloaded column to the per-rank figure.");
+  return e;
+}
+
+}  // namespace accel::estimate

@@ -1,0 +1,174 @@
+// Per-rank model-state memory by strategy (see memory_estimate.hpp for the layout it describes).
+#include "runtime/estimate/memory_estimate.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <numeric>
+
+#include "runtime/common/errors.hpp"
+
+namespace accel::estimate {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The unit-sized buffers a strategy keeps alive, in padded elements.
+struct UnitSizes {
+  bool known = false;          // units known, or a unit size given
+  int64_t tied = 0;            // P of the tied unit (0: none)
+  std::vector<int64_t> others; // P of the other units, largest first
+  int64_t max_shard = 0;       // the largest S
+  int64_t largest_other() const { return others.empty() ? 0 : others.front(); }
+};
+
+UnitSizes unit_sizes(const MemoryInput& in, int shards) {
+  UnitSizes sizes;
+  if (in.units_known()) {
+    sizes.known = true;
+    for (size_t u = 0; u < in.unit_numels.size(); ++u) {
+      int64_t padded = padded_numel(in.unit_numels[u], shards);
+      if (int(u) == in.tied_unit) sizes.tied = padded;
+      else sizes.others.push_back(padded);
+      sizes.max_shard = std::max(sizes.max_shard, padded / shards);
+    }
+  } else if (in.unit_params > 0) {
+    sizes.known = true;  // every unit taken to be as large as the largest one, none tied
+    int64_t padded = padded_numel(in.unit_params, shards);
+    sizes.others.assign(size_t(std::max(1, in.max_live_units)), padded);
+    sizes.max_shard = padded / shards;
+  }
+  std::sort(sizes.others.begin(), sizes.others.end(), std::greater<>());
+  return sizes;
+}
+
+// Elements of gathered parameters alive at once under stage 3: the tied unit (it stays gathered)
+// and the largest other units up to max_live_units in all (at least the one computing).
+int64_t gathered_numel(const UnitSizes& sizes, int max_live_units) {
+  int others = std::max(1, sizes.tied > 0 ? max_live_units - 1 : max_live_units);
+  int64_t sum = sizes.tied;
+  for (int i = 0; i < others && size_t(i) < sizes.others.size(); ++i) sum += sizes.others[size_t(i)];
+  return sum;
+}
+
+}  // namespace
+
+std::string to_string(Placement placement) {
+  switch (placement) {
+    case Placement::device: return "none";
+    case Placement::cpu: return "cpu";
+    case Placement::nvme: return "nvme";
+  }
+  return "?";
+}
+
+int64_t MemoryInput::num_parameters() const {
+  if (unit_numels.empty()) return total_params;
+  return std::accumulate(unit_numels.begin(), unit_numels.end(), int64_t(0));
+}
+
+int64_t padded_numel(int64_t numel, int shards) { return shards * ceil_div(numel, shards); }
+
+void check_input(const MemoryInput& in) {
+  // 1e15 parameters keep every product below int64's range (16 bytes each).
+  constexpr int64_t kMaxParams = 1'000'000'000'000'000;
+  if (in.unit_numels.empty() && in.total_params <= 0)
+    throw UsageError("memory estimate: the parameter count must be positive (got " + std::to_string(in.total_params) + ")");
+  for (size_t u = 0; u < in.unit_numels.size(); ++u)
+    if (in.unit_numels[u] <= 0)
+      throw UsageError("memory estimate: unit " + std::to_string(u) + " has " + std::to_string(in.unit_numels[u]) +
+                       " parameters; every unit needs at least one");
+  if (in.num_parameters() > kMaxParams)
+    throw UsageError("memory estimate: " + std::to_string(in.num_parameters()) + " parameters is more than this "
+                     "estimator handles (at most 1e15)");
+  if (in.unit_params < 0 || in.unit_params > in.num_parameters())
+    throw UsageError("memory estimate: the unit size (" + std::to_string(in.unit_params) +
+                     ") must be between 1 and the parameter count (" + std::to_string(in.num_parameters()) + ")");
+  if (in.tied_unit >= int(in.unit_numels.size()) || in.tied_unit < -1)
+    throw UsageError("memory estimate: tied unit index " + std::to_string(in.tied_unit) + " is not a unit");
+  if (in.param_bytes != 2 && in.param_bytes != 4)
+    throw UsageError("memory estimate: parameter bytes must be 2 or 4 (got " + std::to_string(in.param_bytes) + ")");
+  if (in.state_bytes < 0) throw UsageError("memory estimate: optimizer state bytes must not be negative");
+  if (in.max_live_units < 1) throw UsageError("memory estimate: max_live_units must be at least 1");
+  if (in.nvme_buffer_count < 1) throw UsageError("memory estimate: the nvme buffer count must be at least 1");
+}
+
+int64_t zero_paper_bytes(Sharding sharding, int64_t params, int shards) {
+  switch (sharding) {
+    case Sharding::replicated: return 16 * params;
+    case Sharding::optimizer: return 4 * params + ceil_div(12 * params, shards);
+    case Sharding::gradients: return 2 * params + ceil_div(14 * params, shards);
+    case Sharding::parameters: return ceil_div(16 * params, shards);
+  }
+  return 0;
+}
+
+MemoryEstimate estimate_memory(const MemoryInput& in, const StrategyPlan& plan) {
+  check_input(in);
+  if (plan.shards < 1)
+    throw UsageError("memory estimate: " + plan.name + " needs at least one shard (got " + std::to_string(plan.shards) + ")");
+  const int N = plan.shards;
+  const int64_t p = in.param_bytes, g = in.param_bytes, s = in.state_bytes;
+  const int64_t numel = in.num_parameters();
+
+  // Flat buffers: per unit when units are known, else the model as one buffer.
+  int64_t padded_sum = 0;
+  if (in.units_known())
+    for (int64_t n : in.unit_numels) padded_sum += padded_numel(n, N);
+  else
+    padded_sum = padded_numel(numel, N);
+  const int64_t shard_sum = padded_sum / N;
+  const UnitSizes sizes = unit_sizes(in, N);
+
+  MemoryEstimate e;
+  e.plan = plan;
+  e.zero_paper = zero_paper_bytes(plan.sharding, numel, N);
+  e.unit_buffers_estimated = sizes.known || plan.sharding == Sharding::replicated;
+  // Stages 2-3 free each unit's full gradient once it is reduce-scattered; the tied unit's gradient
+  // builds up from the first backward op (the output head) to the last (the embedding lookup).
+  const int64_t unit_grad_buffers = (sizes.tied + sizes.largest_other()) * g;
+  switch (plan.sharding) {
+    case Sharding::replicated:
+      e.params = numel * p;
+      e.grads = numel * g;  // ddp's gradient buckets are the gradients (parameters' .grad are views)
+      e.master = in.replicated_master ? numel * 4 : 0;
+      e.optimizer_states = numel * s;
+      break;
+    case Sharding::optimizer:
+      e.params = numel * p;
+      e.grads = padded_sum * g;  // persistent flat buffer per unit, accumulates over micro-steps
+      e.grad_shard = shard_sum * 4;
+      e.master = shard_sum * 4;
+      e.optimizer_states = shard_sum * s;
+      // After the step each unit's master shards are all-gathered into one buffer that refreshes
+      // the replicated parameters, one unit at a time.
+      e.live_params = std::max(sizes.tied, sizes.largest_other()) * p;
+      break;
+    case Sharding::gradients:
+      e.params = numel * p;
+      e.grad_shard = shard_sum * 4;
+      e.master = shard_sum * 4;
+      e.optimizer_states = shard_sum * s;
+      e.live_grads = unit_grad_buffers;  // >= the refresh buffer of stage 1, which comes later
+      break;
+    case Sharding::parameters:
+      e.grad_shard = shard_sum * 4;
+      e.master = shard_sum * 4;
+      e.optimizer_states = shard_sum * s;
+      e.live_params = gathered_numel(sizes, in.max_live_units) * p;
+      e.live_grads = unit_grad_buffers;
+      break;
+  }
+  const int64_t movable = e.master + e.optimizer_states + e.grad_shard;
+  e.device = e.params + e.grads + e.live_params + e.live_grads;
+  switch (plan.offload) {
+    case Placement::device: e.device += movable; break;
+    case Placement::cpu: e.host = movable; break;
+    case Placement::nvme:
+      e.nvme = movable;
+      e.host = int64_t(in.nvme_buffer_count) * sizes.max_shard * 4;  // staging buffers (fp32 unit shards)
+      break;
+  }
+  return e;
+}
+
+}  // namespace accel::estimate

@@ -1,0 +1,95 @@
+// Per-rank memory of the model states (parameters, gradients, optimizer) under each sharding
+// strategy, as accel's own engine lays them out (backends/core: flat per-unit buffers padded to a
+// multiple of the shard count, fp32 master and state shards). Pure integer arithmetic, no torch:
+// the CLI (`accel estimate-memory`) and the trainer (estimate next to measured) call the same code.
+//
+// Per rank, N = shards, p = bytes of a compute parameter, g = p, s = optimizer state bytes per value;
+// per unit u: P_u = N * ceil(numel_u / N) (padded), S_u = P_u / N (the rank's shard):
+//   replicated (ddp, zero-0, NO_SHARD): params p*numel, grads g*numel, states s*numel,
+//                                       + fp32 master 4*numel with mixed precision
+//   zero-1: params p*numel, grads g*sum(P) (one persistent flat buffer per unit),
+//           shards: grad 4*sum(S), master 4*sum(S), states s*sum(S)
+//           live: one unit's all-gather buffer (parameter dtype) that refreshes the parameters after the step
+//   zero-2 (SHARD_GRAD_OP): params p*numel; shards as zero-1; no replicated gradients;
+//           live: the tied unit's gradient (kept through backward) + the largest other unit's
+//           gradient buffer being reduce-scattered, or the refresh buffer, whichever is larger
+//   zero-3 (FULL_SHARD, HYBRID_SHARD): shards only; live: gathered parameters of the tied unit plus
+//           the (max_live_units - 1) largest other units, and the zero-2 gradient buffers
+// Offload moves the master, the states and the gradient shard off the device: to host memory (cpu),
+// or to files (nvme) streamed through buffer_count host buffers of the largest unit shard (fp32).
+// Invariants: every figure is a whole number of bytes; with one shard no padding is added; the
+// components of a result add up to device + host + nvme (nvme staging buffers excepted).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace accel::estimate {
+
+// What a strategy partitions across its shards (ZeRO stage 0..3).
+enum class Sharding { replicated = 0, optimizer = 1, gradients = 2, parameters = 3 };
+// Where the master weights, optimizer states and gradient shard live.
+enum class Placement { device, cpu, nvme };
+
+std::string to_string(Placement placement);  // "none" (on the device), "cpu", "nvme"
+
+struct MemoryInput {
+  // The model's units in forward order (their parameter counts). Empty when only the total is
+  // known: then padding is taken over the model as one buffer, and live-unit buffers need
+  // `unit_params`.
+  std::vector<int64_t> unit_numels;
+  int tied_unit = -1;            // index into unit_numels of the unit kept gathered through a step; -1 none
+  int64_t total_params = 0;      // used when unit_numels is empty (otherwise their sum)
+  int64_t unit_params = 0;       // units unknown: the largest unit's size; 0 = live buffers not estimated
+  int param_bytes = 4;           // p: 4 fp32, 2 bf16/fp16 (mixed precision or model.dtype bf16)
+  bool replicated_master = false;  // mixed precision: replicated strategies keep an fp32 master copy
+  int state_bytes = 8;           // fp32 optimizer state per value: adamw 8, sgd with momentum 4, sgd 0
+  int max_live_units = 2;        // stage 3: gathered units alive at once (current + one prefetched)
+  int nvme_buffer_count = 5;     // nvme offload: host staging buffers
+
+  int64_t num_parameters() const;
+  bool units_known() const { return !unit_numels.empty(); }
+};
+
+struct StrategyPlan {
+  std::string name;              // "zero-2", "SHARD_GRAD_OP"
+  Sharding sharding = Sharding::replicated;
+  int shards = 1;                // N: ranks one copy is split over (processes per machine for HYBRID_SHARD)
+  Placement offload = Placement::device;
+  bool configured = false;       // the job's own strategy
+};
+
+// Bytes per rank, by component, wherever they live, then where they live.
+struct MemoryEstimate {
+  StrategyPlan plan;
+  int64_t params = 0;            // replicated compute parameters
+  int64_t grads = 0;             // replicated gradients
+  int64_t grad_shard = 0;        // fp32 gradient shard (receives the reduce-scatter)
+  int64_t master = 0;            // fp32 master weights (a replicated copy or a shard)
+  int64_t optimizer_states = 0;  // fp32 optimizer states (moments / momentum)
+  int64_t live_params = 0;       // gathered unit parameters (stage 3)
+  int64_t live_grads = 0;        // transient unit-sized gradient / gather buffers
+  bool unit_buffers_estimated = true;  // false: units unknown and no unit size given, so live
+                                       // buffers and nvme staging buffers count as 0
+  int64_t device = 0;            // per rank on the compute device
+  int64_t host = 0;              // per rank in host memory because of offload
+  int64_t nvme = 0;              // per rank in offload files
+  int64_t zero_paper = 0;        // the ZeRO paper's figure for this stage (K = 12), per rank
+};
+
+// Throws accel::UsageError for an input that describes no model (no parameters, a non-positive
+// unit, a bad byte count) or a plan with fewer than one shard.
+void check_input(const MemoryInput& input);
+
+MemoryEstimate estimate_memory(const MemoryInput& input, const StrategyPlan& plan);
+
+// Rajbhandari et al. 2020 (ZeRO), mixed-precision Adam, K = 12 bytes of optimizer state per
+// parameter (fp32 master, momentum, variance), per rank: replicated 16*psi; stage 1 4*psi + 12*psi/N;
+// stage 2 2*psi + 14*psi/N; stage 3 16*psi/N. Divisions round up to whole bytes.
+int64_t zero_paper_bytes(Sharding sharding, int64_t params, int shards);
+
+// N * ceil(numel / N): a flat buffer's length once padded to equal shards.
+int64_t padded_numel(int64_t numel, int shards);
+
+}  // namespace accel::estimate

@@ -1,0 +1,230 @@
+// Text table and JSON for a job's memory estimate (see memory_report.hpp).
+#include "runtime/estimate/memory_report.hpp"
+
+#include <algorithm>
+#include <iomanip>
+#include <sstream>
+
+#include "runtime/common/human_bytes.hpp"
+
+namespace accel::estimate {
+namespace {
+
+constexpr size_t kWrap = 100;
+
+const char* kActivationFormula = "s*b*h*(34 + 5*a*s/h) bytes per layer with 16-bit activations";
+const char* kActivationSource = "Korthikanti et al. 2022, Reducing Activation Recomputation in Large Transformer "
+                                "Models, eq. 2: no recomputation, no tensor parallelism";
+const char* kPaperSource = "Rajbhandari et al. 2020, ZeRO: Memory Optimizations Toward Training Trillion Parameter "
+                           "Models, mixed-precision Adam, K = 12";
+
+std::string sharding_name(Sharding s) {
+  switch (s) {
+    case Sharding::replicated: return "replicated";
+    case Sharding::optimizer: return "optimizer";
+    case Sharding::gradients: return "gradients";
+    case Sharding::parameters: return "parameters";
+  }
+  return "?";
+}
+
+std::string cell(int64_t bytes) { return bytes == 0 ? "-" : human_bytes(bytes); }
+
+// A figure like "27.0 MiB" must not break across lines: its space becomes kGlue until wrap() is done.
+constexpr char kGlue = '\x01';
+std::string glued(std::string text) {
+  std::replace(text.begin(), text.end(), ' ', kGlue);
+  return text;
+}
+
+// Word-wraps `text` at kWrap columns; continuation lines get `indent`.
+std::string wrap(const std::string& text, const std::string& indent) {
+  std::istringstream words(text);
+  std::string word, line, out;
+  while (words >> word) {
+    if (!line.empty() && line.size() + 1 + word.size() > kWrap) {
+      out += line + "\n";
+      line = indent;
+    }
+    line += (line.empty() || line == indent ? "" : " ") + word;
+  }
+  out += line + "\n";
+  std::replace(out.begin(), out.end(), kGlue, ' ');
+  return out;
+}
+
+std::string offloaded_cell(const MemoryEstimate& m) {
+  switch (m.plan.offload) {
+    case Placement::device: return "-";
+    case Placement::cpu: return "cpu " + human_bytes(m.host);
+    case Placement::nvme:
+      return "nvme " + human_bytes(m.nvme) + (m.unit_buffers_estimated ? " + host " + human_bytes(m.host) : "");
+  }
+  return "?";
+}
+
+std::string units_line(const JobEstimate& e) {
+  const MemoryInput& in = e.input;
+  std::string out = group_digits(in.num_parameters()) + " parameters";
+  if (!in.units_known()) {
+    if (in.unit_params > 0) out += "; largest unit (--unit-params) " + group_digits(in.unit_params);
+    return out;
+  }
+  out += " in " + std::to_string(in.unit_numels.size()) + " units";
+  int largest = -1;  // among the units other than the tied one
+  for (int u = 0; u < int(in.unit_numels.size()); ++u)
+    if (u != in.tied_unit && (largest < 0 || in.unit_numels[size_t(u)] > in.unit_numels[size_t(largest)])) largest = u;
+  if (largest >= 0)
+    out += "; largest " + e.unit_names[size_t(largest)] + " (" + group_digits(in.unit_numels[size_t(largest)]) + ")";
+  if (in.tied_unit >= 0)
+    out += "; tied, kept gathered: " + e.unit_names[size_t(in.tied_unit)] + " (" +
+           group_digits(in.unit_numels[size_t(in.tied_unit)]) + ")";
+  return out;
+}
+
+}  // namespace
+
+std::string group_digits(int64_t value) {
+  std::string digits = std::to_string(value < 0 ? -value : value), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return (value < 0 ? "-" : "") + out;
+}
+
+std::string render_memory_table(const JobEstimate& e) {
+  std::ostringstream s;
+  s << "Model-state memory per rank (parameters, gradients, optimizer) in accel's layout\n";
+  s << "  model      " << e.model << "\n";
+  s << "             " << units_line(e) << "\n";
+  s << "  world      " << e.world << " process" << (e.world == 1 ? "" : "es") << " on " << e.num_machines
+    << " machine" << (e.num_machines == 1 ? "" : "s") << " (N = " << e.world << " shards";
+  if (e.num_machines > 1) s << "; HYBRID_SHARD: N = " << e.world / e.num_machines << " per machine";
+  s << "), device " << e.device << "\n";
+  s << "  precision  " << e.precision << "\n";
+  s << "  optimizer  " << e.optimizer << "\n\n";
+
+  const std::vector<std::string> head = {"strategy", "N", "params", "grads", "optimizer", "live",
+                                         "per rank", "offloaded", "ZeRO paper"};
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& m : e.strategies) {
+    const bool on_device = m.plan.offload == Placement::device;
+    rows.push_back({m.plan.name, std::to_string(m.plan.shards), cell(m.params),
+                    cell(m.grads + (on_device ? m.grad_shard : 0)),
+                    cell(on_device ? m.master + m.optimizer_states : 0),
+                    m.unit_buffers_estimated ? cell(m.live_params + m.live_grads) : "n/a", human_bytes(m.device),
+                    offloaded_cell(m), human_bytes(m.zero_paper)});
+  }
+  std::vector<size_t> width(head.size());
+  for (size_t c = 0; c < head.size(); ++c) {
+    width[c] = head[c].size();
+    for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& r, const char* mark) {
+    s << "  " << mark << " ";
+    for (size_t c = 0; c < r.size(); ++c) {
+      bool left = c == 0 || c == 7;  // names and the offload text read left to right; figures align right
+      s << (left ? std::left : std::right) << std::setw(int(width[c])) << r[c] << (c + 1 < r.size() ? "  " : "");
+    }
+    s << "\n";
+  };
+  line(head, " ");
+  for (size_t i = 0; i < rows.size(); ++i) line(rows[i], int(i) == e.configured ? "*" : " ");
+  s << "\n  * this job: " << e.configured_label << " (" << e.strategies[size_t(e.configured)].plan.name << ")\n\n";
+
+  s << wrap("Columns are bytes per rank on the compute device: params = replicated parameters; grads = replicated "
+            "gradients + the fp32 gradient shard; optimizer = fp32 master weights + optimizer states; live = "
+            "unit-sized buffers alive at once (zero-1: the all-gather that refreshes the parameters after the step; "
+            "zero-2: the embedding's gradient + the largest unit's reduce-scatter buffer; zero-3: those plus the "
+            "gathered embedding and largest other unit); offloaded = what offload moves to host memory (cpu) or to "
+            "files (nvme, plus its host staging buffers). Flat buffers are padded per unit to a multiple of N.",
+            "")
+    << "\n";
+  s << wrap(std::string("ZeRO paper: ") + kPaperSource + ": 16, 4 + 12/N, 2 + 14/N and 16/N bytes per parameter. "
+                "accel differs: it keeps the gradient shard in fp32 (4/N, not 2/N) so accumulating micro-steps loses "
+                "no precision; fp32 runs hold 4-byte parameters and gradients and still keep a separate fp32 master "
+                "shard; zero-1 keeps the full replicated gradient beside its shard; padding and live buffers are not "
+                "in the paper.",
+            "")
+    << "\n";
+  const ActivationHint& a = e.activations;
+  std::string act = std::string("Activations are not included: roughly ") + kActivationFormula + " (" +
+                    kActivationSource + ")";
+  if (a.available)
+    act += "; with s = " + std::to_string(a.seq_len) + ", b = " + std::to_string(a.micro_batch_size) + ", h = " +
+           std::to_string(a.n_embd) + ", a = " + std::to_string(a.n_head) + ": " + glued(human_bytes(a.per_layer_bytes)) +
+           " per layer, " + glued(human_bytes(a.total_bytes)) + " for " + std::to_string(a.n_layer) +
+           " layers (about twice that in fp32).";
+  else
+    act += ".";
+  s << wrap(act, "");
+  if (!e.notes.empty()) s << "\n";
+  for (const auto& n : e.notes) s << wrap("note: " + n, "      ");
+  return s.str();
+}
+
+nlohmann::json memory_estimate_json(const JobEstimate& e) {
+  using nlohmann::json;
+  const MemoryInput& in = e.input;
+  json units = json::array();
+  for (size_t u = 0; u < in.unit_numels.size(); ++u)
+    units.push_back({{"name", e.unit_names[u]}, {"numel", in.unit_numels[u]}});
+  json model = {{"description", e.model},
+                {"parameters", in.num_parameters()},
+                {"units_known", in.units_known()},
+                {"units", units},
+                {"tied_unit", in.tied_unit >= 0 ? json(e.unit_names[size_t(in.tied_unit)]) : json(nullptr)},
+                {"unit_params", in.unit_params}};
+  json strategies = json::array();
+  for (const auto& m : e.strategies) {
+    strategies.push_back({{"name", m.plan.name},
+                          {"sharding", sharding_name(m.plan.sharding)},
+                          {"zero_stage", int(m.plan.sharding)},
+                          {"shards", m.plan.shards},
+                          {"offload", to_string(m.plan.offload)},
+                          {"configured", m.plan.configured},
+                          {"unit_buffers_estimated", m.unit_buffers_estimated},
+                          {"bytes",
+                           {{"params", m.params},
+                            {"grads", m.grads},
+                            {"grad_shard", m.grad_shard},
+                            {"master", m.master},
+                            {"optimizer_states", m.optimizer_states},
+                            {"live_params", m.live_params},
+                            {"live_grads", m.live_grads},
+                            {"device", m.device},
+                            {"host", m.host},
+                            {"nvme", m.nvme},
+                            {"zero_paper", m.zero_paper}}}});
+  }
+  const ActivationHint& a = e.activations;
+  json activations = {{"estimated", false}, {"formula", kActivationFormula}, {"source", kActivationSource}};
+  if (a.available) {
+    activations["seq_len"] = a.seq_len;
+    activations["micro_batch_size"] = a.micro_batch_size;
+    activations["n_embd"] = a.n_embd;
+    activations["n_head"] = a.n_head;
+    activations["n_layer"] = a.n_layer;
+    activations["per_layer_16bit_bytes"] = a.per_layer_bytes;
+    activations["total_16bit_bytes"] = a.total_bytes;
+  }
+  return {{"model", model},
+          {"world", e.world},
+          {"num_machines", e.num_machines},
+          {"device", e.device},
+          {"precision", e.precision},
+          {"param_bytes", in.param_bytes},
+          {"replicated_master", in.replicated_master},
+          {"optimizer", e.optimizer},
+          {"optimizer_state_bytes", in.state_bytes},
+          {"max_live_units", in.max_live_units},
+          {"nvme_buffer_count", in.nvme_buffer_count},
+          {"configured", {{"strategy", e.strategies[size_t(e.configured)].plan.name}, {"label", e.configured_label}}},
+          {"strategies", strategies},
+          {"zero_paper", kPaperSource},
+          {"activations", activations},
+          {"notes", e.notes}};
+}
+
+}  // namespace accel::estimate

@@ -1,0 +1,224 @@
+// A job's memory estimate (runtime/estimate): unit sizes from model dimensions, the mapping of job
+// keys (world, precision, optimizer, offload, backend) onto strategy rows, the option errors, and
+// the table and JSON renderings.
+#include <catch2/catch.hpp>
+
+#include "runtime/common/errors.hpp"
+#include "runtime/common/human_bytes.hpp"
+#include "runtime/estimate/job_estimate.hpp"
+#include "runtime/estimate/memory_report.hpp"
+#include "runtime/estimate/model_shape.hpp"
+
+using namespace accel;
+using namespace accel::estimate;
+using config::JobConfig;
+
+namespace {
+
+const MemoryEstimate& row(const JobEstimate& e, const std::string& name) {
+  for (const auto& m : e.strategies)
+    if (m.plan.name == name) return m;
+  FAIL("no row " << name);
+  throw std::logic_error("unreachable");
+}
+
+std::vector<std::string> row_names(const JobEstimate& e) {
+  std::vector<std::string> out;
+  for (const auto& m : e.strategies) out.push_back(m.plan.name);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("gpt and mlp unit sizes follow the spec's parameter list", "[estimate][model]") {
+  config::ModelSection gpt2;  // GPT-2 small: 124,439,808 parameters (wte tied)
+  gpt2.n_layer = 12;
+  gpt2.n_head = 12;
+  gpt2.n_embd = 768;
+  gpt2.vocab_size = 50257;
+  gpt2.block_size = 1024;
+  auto shape = model_shape(gpt2);
+  CHECK(shape.num_parameters() == 124'439'808);
+  REQUIRE(shape.units.size() == 14);
+  CHECK(shape.units.front().name == "embedding");
+  CHECK(shape.units.front().numel == (50257 + 1024) * 768);
+  CHECK(shape.units[1].name == "h.0");
+  CHECK(shape.units[1].numel == 12 * 768 * 768 + 13 * 768);
+  CHECK(shape.units.back().name == "final");
+  CHECK(shape.units.back().numel == 2 * 768);
+  CHECK(shape.tied_unit == 0);
+
+  config::ModelSection mlp;
+  mlp.name = config::ModelName::mlp;
+  mlp.n_layer = 3;
+  mlp.n_embd = 16;
+  mlp.vocab_size = 32;
+  auto m = model_shape(mlp);
+  CHECK(m.unit_numels() == std::vector<int64_t>{32 * 16, 16 * 16 + 16, 16 * 16 + 16, 16 * 16 + 16});
+  CHECK(m.units[3].name == "layer.2");
+
+  gpt2.n_head = 5;
+  CHECK_THROWS_WITH(model_shape(gpt2), Catch::Contains("model.n_embd"));
+  gpt2.n_head = 12;
+  gpt2.n_layer = 0;
+  CHECK_THROWS_AS(model_shape(gpt2), ConfigError);
+}
+
+TEST_CASE("every strategy side by side, the job's own marked", "[estimate]") {
+  JobConfig job;  // ddp, 1 process, gpt 4 x 128
+  auto e = estimate_job(job);
+  CHECK(row_names(e) == std::vector<std::string>{"ddp / zero-0", "zero-1", "zero-2", "zero-3", "NO_SHARD",
+                                                 "SHARD_GRAD_OP", "FULL_SHARD"});
+  CHECK(e.strategies[size_t(e.configured)].plan.name == "ddp / zero-0");
+  CHECK(e.configured_label == "ddp");
+  CHECK(e.input.num_parameters() == 256 * 128 + 128 * 128 + 4 * (12 * 128 * 128 + 13 * 128) + 2 * 128);
+  CHECK(row(e, "ddp / zero-0").device == 16 * e.input.num_parameters());
+
+  job.backend = config::Backend::deepspeed;
+  job.deepspeed.zero_stage = 3;
+  job.num_processes = 4;
+  e = estimate_job(job);
+  CHECK(e.strategies[size_t(e.configured)].plan.name == "zero-3");
+  CHECK(row(e, "zero-3").plan.shards == 4);
+  CHECK(row(e, "ddp / zero-0").plan.shards == 1);
+  int marked = 0;
+  for (const auto& m : e.strategies) marked += m.plan.configured;
+  CHECK(marked == 1);
+  job.deepspeed.zero_stage = 0;
+  CHECK(estimate_job(job).strategies[0].plan.configured);
+
+  job.backend = config::Backend::fsdp;
+  job.fsdp.sharding_strategy = config::ShardingStrategy::HYBRID_SHARD;
+  job.num_processes = 8;
+  job.num_machines = 2;
+  e = estimate_job(job);
+  CHECK(e.strategies.back().plan.name == "HYBRID_SHARD");
+  CHECK(e.strategies.back().plan.shards == 4);
+  CHECK(e.strategies.back().plan.configured);
+  CHECK(row(e, "FULL_SHARD").plan.shards == 8);
+  CHECK(e.strategies.back().device > row(e, "FULL_SHARD").device);
+
+  job.num_machines = 1;  // HYBRID_SHARD on one machine is FULL_SHARD
+  e = estimate_job(job);
+  CHECK(e.strategies.size() == 7);
+  CHECK(row(e, "FULL_SHARD").plan.configured);
+}
+
+TEST_CASE("precision, optimizer and offload keys reach the estimate", "[estimate]") {
+  JobConfig job;
+  job.num_processes = 4;
+  auto fp32 = estimate_job(job);
+  CHECK(fp32.input.param_bytes == 4);
+  CHECK_FALSE(fp32.input.replicated_master);
+  job.mixed_precision = config::MixedPrecision::bf16;
+  auto bf16 = estimate_job(job);
+  CHECK(bf16.input.param_bytes == 2);
+  CHECK(bf16.input.replicated_master);
+  CHECK(row(bf16, "ddp / zero-0").device == row(fp32, "ddp / zero-0").device);  // 16 bytes either way
+  CHECK(row(bf16, "zero-3").device < row(fp32, "zero-3").device);
+  job.mixed_precision = config::MixedPrecision::no;
+  job.model.dtype = config::ParamDtype::bf16;  // low precision: 2-byte params, no replicated master
+  auto low = estimate_job(job);
+  CHECK(low.input.param_bytes == 2);
+  CHECK_FALSE(low.input.replicated_master);
+
+  job = JobConfig{};
+  job.optimizer.name = config::OptimizerName::sgd;
+  CHECK(estimate_job(job).input.state_bytes == 4);
+  job.optimizer.momentum = 0;
+  CHECK(estimate_job(job).input.state_bytes == 0);
+
+  job = JobConfig{};
+  job.num_processes = 4;
+  job.backend = config::Backend::deepspeed;
+  job.deepspeed.offload_optimizer_device = config::OffloadDevice::cpu;
+  auto off = estimate_job(job);
+  CHECK(row(off, "ddp / zero-0").plan.offload == Placement::device);  // stage 0 cannot offload
+  for (const char* name : {"zero-1", "zero-2", "zero-3"}) {
+    CHECK(row(off, name).plan.offload == Placement::cpu);
+    CHECK(row(off, name).host > 0);
+  }
+  CHECK(row(off, "FULL_SHARD").plan.offload == Placement::device);
+  job.deepspeed.offload_optimizer_device = config::OffloadDevice::none;
+  job.deepspeed.zero_stage = 3;
+  job.deepspeed.offload_param_device = config::OffloadDevice::nvme;
+  job.deepspeed.buffer_count = 4;
+  auto nvme = estimate_job(job);
+  CHECK(row(nvme, "zero-3").plan.offload == Placement::nvme);
+  CHECK(row(nvme, "zero-2").plan.offload == Placement::device);
+  CHECK(nvme.input.nvme_buffer_count == 4);
+  job = JobConfig{};
+  job.fsdp.offload_params = true;
+  CHECK(row(estimate_job(job), "SHARD_GRAD_OP").plan.offload == Placement::cpu);
+}
+
+TEST_CASE("options: --params, --unit-params, --world and their errors", "[estimate]") {
+  JobConfig job;
+  JobEstimateOptions o;
+  o.params = 7'000'000'000;
+  o.world = 8;
+  auto e = estimate_job(job, o);
+  CHECK(e.world == 8);
+  CHECK_FALSE(e.input.units_known());
+  CHECK(e.input.num_parameters() == 7'000'000'000);
+  CHECK_FALSE(row(e, "zero-3").unit_buffers_estimated);
+  CHECK(row(e, "zero-3").device == 16 * 7'000'000'000LL / 8);
+  CHECK(row(e, "zero-3").zero_paper == 14'000'000'000);
+  CHECK_FALSE(e.activations.available);
+  o.unit_params = 200'000'000;
+  CHECK(row(estimate_job(job, o), "zero-3").unit_buffers_estimated);
+
+  auto bad = [&](JobEstimateOptions opts) { return estimate_job(job, opts); };
+  JobEstimateOptions w;
+  w.world = -1;
+  CHECK_THROWS_AS(bad(w), UsageError);
+  JobEstimateOptions p;
+  p.params = -5;
+  CHECK_THROWS_WITH(bad(p), Catch::Contains("--params"));
+  JobEstimateOptions u;
+  u.unit_params = 10;
+  CHECK_THROWS_WITH(bad(u), Catch::Contains("--unit-params needs --params"));
+  job.num_machines = 2;
+  job.num_processes = 4;
+  JobEstimateOptions odd;
+  odd.world = 3;
+  CHECK_THROWS_WITH(bad(odd), Catch::Contains("not a multiple of num_machines"));
+}
+
+TEST_CASE("the activation hint follows Korthikanti et al. for gpt", "[estimate]") {
+  JobConfig job;
+  job.model.n_embd = 768;
+  job.model.n_head = 12;
+  job.model.n_layer = 12;
+  job.training.seq_len = 1024;
+  job.training.micro_batch_size = 1;
+  auto a = activation_hint(job);
+  REQUIRE(a.available);
+  CHECK(a.per_layer_bytes == 1024LL * 768 * (34 + 80));
+  CHECK(a.total_bytes == 12 * a.per_layer_bytes);
+  job.model.name = config::ModelName::mlp;
+  CHECK_FALSE(activation_hint(job).available);
+}
+
+TEST_CASE("the table and the JSON carry the same figures", "[estimate]") {
+  JobConfig job;
+  job.backend = config::Backend::deepspeed;
+  job.deepspeed.zero_stage = 2;
+  job.num_processes = 2;
+  auto e = estimate_job(job);
+  std::string text = render_memory_table(e);
+  CHECK_THAT(text, Catch::Contains("* zero-2") && Catch::Contains("this job: deepspeed zero_stage 2"));
+  CHECK_THAT(text, Catch::Contains("ZeRO paper") && Catch::Contains("Korthikanti") && Catch::Contains("same RAM"));
+  CHECK_THAT(text, Catch::Contains(human_bytes(row(e, "zero-2").device)));
+  auto j = memory_estimate_json(e);
+  CHECK(j["configured"]["strategy"] == "zero-2");
+  CHECK(j["strategies"].size() == e.strategies.size());
+  CHECK(j["strategies"][2]["bytes"]["device"].get<int64_t>() == row(e, "zero-2").device);
+  CHECK(j["model"]["units"][0]["name"] == "embedding");
+  CHECK(j["model"]["parameters"].get<int64_t>() == e.input.num_parameters());
+  CHECK(group_digits(124439808) == "124,439,808");
+  CHECK(group_digits(12) == "12");
+  CHECK(human_bytes(int64_t(512)) == "512 B");
+  CHECK(human_bytes(1.5 * 1024 * 1024) == "1.50 MiB");
+  CHECK(human_bytes(int64_t(112) << 30) == "112 GiB");
+}

@@ -1,0 +1,208 @@
+// The memory estimator's arithmetic (runtime/estimate/memory_estimate.hpp): the ZeRO paper's
+// formulas, accel's per-stage bytes for small cases computed by hand (padding included), offload,
+// world 1, unknown units and input errors.
+#include <catch2/catch.hpp>
+
+#include "runtime/common/errors.hpp"
+#include "runtime/estimate/memory_estimate.hpp"
+
+using namespace accel::estimate;
+
+namespace {
+
+// Units of 10 (tied, like the embedding), 6, 3 and 7 values: 26 parameters.
+MemoryInput small_fp32() {
+  MemoryInput in;
+  in.unit_numels = {10, 6, 3, 7};
+  in.tied_unit = 0;
+  in.param_bytes = 4;
+  in.state_bytes = 8;  // adamw
+  return in;
+}
+
+MemoryEstimate run(const MemoryInput& in, Sharding sharding, int shards, Placement offload = Placement::device) {
+  return estimate_memory(in, StrategyPlan{"test", sharding, shards, offload, false});
+}
+
+int64_t movable(const MemoryEstimate& e) { return e.master + e.optimizer_states + e.grad_shard; }
+
+}  // namespace
+
+TEST_CASE("the ZeRO paper's per-rank figures (K = 12)", "[estimate]") {
+  const int64_t psi = 1000;
+  CHECK(zero_paper_bytes(Sharding::replicated, psi, 4) == 16000);
+  CHECK(zero_paper_bytes(Sharding::optimizer, psi, 4) == 4000 + 3000);
+  CHECK(zero_paper_bytes(Sharding::gradients, psi, 4) == 2000 + 3500);
+  CHECK(zero_paper_bytes(Sharding::parameters, psi, 4) == 4000);
+  // The paper's 7.5B example at N = 64: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB.
+  const int64_t big = 7'500'000'000;
+  CHECK(zero_paper_bytes(Sharding::replicated, big, 64) == 120'000'000'000);
+  CHECK(zero_paper_bytes(Sharding::optimizer, big, 64) == 31'406'250'000);
+  CHECK(zero_paper_bytes(Sharding::gradients, big, 64) == 16'640'625'000);
+  CHECK(zero_paper_bytes(Sharding::parameters, big, 64) == 1'875'000'000);
+  for (auto s : {Sharding::replicated, Sharding::optimizer, Sharding::gradients, Sharding::parameters})
+    CHECK(zero_paper_bytes(s, psi, 1) == 16 * psi);
+  CHECK(zero_paper_bytes(Sharding::parameters, 10, 3) == 54);  // 160 / 3 rounds up
+}
+
+TEST_CASE("flat buffers pad to a multiple of the shard count", "[estimate]") {
+  CHECK(padded_numel(10, 4) == 12);
+  CHECK(padded_numel(12, 4) == 12);
+  CHECK(padded_numel(1, 4) == 4);
+  CHECK(padded_numel(10, 1) == 10);
+}
+
+TEST_CASE("accel's bytes per stage for a hand-computed fp32 case with padding", "[estimate]") {
+  // World 4: units pad to 12, 8, 4, 8 (sum 32), shards 3, 2, 1, 2 (sum 8). 26 parameters.
+  MemoryInput in = small_fp32();
+
+  SECTION("replicated: 16 bytes per parameter, no padding") {
+    auto e = run(in, Sharding::replicated, 1);
+    CHECK(e.params == 26 * 4);
+    CHECK(e.grads == 26 * 4);
+    CHECK(e.master == 0);
+    CHECK(e.optimizer_states == 26 * 8);
+    CHECK(e.live_params + e.live_grads == 0);
+    CHECK(e.device == 16 * 26);
+    CHECK(e.zero_paper == 16 * 26);
+  }
+  SECTION("zero-1: replicated params and padded flat gradients; fp32 grad, master and state shards") {
+    auto e = run(in, Sharding::optimizer, 4);
+    CHECK(e.params == 104);
+    CHECK(e.grads == 32 * 4);
+    CHECK(e.grad_shard == 8 * 4);
+    CHECK(e.master == 8 * 4);
+    CHECK(e.optimizer_states == 8 * 8);
+    CHECK(e.live_params == 12 * 4);  // refresh all-gather of the largest unit (the tied one here)
+    CHECK(e.live_grads == 0);
+    CHECK(e.device == 104 + 128 + 32 + 32 + 64 + 48);
+    CHECK(e.zero_paper == 4 * 26 + 78);
+  }
+  SECTION("zero-2: no replicated gradients; the tied unit's and the largest other unit's gradient buffers") {
+    auto e = run(in, Sharding::gradients, 4);
+    CHECK(e.params == 104);
+    CHECK(e.grads == 0);
+    CHECK(e.grad_shard == 32);
+    CHECK(e.master == 32);
+    CHECK(e.optimizer_states == 64);
+    CHECK(e.live_grads == (12 + 8) * 4);
+    CHECK(e.live_params == 0);
+    CHECK(e.device == 104 + 32 + 32 + 64 + 80);
+    CHECK(e.zero_paper == 2 * 26 + 91);
+  }
+  SECTION("zero-3: shards only, plus the gathered tied unit and largest other unit") {
+    auto e = run(in, Sharding::parameters, 4);
+    CHECK(e.params == 0);
+    CHECK(e.grads == 0);
+    CHECK(e.grad_shard + e.master + e.optimizer_states == 8 * 16);
+    CHECK(e.live_params == (12 + 8) * 4);
+    CHECK(e.live_grads == (12 + 8) * 4);
+    CHECK(e.device == 128 + 160);
+    CHECK(e.zero_paper == 104);
+  }
+  SECTION("zero-3 with more live units counts the next largest ones") {
+    in.max_live_units = 3;
+    CHECK(run(in, Sharding::parameters, 4).live_params == (12 + 8 + 8) * 4);
+    in.max_live_units = 1;  // the computing unit is always gathered
+    CHECK(run(in, Sharding::parameters, 4).live_params == (12 + 8) * 4);
+  }
+}
+
+TEST_CASE("mixed precision: 2-byte parameters and gradients, an fp32 master copy when replicated", "[estimate]") {
+  MemoryInput in = small_fp32();
+  in.param_bytes = 2;
+  in.replicated_master = true;
+  auto rep = run(in, Sharding::replicated, 1);
+  CHECK(rep.params == 52);
+  CHECK(rep.grads == 52);
+  CHECK(rep.master == 104);
+  CHECK(rep.device == 16 * 26);  // the paper's 16 bytes per parameter
+  auto z3 = run(in, Sharding::parameters, 4);
+  CHECK(z3.master == 32);  // master, gradient and state shards stay fp32
+  CHECK(z3.grad_shard == 32);
+  CHECK(z3.live_params == 20 * 2);
+  CHECK(z3.live_grads == 20 * 2);
+  auto z1 = run(in, Sharding::optimizer, 4);
+  CHECK(z1.grads == 32 * 2);
+}
+
+TEST_CASE("sgd keeps one fp32 state with momentum and none without", "[estimate]") {
+  MemoryInput in = small_fp32();
+  in.state_bytes = 4;
+  CHECK(run(in, Sharding::replicated, 1).optimizer_states == 26 * 4);
+  CHECK(run(in, Sharding::optimizer, 4).optimizer_states == 8 * 4);
+  in.state_bytes = 0;
+  CHECK(run(in, Sharding::parameters, 4).optimizer_states == 0);
+}
+
+TEST_CASE("offload moves the master, states and gradient shard off the device", "[estimate]") {
+  MemoryInput in = small_fp32();
+  for (auto sharding : {Sharding::optimizer, Sharding::gradients, Sharding::parameters}) {
+    auto on = run(in, sharding, 4);
+    auto cpu = run(in, sharding, 4, Placement::cpu);
+    CHECK(cpu.host == movable(on));
+    CHECK(cpu.device == on.device - movable(on));
+    CHECK(cpu.nvme == 0);
+    CHECK(cpu.params == on.params);
+    CHECK(cpu.live_params + cpu.live_grads == on.live_params + on.live_grads);
+    auto nvme = run(in, sharding, 4, Placement::nvme);
+    CHECK(nvme.nvme == movable(on));
+    CHECK(nvme.device == cpu.device);
+    CHECK(nvme.host == 5 * 3 * 4);  // buffer_count x the largest unit shard (3 values) x fp32
+  }
+  in.nvme_buffer_count = 2;
+  CHECK(run(in, Sharding::parameters, 4, Placement::nvme).host == 2 * 3 * 4);
+  // Replicated with offload (FSDP NO_SHARD + offload_params): the states (and master) move.
+  auto rep = run(in, Sharding::replicated, 1, Placement::cpu);
+  CHECK(rep.host == 26 * 8);
+  CHECK(rep.device == 26 * 8);
+}
+
+TEST_CASE("world 1 degenerates: no padding, every stage holds 16 bytes of states per parameter", "[estimate]") {
+  MemoryInput in = small_fp32();
+  for (auto sharding : {Sharding::optimizer, Sharding::gradients, Sharding::parameters}) {
+    auto e = run(in, sharding, 1);
+    CHECK(e.grad_shard == 26 * 4);
+    CHECK(e.master == 26 * 4);
+    CHECK(e.optimizer_states == 26 * 8);
+    CHECK(e.zero_paper == 16 * 26);
+  }
+  CHECK(run(in, Sharding::optimizer, 1).grads == 26 * 4);
+  CHECK(run(in, Sharding::parameters, 1).live_params == (10 + 7) * 4);
+  // Stage 1 at world 1 keeps everything ddp keeps plus the master and gradient shard copies.
+  CHECK(run(in, Sharding::optimizer, 1).device == run(in, Sharding::replicated, 1).device + 26 * 8 + 10 * 4);
+}
+
+TEST_CASE("a bare parameter count pads one buffer, and live buffers need a unit size", "[estimate]") {
+  MemoryInput in;
+  in.total_params = 1000;
+  auto z3 = run(in, Sharding::parameters, 8);
+  CHECK_FALSE(z3.unit_buffers_estimated);
+  CHECK(z3.live_params + z3.live_grads == 0);
+  CHECK(z3.master == 125 * 4);
+  CHECK(run(in, Sharding::replicated, 1).unit_buffers_estimated);
+  CHECK(run(in, Sharding::optimizer, 3).grads == 1002 * 4);
+
+  in.unit_params = 100;  // pads to 104 at world 8
+  z3 = run(in, Sharding::parameters, 8);
+  CHECK(z3.unit_buffers_estimated);
+  CHECK(z3.live_params == 2 * 104 * 4);
+  CHECK(z3.live_grads == 104 * 4);
+  CHECK(run(in, Sharding::parameters, 8, Placement::nvme).host == 5 * 13 * 4);
+}
+
+TEST_CASE("inputs that describe no model are usage errors", "[estimate]") {
+  MemoryInput in;
+  in.total_params = 0;
+  CHECK_THROWS_AS(check_input(in), accel::UsageError);
+  in.total_params = -1;
+  CHECK_THROWS_WITH(check_input(in), Catch::Contains("must be positive"));
+  in.total_params = 100;
+  CHECK_NOTHROW(check_input(in));
+  in.unit_params = 200;
+  CHECK_THROWS_AS(check_input(in), accel::UsageError);
+  MemoryInput units = small_fp32();
+  units.unit_numels[1] = 0;
+  CHECK_THROWS_AS(check_input(units), accel::UsageError);
+  CHECK_THROWS_WITH(run(small_fp32(), Sharding::parameters, 0), Catch::Contains("at least one shard"));
+}
