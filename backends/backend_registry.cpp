@@ -48,6 +48,7 @@ std::unique_ptr<Backend> make_deepspeed(const config::JobConfig& job, comm::Comm
   policy.shard_params = ds.zero_stage >= 3;
   policy.overlap_comm = ds.overlap_comm;
   policy.compute_dtype = compute_dtype(job);
+  policy.reduce_bucket_numel = ds.reduce_bucket_size;
   // Stage 3's knobs, in DeepSpeed's element counts. accel partitions whole units, so the
   // persistence threshold applies to a unit's size (DeepSpeed: each parameter's).
   policy.persistence_threshold = ds.stage3_param_persistence_threshold;

@@ -43,8 +43,9 @@ void check_trainer_can_start(const config::LoadedJob& loaded) {
       refuse_offload("deepspeed.offload_optimizer_device");
     if (j.deepspeed.offload_param_device != config::OffloadDevice::none) refuse_offload("deepspeed.offload_param_device");
     // Accepted keys the engine does not act on (yet): say so rather than ignore them silently.
+    // reduce_bucket_size bounds stage 0's buckets and the gradients stages 2-3 hold in flight.
     for (const char* key : {"deepspeed.allgather_bucket_size", "deepspeed.zero_hpz_partition_size", "deepspeed.reduce_bucket_size"})
-      if (loaded.is_explicit(key) && !(std::string(key) == "deepspeed.reduce_bucket_size" && j.deepspeed.zero_stage == 0))
+      if (loaded.is_explicit(key) && !(std::string(key) == "deepspeed.reduce_bucket_size" && j.deepspeed.zero_stage != 1))
         std::cerr << "warning: " << key << " has no effect yet in the deepspeed backend (communication is per unit)\n";
     if (j.deepspeed.zero_stage < 3)
       for (const char* key : {"deepspeed.stage3_prefetch_bucket_size", "deepspeed.stage3_param_persistence_threshold",

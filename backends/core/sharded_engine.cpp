@@ -153,13 +153,13 @@ at::Tensor ShardedEngine::post_forward(train::Unit& unit, at::Tensor y) {
   int u = unit_index_.at(&unit);
   UnitRuntime& rt = units_[size_t(u)];
   trace(TraceEvent::forward_end, u);
-  if (!policy_.shard_params) return y;
+  if (!policy_.shard_grads || (eval_ && !policy_.shard_params)) return y;
   if (eval_) {
     if (!rt.token_input || rt.eval_uses >= 2) buffers_->release(u);
     return y;
   }
   // The token-input unit stays gathered through the micro-step (it is needed again at the end).
-  if (!rt.token_input) buffers_->release(u);
+  if (policy_.shard_params && !rt.token_input) buffers_->release(u);
   return signal_after_backward(y, this, tag_of(u, true));
 }
 
@@ -169,6 +169,7 @@ void ShardedEngine::on_backward(int64_t tag) {
   const auto prefetch = policy_.prefetch.backward;
   if (tag % 2 == 1) {  // before the unit's backward: its parameters are needed again
     trace(TraceEvent::backward_begin, u);
+    ensure_grad_buffer(u);
     buffers_->wait(u);
     // The next unit in backward order: after the tied unembed (the token-input unit's first
     // backward) it is the last unit; after the token-input unit's own backward there is none.
@@ -203,13 +204,10 @@ void ShardedEngine::reduce_unit(int u) {
     pr.accumulate = compute != st.grad.scalar_type();
     pr.output = pr.accumulate ? at::empty({st.layout.shard_numel()}, compute) : st.grad;
   } else {
-    pr.input = at::zeros({st.layout.padded_numel()}, compute);
-    for (size_t k = 0; k < rt.params.size(); ++k) {
-      at::Tensor& p = params_[size_t(rt.params[k])].second;
-      if (p.grad().defined())
-        pr.input.narrow(0, st.layout.param_offset(int(k)), st.layout.param_numel(int(k))).copy_(p.grad().reshape(-1));
-      p.mutable_grad() = at::Tensor();  // the full gradient is no longer kept (stage 2/3 memory)
-    }
+    ensure_grad_buffer(u);  // a unit whose backward never ran reduces zeros, like every other rank
+    pr.input = std::move(rt.grad_buffer);
+    rt.grad_buffer = at::Tensor();
+    for (int index : rt.params) params_[size_t(index)].second.mutable_grad() = at::Tensor();
     pr.output = at::empty({st.layout.shard_numel()}, compute);
     pr.accumulate = true;
   }
@@ -218,14 +216,35 @@ void ShardedEngine::reduce_unit(int u) {
   pending_.push_back(std::move(pr));
 }
 
-void ShardedEngine::wait_reductions() {
-  for (auto& pr : pending_) {
-    pr.work->wait();
-    trace(TraceEvent::reduce_done, pr.unit);
-    if (pr.accumulate)  // fp32 accumulation of the shard
-      shard(pr.unit).grad.add_(pr.output.defined() ? pr.output : pr.input);
+void ShardedEngine::ensure_grad_buffer(int u) {
+  UnitRuntime& rt = units_[size_t(u)];
+  if (!policy_.shard_grads || rt.grad_buffer.defined() || rt.reduced) return;
+  const FlatLayout& layout = shard(u).layout;
+  // Bound the full gradients held at once, in flight or still accumulating (stage 2's saving).
+  while (!pending_.empty() && pending_numel_ + layout.padded_numel() > policy_.reduce_bucket_numel)
+    finish_oldest_reduction();
+  pending_numel_ += layout.padded_numel();
+  // Autograd accumulates into defined gradients in place: the unit's gradients land in one flat
+  // buffer that is reduce-scattered as it is, with no copy.
+  rt.grad_buffer = at::zeros({layout.padded_numel()}, policy_.compute_dtype);
+  for (size_t k = 0; k < rt.params.size(); ++k) {
+    at::Tensor& p = params_[size_t(rt.params[k])].second;
+    p.mutable_grad() = rt.grad_buffer.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).view(p.sizes());
   }
-  pending_.clear();
+}
+
+void ShardedEngine::finish_oldest_reduction() {
+  PendingReduce& pr = pending_.front();
+  pr.work->wait();
+  trace(TraceEvent::reduce_done, pr.unit);
+  if (pr.accumulate)  // fp32 accumulation of the shard
+    shard(pr.unit).grad.add_(pr.output.defined() ? pr.output : pr.input);
+  if (policy_.shard_grads) pending_numel_ -= pr.input.numel();
+  pending_.pop_front();
+}
+
+void ShardedEngine::wait_reductions() {
+  while (!pending_.empty()) finish_oldest_reduction();
 }
 
 void ShardedEngine::end_micro_step(bool /*sync*/) {

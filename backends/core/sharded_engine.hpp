@@ -19,6 +19,7 @@
 // the same averaged gradients).
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -42,6 +43,10 @@ struct ShardingPolicy {
   PrefetchPolicy prefetch;    // shard_params: when gathers are issued ahead of use
   int64_t persistence_threshold = 0;  // shard_params: units with fewer values stay gathered
   at::ScalarType compute_dtype = at::kFloat;  // parameters, gradients and their communication
+  // shard_grads: values of full gradients held for reduce-scatters in flight; before a unit's
+  // reduction is issued, older ones are finished until it fits (at least one unit always is).
+  // DeepSpeed's reduce_bucket_size; 0: one unit at a time.
+  int64_t reduce_bucket_numel = 0;
 };
 
 class ShardedEngine final : public Backend, private train::UnitHooks, private BackwardListener {
@@ -66,6 +71,7 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
     train::Unit* unit = nullptr;
     std::vector<int> params;  // indices into params_
     at::Tensor grad_flat;     // shard_grads == false: persistent [P]; the params' .grad are views
+    at::Tensor grad_buffer;   // shard_grads: this micro-step's [P] gradients until reduced (.grad are views)
     at::Tensor compute_shard; // this rank's shard in the compute dtype (the master itself in fp32)
     bool token_input = false; // used on integer token ids (the embedding): kept gathered across its two uses
     int uses = 0, fired = 0, pre_fired = 0, eval_uses = 0;
@@ -84,6 +90,8 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
 
   void reduce_unit(int u);
   void wait_reductions();
+  void finish_oldest_reduction();
+  void ensure_grad_buffer(int u);
   void masters_changed();  // after a step or a load: refresh compute shards, re-gather kept units
   void trace(TraceEvent event, int u) {
     if (trace_) trace_->record(event, units_[size_t(u)].unit->unit_name());
@@ -101,7 +109,8 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   std::unordered_map<const train::Unit*, int> unit_index_;
   bool reducing_ = false;  // this micro-step reduces gradients
   bool eval_ = false;      // the hooks serve a no-grad forward
-  std::vector<PendingReduce> pending_;
+  std::deque<PendingReduce> pending_;
+  int64_t pending_numel_ = 0;  // full-gradient values held by pending_ (shard_grads)
 };
 
 }  // namespace accel::backends
