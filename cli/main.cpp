@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   accel::cli::add_env_command(app);
   accel::cli::add_test_command(app);
   accel::cli::add_bench_command(app);
+  accel::cli::add_merge_weights_command(app);
   accel::cli::add_worker_command(app);
   accel::cli::add_estimate_memory_command(app);
 

@@ -2,9 +2,9 @@
 
 #include <ATen/core/grad_mode.h>
 
-#include <cstdio>
 #include <sstream>
 
+#include "backends/core/checkpoint_reshard.hpp"
 #include "backends/core/model_replicas.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/train/model/safetensors.hpp"
@@ -14,16 +14,16 @@
 namespace accel::backends {
 namespace {
 
-constexpr const char* kModelFile = "model.safetensors";
-
-std::string shard_file(int rank) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "zero_rank_%05d.safetensors", rank);
-  return buf;
-}
-
 // Tags of backward signals: which unit, and whether it fires before (gather) or after its backward.
 int64_t tag_of(int u, bool pre_backward) { return int64_t(u) * 2 + (pre_backward ? 1 : 0); }
+
+// Name and shape of the parameters params[indices] (a unit's, in flat order), for checkpoints.
+std::vector<ParamRecord> param_records(const train::NamedTensors& params, const std::vector<int>& indices) {
+  std::vector<ParamRecord> out;
+  for (int i : indices) out.push_back({params[size_t(i)].first, params[size_t(i)].second.sizes().vec(),
+                                       params[size_t(i)].second.numel()});
+  return out;
+}
 
 }  // namespace
 
@@ -304,25 +304,33 @@ train::NamedTensors ShardedEngine::full_parameters() {
   return out;
 }
 
+// Checkpoints (docs/design/0006): each rank writes its own shard file and nothing else, no
+// gather; rank 0's layout record names every parameter's place in the flat buffers, so
+// merge-weights and a resume at another world size or under another backend can read them.
 nlohmann::json ShardedEngine::save_state(const std::string& dir) {
-  train::NamedTensors params = full_parameters();  // collective
-  if (comm_.rank() == 0) train::save_safetensors(dir + "/" + kModelFile, params);
-  train::save_safetensors(dir + "/" + shard_file(comm_.rank()), optimizer_->state_tensors());
-  nlohmann::json units = nlohmann::json::array();
-  for (auto& st : optimizer_->units()) units.push_back({{"unit", st.unit}, {"numel", st.layout.numel()}});
-  return {{"layout", "zero"}, {"world_size", comm_.size()}, {"units", units}, {"policy", policy_.label}};
+  // Replicated optimizer states (shard_optimizer false) are one shard: rank 0 writes it.
+  if (policy_.shard_optimizer || comm_.rank() == 0)
+    train::save_safetensors(dir + "/" + zero_shard_file(shard_rank()), optimizer_->state_tensors());
+  std::vector<ZeroUnitRecord> records;
+  for (size_t u = 0; u < units_.size(); ++u)
+    records.push_back({shard(int(u)).unit, shard(int(u)).layout, param_records(params_, units_[u].params)});
+  return zero_layout_json(policy_.label, shard(0).layout.world(), records, shard_state_kinds(shard(0)));
 }
 
 void ShardedEngine::load_state(const std::string& dir, const nlohmann::json& layout) {
-  if (layout.value("layout", "") != "zero")
-    throw RunError(policy_.label + ": checkpoint " + dir + " has layout '" + layout.value("layout", "?") +
-                   "'; resuming across backends comes with the FSDP issue");
-  if (layout.value("world_size", 0) != comm_.size())
-    throw RunError(policy_.label + ": checkpoint " + dir + " was written by " +
-                   std::to_string(layout.value("world_size", 0)) + " ranks and this run has " +
-                   std::to_string(comm_.size()) + "; resuming at another world size is not built yet");
-  std::string file = dir + "/" + shard_file(comm_.rank());
-  optimizer_->load_state(train::load_safetensors(file), file);
+  bool own_shards = layout.value("layout", "") == "zero" && layout.value("world_size", 0) == shard(0).layout.world() &&
+                    layout.contains("units") && layout["units"].size() == units_.size();
+  for (size_t u = 0; own_shards && u < units_.size(); ++u)
+    own_shards = layout["units"][u].value("unit", "") == shard(int(u)).unit &&
+                 layout["units"][u].value("numel", int64_t(-1)) == shard(int(u)).layout.numel();
+  if (own_shards) {  // same layout: this rank's file is its shard, as written
+    std::string file = dir + "/" + zero_shard_file(shard_rank());
+    optimizer_->load_state(train::load_safetensors(file), file);
+  } else {  // another world size or backend: reslice from the canonical form
+    std::vector<std::vector<ParamRecord>> unit_params;
+    for (const auto& rt : units_) unit_params.push_back(param_records(params_, rt.params));
+    restore_shards(*CanonicalState::open(dir, layout), optimizer_->units(), unit_params, policy_.label);
+  }
   masters_changed();
 }
 

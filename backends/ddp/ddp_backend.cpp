@@ -5,6 +5,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "backends/core/checkpoint_reshard.hpp"
 #include "backends/core/model_replicas.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/train/model/safetensors.hpp"
@@ -154,9 +155,11 @@ nlohmann::json DdpBackend::save_state(const std::string& dir) {
 }
 
 void DdpBackend::load_state(const std::string& dir, const nlohmann::json& layout) {
-  if (layout.value("layout", "") != "replicated")
-    throw RunError("ddp: checkpoint " + dir + " has layout '" + layout.value("layout", "?") +
-                   "'; resuming a sharded checkpoint under ddp needs the sharding backends (not built yet)");
+  if (layout.value("layout", "") != "replicated") {
+    // A sharded checkpoint (any world size): read in canonical form, one parameter at a time (0006).
+    restore_replicated(*CanonicalState::open(dir, layout), params_, *optimizer_, label_);
+    return;
+  }
   train::NamedTensors saved = train::load_safetensors(dir + "/" + kModelFile);
   if (saved.size() != params_.size())
     throw RunError(dir + "/" + kModelFile + ": " + std::to_string(saved.size()) + " tensors, the model has " +

@@ -1,6 +1,7 @@
-// safetensors reading and writing (see safetensors.hpp).
+// safetensors reading (whole files, or tensors and element ranges on demand) and writing (see safetensors.hpp).
 #include "runtime/train/model/safetensors.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,7 +9,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <set>
 
@@ -157,25 +157,49 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors) {
   }
 }
 
-NamedTensors load_safetensors(const std::string& path) {
+SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) fail(path, "does not exist");
   if (!std::filesystem::is_regular_file(path, ec)) fail(path, "is not a regular file");
   const uint64_t file_size = std::filesystem::file_size(path, ec);
   if (ec) fail(path, "cannot read its size: " + ec.message());
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  if (file_size < 8) fail(path, "truncated: " + std::to_string(file_size) + " bytes, less than the 8-byte header length");
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  try {
+    parse_header(file_size);
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+}
 
+SafetensorsReader::~SafetensorsReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void SafetensorsReader::read_bytes(void* dst, uint64_t offset, uint64_t bytes, const std::string& what) const {
+  auto* out = static_cast<char*>(dst);
+  while (bytes > 0) {
+    const ssize_t n = ::pread(fd_, out, bytes, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail(path_, "cannot read " + what + (n < 0 ? std::string(": ") + std::strerror(errno) : std::string()));
+    out += n;
+    offset += uint64_t(n);
+    bytes -= uint64_t(n);
+  }
+}
+
+void SafetensorsReader::parse_header(uint64_t file_size) {
+  const std::string& path = path_;
+  if (file_size < 8) fail(path, "truncated: " + std::to_string(file_size) + " bytes, less than the 8-byte header length");
   uint64_t header_len = 0;
-  in.read(reinterpret_cast<char*>(&header_len), sizeof header_len);
+  read_bytes(&header_len, 0, sizeof header_len, "the header length");
   if (header_len > file_size - 8)
     fail(path, "header length " + std::to_string(header_len) + " runs past the end of the file (" +
                    std::to_string(file_size) + " bytes; truncated or not a safetensors file?)");
   if (header_len > kMaxHeaderBytes) fail(path, "header length " + std::to_string(header_len) + " exceeds the 100 MiB limit");
   std::string text(header_len, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(header_len));
-  if (!in) fail(path, "cannot read the header");
+  read_bytes(text.data(), 8, header_len, "the header");
 
   Json header;
   try {
@@ -200,16 +224,45 @@ NamedTensors load_safetensors(const std::string& path) {
     if (i > 0 && e.begin < entries[i - 1].end)
       fail(path, "tensors '" + entries[i - 1].name + "' and '" + e.name + "' have overlapping data_offsets");
   }
-
-  NamedTensors out;
-  const uint64_t data_start = 8 + header_len;
+  data_start_ = 8 + header_len;
   for (const Entry& e : entries) {
-    at::Tensor t = at::empty(e.shape, at::TensorOptions(e.dtype));
-    in.seekg(static_cast<std::streamoff>(data_start + e.begin));
-    in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(e.end - e.begin));
-    if (!in) fail(path, "cannot read the data of tensor '" + e.name + "'");
-    out.emplace_back(e.name, std::move(t));
+    int64_t numel = 1;
+    for (int64_t d : e.shape) numel *= d;
+    index_.emplace(e.name, tensors_.size());
+    tensors_.push_back({e.name, e.dtype, e.shape, numel});
+    offsets_.push_back(e.begin);
   }
+}
+
+const SafetensorsReader::Info* SafetensorsReader::find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+at::Tensor SafetensorsReader::read(const std::string& name) const {
+  const Info* info = find(name);
+  if (!info) fail(path_, "has no tensor '" + name + "'");
+  at::Tensor t = read_range(name, 0, info->numel);
+  return t.view(info->shape);
+}
+
+at::Tensor SafetensorsReader::read_range(const std::string& name, int64_t begin, int64_t count) const {
+  const Info* info = find(name);
+  if (!info) fail(path_, "has no tensor '" + name + "'");
+  if (begin < 0 || count < 0 || begin + count > info->numel)
+    fail(path_, "tensor '" + name + "': elements [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
+                    ") are outside its " + std::to_string(info->numel));
+  at::Tensor t = at::empty({count}, at::TensorOptions(info->dtype));
+  const uint64_t elem = c10::elementSize(info->dtype);
+  read_bytes(t.data_ptr(), data_start_ + offsets_[index_.at(name)] + uint64_t(begin) * elem, uint64_t(count) * elem,
+             "the data of tensor '" + name + "'");
+  return t;
+}
+
+NamedTensors load_safetensors(const std::string& path) {
+  SafetensorsReader reader(path);
+  NamedTensors out;
+  for (const auto& info : reader.tensors()) out.emplace_back(info.name, reader.read(info.name));
   return out;
 }
 

@@ -99,6 +99,26 @@ TEST_CASE("safetensors written by an independent Python producer loads with the 
   CHECK(loaded[3].second.item<float>() == 3.5f);
 }
 
+TEST_CASE("SafetensorsReader reads single tensors and element ranges without the rest of the file", "[safetensors]") {
+  accel::test::TempDir dir;
+  const auto path = (dir.path() / "r.safetensors").string();
+  at::Tensor big = at::arange(24, at::TensorOptions(at::kFloat)).view({4, 6});
+  save_safetensors(path, {{"step", at::scalar_tensor(7, at::kLong)}, {"big", big}, {"half", at::ones({3}, at::kHalf)}});
+  accel::train::SafetensorsReader reader(path);
+  REQUIRE(reader.tensors().size() == 3);
+  CHECK(reader.tensors()[1].name == "big");
+  CHECK(reader.tensors()[1].shape == std::vector<int64_t>{4, 6});
+  CHECK(reader.tensors()[1].numel == 24);
+  CHECK(reader.find("nope") == nullptr);
+  CHECK(reader.read("step").item<int64_t>() == 7);
+  CHECK(at::equal(reader.read("big"), big));
+  CHECK(at::equal(reader.read_range("big", 5, 9), big.reshape(-1).narrow(0, 5, 9)));
+  CHECK(reader.read_range("half", 1, 2).scalar_type() == at::kHalf);
+  CHECK(reader.read_range("big", 24, 0).numel() == 0);
+  CHECK_THROWS_WITH(reader.read_range("big", 20, 5), Catch::Contains("outside its 24") && Catch::Contains(path));
+  CHECK_THROWS_WITH(reader.read("nope"), Catch::Contains("has no tensor 'nope'"));
+}
+
 TEST_CASE("save_safetensors replaces a file atomically and leaves no temporary", "[safetensors]") {
   accel::test::TempDir dir;
   const auto path = (dir.path() / "w.safetensors").string();
