@@ -2,6 +2,7 @@
 // this machine's workers. With `program:` the workers run the user's program; without it they run
 // the built-in trainer (`accel worker`, task train). Problems the launcher can see before spawning
 // (a backend not built yet, a damaged checkpoint to resume from) are reported once, with exit 2.
+// A job switched between deepspeed and fsdp prints its translated options first (backend_translation.hpp).
 #include <unistd.h>
 
 #include <filesystem>
@@ -11,6 +12,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/launch_support.hpp"
+#include "runtime/config/backend_translation.hpp"
 #include "runtime/config/dump.hpp"
 #include "runtime/train/checkpoint/checkpoint_store.hpp"
 
@@ -96,6 +98,9 @@ void add_launch_command(CLI::App& app) {
   cmd->callback([o] {
     auto loaded = load_job_for_cli(o->file, o->overrides);
     const auto& j = loaded.job;
+    // The one-key backend switch: say what was carried over from the other backend's block, and what
+    // has no equivalent, before anything else (also when the backend then refuses to start).
+    for (const auto& line : config::describe_translation(loaded.translation, "accel launch: ")) std::cerr << line << "\n";
     if (!o->dry_run && j.program.empty()) check_trainer_can_start(loaded);
     std::cerr << "accel launch: " << (loaded.file.empty() ? "defaults" : loaded.file) << " ("
               << config::to_string(loaded.format) << ") is valid: backend " << config::to_string(j.backend) << ", "
