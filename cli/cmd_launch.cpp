@@ -14,6 +14,7 @@
 #include "cli/launch_support.hpp"
 #include "runtime/config/backend_translation.hpp"
 #include "runtime/config/dump.hpp"
+#include "runtime/config/schema.hpp"
 #include "runtime/train/checkpoint/checkpoint_store.hpp"
 
 namespace accel::cli {
@@ -44,11 +45,19 @@ void check_trainer_can_start(const config::LoadedJob& loaded) {
     if (j.deepspeed.offload_optimizer_device != config::OffloadDevice::none)
       refuse_offload("deepspeed.offload_optimizer_device");
     if (j.deepspeed.offload_param_device != config::OffloadDevice::none) refuse_offload("deepspeed.offload_param_device");
-    // Accepted keys the engine does not act on yet: say so rather than ignore them silently.
+    // Accepted keys the engine does not act on yet: say so rather than ignore them silently. A value
+    // translated from the fsdp block that equals DeepSpeed's default asks for nothing: no warning.
+    auto asks_for_something = [&](const std::string& key) {
+      if (!loaded.is_explicit(key)) return false;
+      static const config::JobConfig defaults;
+      const auto* field = config::find_field(key);
+      return loaded.sources.at(key).origin != Location::Origin::Derived ||
+             !config::values_equal(field->get(j), field->get(defaults));
+    };
     for (const char* key : {"deepspeed.allgather_bucket_size", "deepspeed.stage3_prefetch_bucket_size",
                             "deepspeed.stage3_param_persistence_threshold", "deepspeed.stage3_max_live_parameters",
                             "deepspeed.zero_hpz_partition_size", "deepspeed.reduce_bucket_size"})
-      if (loaded.is_explicit(key) && !(std::string(key) == "deepspeed.reduce_bucket_size" && j.deepspeed.zero_stage == 0))
+      if (asks_for_something(key) && !(std::string(key) == "deepspeed.reduce_bucket_size" && j.deepspeed.zero_stage == 0))
         std::cerr << "warning: " << key << " has no effect yet in the deepspeed backend (reductions are per unit)\n";
   }
   if (j.mixed_precision != config::MixedPrecision::no)
