@@ -1,4 +1,4 @@
-// `accel config`: the questionnaire (no subcommand), and show / validate / import / keys.
+// `accel config`: the questionnaire (no subcommand), and show / validate / import / convert / keys.
 #include <unistd.h>
 
 #include <filesystem>
@@ -7,6 +7,7 @@
 
 #include "cli/commands.hpp"
 #include "runtime/config/dump.hpp"
+#include "runtime/config/job_convert.hpp"
 #include "runtime/config/paths.hpp"
 #include "runtime/config/questionnaire.hpp"
 
@@ -14,9 +15,9 @@ namespace accel::cli {
 namespace {
 
 struct ConfigOptions {
-  std::string file, output;
+  std::string file, output, to;
   std::vector<std::string> overrides;
-  bool sources = false, defaults = false, markdown = false;
+  bool sources = false, resolved = false, defaults = false, markdown = false;
 };
 
 void write_file(const std::string& path, const std::string& text) {
@@ -40,6 +41,10 @@ std::string summary(const config::LoadedJob& j) {
 
 void print_notes(const config::LoadedJob& j) {
   for (const auto& n : j.notes) std::cerr << "note: " << n << "\n";
+}
+
+void print_translation(std::ostream& out, const config::LoadedJob& j) {
+  for (const auto& line : config::describe_translation(j.translation)) out << line << "\n";
 }
 
 void run_questionnaire_command(const ConfigOptions& o) {
@@ -72,20 +77,29 @@ void add_config_command(CLI::App& app) {
                                            "  accel config -o job.yaml --defaults\n"
                                            "  accel config show job.yaml --sources\n"
                                            "  accel config validate job.yaml\n"
-                                           "  accel config import accelerate_config.yaml -o job.yaml");
+                                           "  accel config import accelerate_config.yaml -o job.yaml\n"
+                                           "  accel config convert ds_job.yaml --to fsdp -o fsdp_job.yaml");
   cmd->add_option("-o,--output", o->output, "Where to write the job (default: " + config::default_job_path() + ")");
   cmd->add_flag("--defaults", o->defaults, "Ask nothing; write a job with every default");
   cmd->require_subcommand(0, 1);
 
   auto* show = cmd->add_subcommand("show", "Print the resolved job (defaults < file < ACCEL_* < --set)\n\n"
                                            "Examples:\n  accel config show job.yaml --sources\n"
-                                           "  accel config show job.yaml --set training.max_steps=20");
+                                           "  accel config show job.yaml --set training.max_steps=20\n"
+                                           "  accel config show ds_job.yaml --set backend=fsdp --resolved");
   show->add_option("file", o->file, "Job file: native, Accelerate or DeepSpeed JSON (default: the default job)");
   show->add_flag("--sources", o->sources, "Say where each value came from");
+  show->add_flag("--resolved", o->resolved,
+                 "Only what the selected backend runs with: options translated from the other backend's block "
+                 "(and those with no equivalent) listed, other backends' blocks left out, sources shown");
   add_set_option(show, o->overrides);
   show->callback([o] {
     auto loaded = load_job_for_cli(o->file, o->overrides, /*allow_none=*/true);
     print_notes(loaded);
+    if (o->resolved) {
+      std::cout << config::dump_resolved_job(loaded);
+      return;
+    }
     std::cout << config::dump_job(loaded.job, loaded.sources,
                                   o->sources ? config::DumpStyle::WithSources : config::DumpStyle::Full);
   });
@@ -100,6 +114,7 @@ void add_config_command(CLI::App& app) {
     print_notes(loaded);
     std::cout << "ok: " << o->file << " is a valid " << config::to_string(loaded.format) << " (" << summary(loaded)
               << ")\n";
+    print_translation(std::cout, loaded);
   });
 
   auto* import = cmd->add_subcommand("import", "Translate an Accelerate config or DeepSpeed JSON into a native job\n\n"
@@ -118,6 +133,30 @@ void add_config_command(CLI::App& app) {
       write_file(o->output, text);
       std::cerr << "wrote " << o->output << " (" << summary(loaded) << ")\n";
     }
+  });
+
+  auto* convert = cmd->add_subcommand(
+      "convert", "Switch a job to the other backend: translate its deepspeed or fsdp block into the other one and "
+                 "write the result as a native job (docs/design/0005-backend-switch.md)\n\n"
+                 "Examples:\n  accel config convert config_templates/deepspeed_zero3.yaml --to fsdp -o fsdp_job.yaml\n"
+                 "  accel config convert fsdp_job.yaml --to deepspeed");
+  convert->add_option("file", o->file, "Job file: native, Accelerate or DeepSpeed JSON")->required();
+  convert->add_option("--to", o->to, "The backend to switch to")->required()->check(CLI::IsMember({"fsdp", "deepspeed"}));
+  convert->add_option("-o,--output", o->output, "Where to write the converted job (default: standard output)");
+  add_set_option(convert, o->overrides);
+  convert->callback([o] {
+    auto overrides = o->overrides;
+    overrides.push_back("backend=" + o->to);
+    auto loaded = load_job_for_cli(o->file, overrides);
+    print_notes(loaded);
+    std::string text = config::converted_job_text(loaded, o->file);
+    if (o->output.empty()) {
+      std::cout << text;
+      return;
+    }
+    write_file(o->output, text);
+    print_translation(std::cerr, loaded);
+    std::cerr << "wrote " << o->output << " (" << summary(loaded) << ")\n";
   });
 
   auto* keys = cmd->add_subcommand("keys", "List every job key with its type, default, allowed values and meaning\n\n"

@@ -2,6 +2,7 @@
 // this machine's workers. With `program:` the workers run the user's program; without it they run
 // the built-in trainer (`accel worker`, task train). Problems the launcher can see before spawning
 // (a backend not built yet, a damaged checkpoint to resume from) are reported once, with exit 2.
+// A job switched between deepspeed and fsdp prints its translated options first (backend_translation.hpp).
 #include <unistd.h>
 
 #include <filesystem>
@@ -11,7 +12,9 @@
 
 #include "cli/commands.hpp"
 #include "cli/launch_support.hpp"
+#include "runtime/config/backend_translation.hpp"
 #include "runtime/config/dump.hpp"
+#include "runtime/config/schema.hpp"
 #include "runtime/train/checkpoint/checkpoint_store.hpp"
 
 namespace accel::cli {
@@ -42,15 +45,23 @@ void check_trainer_can_start(const config::LoadedJob& loaded) {
     if (j.deepspeed.offload_optimizer_device != config::OffloadDevice::none)
       refuse_offload("deepspeed.offload_optimizer_device");
     if (j.deepspeed.offload_param_device != config::OffloadDevice::none) refuse_offload("deepspeed.offload_param_device");
-    // Accepted keys the engine does not act on (yet): say so rather than ignore them silently.
+    // Accepted keys the engine does not act on (yet): say so rather than ignore them silently. A value
+    // translated from the fsdp block that equals DeepSpeed's default asks for nothing: no warning.
+    auto asks_for_something = [&](const std::string& key) {
+      if (!loaded.is_explicit(key)) return false;
+      static const config::JobConfig defaults;
+      const auto* field = config::find_field(key);
+      return loaded.sources.at(key).origin != Location::Origin::Derived ||
+             !config::values_equal(field->get(j), field->get(defaults));
+    };
     // reduce_bucket_size bounds stage 0's buckets and the gradients stages 2-3 hold in flight.
     for (const char* key : {"deepspeed.allgather_bucket_size", "deepspeed.zero_hpz_partition_size", "deepspeed.reduce_bucket_size"})
-      if (loaded.is_explicit(key) && !(std::string(key) == "deepspeed.reduce_bucket_size" && j.deepspeed.zero_stage != 1))
+      if (asks_for_something(key) && !(std::string(key) == "deepspeed.reduce_bucket_size" && j.deepspeed.zero_stage != 1))
         std::cerr << "warning: " << key << " has no effect yet in the deepspeed backend (communication is per unit)\n";
     if (j.deepspeed.zero_stage < 3)
       for (const char* key : {"deepspeed.stage3_prefetch_bucket_size", "deepspeed.stage3_param_persistence_threshold",
                               "deepspeed.stage3_max_live_parameters"})
-        if (loaded.is_explicit(key)) std::cerr << "warning: " << key << " acts at zero_stage 3 only\n";
+        if (asks_for_something(key)) std::cerr << "warning: " << key << " acts at zero_stage 3 only\n";
   }
   if (j.mixed_precision == config::MixedPrecision::fp16)
     throw ConfigError(diagnostic_for(loaded, "mixed_precision", "fp16 (with dynamic loss scaling) is not built yet",
@@ -103,6 +114,9 @@ void add_launch_command(CLI::App& app) {
   cmd->callback([o] {
     auto loaded = load_job_for_cli(o->file, o->overrides);
     const auto& j = loaded.job;
+    // The one-key backend switch: say what was carried over from the other backend's block, and what
+    // has no equivalent, before anything else (also when the backend then refuses to start).
+    for (const auto& line : config::describe_translation(loaded.translation, "accel launch: ")) std::cerr << line << "\n";
     if (!o->dry_run && j.program.empty()) check_trainer_can_start(loaded);
     std::cerr << "accel launch: " << (loaded.file.empty() ? "defaults" : loaded.file) << " ("
               << config::to_string(loaded.format) << ") is valid: backend " << config::to_string(j.backend) << ", "

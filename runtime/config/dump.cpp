@@ -1,5 +1,6 @@
 #include "runtime/config/dump.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include "runtime/config/schema.hpp"
@@ -7,6 +8,13 @@
 namespace accel::config {
 
 std::string dump_job(const JobConfig& job, const std::map<std::string, Location>& sources, DumpStyle style) {
+  DumpOptions options;
+  options.style = style;
+  return dump_job(job, sources, options);
+}
+
+std::string dump_job(const JobConfig& job, const std::map<std::string, Location>& sources, const DumpOptions& options) {
+  const DumpStyle style = options.style;
   // Build the lines first so source comments can be aligned in one column.
   struct Line {
     std::string text, comment;
@@ -19,12 +27,15 @@ std::string dump_job(const JobConfig& job, const std::map<std::string, Location>
     bool is_explicit = it != sources.end() && it->second.origin != Location::Origin::Default;
     if (style == DumpStyle::ExplicitOnly && !is_explicit) continue;
     std::string section = f.section();
+    if (std::find(options.omit_sections.begin(), options.omit_sections.end(), section) != options.omit_sections.end())
+      continue;
     if (section != current_section) {
       lines.push_back({section + ":", ""});
       current_section = section;
     }
     std::string indent = section.empty() ? "" : "  ";
     std::string comment = style == DumpStyle::WithSources && it != sources.end() ? it->second.str() : "";
+    if (auto c = options.comments.find(f.path); c != options.comments.end()) comment = c->second;
     lines.push_back({indent + f.leaf() + ": " + value_to_yaml(f.get(job)), comment});
   }
   size_t width = 0;
@@ -36,6 +47,21 @@ std::string dump_job(const JobConfig& job, const std::map<std::string, Location>
     if (!l.comment.empty()) out << std::string(width - l.text.size() + 2, ' ') << "# " << l.comment;
     out << "\n";
   }
+  return out.str();
+}
+
+std::string dump_resolved_job(const LoadedJob& loaded) {
+  const auto& job = loaded.job;
+  DumpOptions options;
+  options.style = DumpStyle::WithSources;
+  for (auto b : {Backend::ddp, Backend::deepspeed, Backend::fsdp})
+    if (b != job.backend) options.omit_sections.push_back(to_string(b));
+  std::ostringstream out;
+  out << "# the job as it runs: backend " << to_string(job.backend) << "; blocks of other backends are left out";
+  if (!loaded.translation.active) out << "; nothing was translated";
+  out << "\n";
+  for (const auto& line : describe_translation(loaded.translation)) out << "# " << line << "\n";
+  out << dump_job(job, loaded.sources, options);
   return out.str();
 }
 

@@ -137,12 +137,16 @@ LoadedJob load_job(const LoadOptions& options) {
   if (file_layer.batch) apply_batch_constraint(*file_layer.batch, builder, builder.errors());
   throw_if(builder.errors());
 
+  // The one-key backend switch: the other block's settings become this backend's. Validation runs
+  // on the result, so a translated value that cannot work is reported naming its source key.
+  auto translated = translate_backend(builder.job(), builder.sources(), builder.job().backend);
   std::vector<Diagnostic> errors;
-  validate_job(builder.job(), builder.sources(), options.check_paths, errors, file_layer.warnings);
+  validate_job(translated.job, translated.sources, options.check_paths, errors, file_layer.warnings);
   throw_if(errors);
 
-  loaded.job = builder.job();
-  loaded.sources = builder.sources();
+  loaded.job = std::move(translated.job);
+  loaded.sources = std::move(translated.sources);
+  loaded.translation = std::move(translated.translation);
   loaded.warnings = std::move(file_layer.warnings);
   loaded.notes = std::move(file_layer.notes);
   return loaded;

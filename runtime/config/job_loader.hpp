@@ -1,5 +1,7 @@
 // The one entry point that turns a job file plus overrides into a validated JobConfig.
 // Precedence: defaults < file (and the DeepSpeed JSON it names) < ACCEL_* environment < --set.
+// A job whose backend is deepspeed or fsdp but whose settings are in the other backend's block is
+// translated (backend_translation.hpp) before validation, so every caller sees what will run.
 // Accepts native job files, Accelerate config files and DeepSpeed JSON; every check runs here,
 // before anything is spawned, and all problems of a pass are reported together.
 #pragma once
@@ -8,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/backend_translation.hpp"
 #include "runtime/config/job.hpp"
 #include "runtime/config/overrides.hpp"
 
@@ -30,6 +33,7 @@ struct LoadedJob {
   std::vector<std::string> notes;
   FileFormat format = FileFormat::None;
   std::string file;
+  BackendTranslation translation;           // what was carried over from the other backend's block
 
   bool is_explicit(const std::string& path) const;  // set by a file, environment or command line
 };

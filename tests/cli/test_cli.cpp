@@ -90,8 +90,8 @@ TEST_CASE("help, version and usage errors") {
   auto version = run_accel("--version");
   CHECK(version.exit_code == 0);
   CHECK(std::regex_search(version.output, std::regex(R"(accel \d+\.\d+\.\d+ \(git )")));
-  for (const char* sub : {"config", "config show", "config validate", "config import", "config keys", "launch", "env",
-                          "estimate-memory", "merge-weights"}) {
+  for (const char* sub : {"config", "config show", "config validate", "config import", "config convert", "config keys",
+                          "launch", "env", "estimate-memory", "merge-weights"}) {
     auto r = run_accel(std::string(sub) + " --help");
     INFO(sub);
     CHECK(r.exit_code == 0);
@@ -100,6 +100,11 @@ TEST_CASE("help, version and usage errors") {
   CHECK(run_accel("").exit_code == 2);
   CHECK(run_accel("frobnicate").exit_code == 2);
   CHECK(run_accel("config validate").exit_code == 2);  // missing FILE
+  auto quickstart = shell_quote((kSource / "config_templates/quickstart.yaml").string());
+  CHECK(run_accel("config convert " + quickstart).exit_code == 2);  // missing --to
+  auto to_ddp = run_accel("config convert " + quickstart + " --to ddp");
+  CHECK(to_ddp.exit_code == 2);
+  CHECK_THAT(to_ddp.output, Catch::Contains("--to") && Catch::Contains("fsdp"));
   auto no_default = run_accel("launch");
   CHECK(no_default.exit_code == 2);
   CHECK_THAT(no_default.output, Catch::Contains("run `accel config` to write one"));
