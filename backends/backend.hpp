@@ -58,6 +58,12 @@ class Backend {
   // `accel launch --trace FILE`: start recording the per-unit schedule (false: this backend has
   // none to record), and write it as a Chrome trace to `path` (called by every rank at the end).
   virtual bool start_trace() { return false; }
+
+  // This rank's model-state memory as the backend holds it, in bytes, from the storage of its own
+  // tensors (not from the process's resident size): params, grads, grad_shard, master,
+  // optimizer_states, live_params_peak / live_grads_peak (transient unit buffers), and, when
+  // offloaded, nvme_bytes / nvme_buffer_bytes. For `accel bench` and estimate-memory checks.
+  virtual nlohmann::json memory_report() const { return nlohmann::json::object(); }
   virtual void write_trace(const std::string& /*path*/) {}
 };
 

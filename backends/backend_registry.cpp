@@ -32,8 +32,12 @@ std::unique_ptr<Backend> make_replicated_mixed(const config::JobConfig& job, com
 
 std::unique_ptr<Backend> make_deepspeed(const config::JobConfig& job, comm::Communicator& comm, train::Model& model) {
   const auto& ds = job.deepspeed;
-  if (ds.offload_optimizer_device != config::OffloadDevice::none || ds.offload_param_device != config::OffloadDevice::none)
-    throw RunError("deepspeed offload (offload_optimizer_device / offload_param_device) is not built yet; set them to none");
+  if (ds.offload_param_device == config::OffloadDevice::nvme)
+    throw RunError("deepspeed offload_param_device: nvme is not built yet; use cpu or none");
+  const bool offload = ds.offload_optimizer_device != config::OffloadDevice::none ||
+                       ds.offload_param_device != config::OffloadDevice::none;
+  if (offload && ds.zero_stage == 0)
+    throw RunError("deepspeed offload needs zero_stage 1 or more (the offloaded states are the partitioned ones)");
   std::string label = "deepspeed zero_stage " + std::to_string(ds.zero_stage);
   if (ds.zero_stage == 0 && compute_dtype(job) != at::kFloat) return make_replicated_mixed(job, comm, model, label);
   if (ds.zero_stage == 0) {
@@ -49,6 +53,13 @@ std::unique_ptr<Backend> make_deepspeed(const config::JobConfig& job, comm::Comm
   policy.overlap_comm = ds.overlap_comm;
   policy.compute_dtype = compute_dtype(job);
   policy.reduce_bucket_numel = ds.reduce_bucket_size;
+  if (ds.offload_optimizer_device == config::OffloadDevice::nvme) {
+    policy.nvme_dir = ds.offload_optimizer_nvme_path;
+    policy.nvme_buffer_count = ds.buffer_count;
+  }
+  // The sharding engine runs on the CPU so far: host memory is where "cpu" offload puts things.
+  if (ds.offload_optimizer_device == config::OffloadDevice::cpu || ds.offload_param_device == config::OffloadDevice::cpu)
+    policy.notes = "offload to cpu: a no-op on a CPU run (everything is in host memory already)";
   // Stage 3's knobs, in DeepSpeed's element counts. accel partitions whole units, so the
   // persistence threshold applies to a unit's size (DeepSpeed: each parameter's).
   policy.persistence_threshold = ds.stage3_param_persistence_threshold;

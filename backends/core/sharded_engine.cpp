@@ -63,7 +63,8 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
     UnitShardState& st = optimizer_->add_unit(rt.unit->unit_name(), layout, decay,
                                               flat.narrow(0, int64_t(shard_rank()) * layout.shard_numel(), layout.shard_numel()));
     at::Tensor full = flat.to(compute);  // the parameters' storage from now on (a copy unless fp32)
-    rt.compute_shard = compute == at::kFloat ? st.master : st.master.to(compute);
+    // With nvme offload the master lives in a file between steps: gathers need their own copy.
+    rt.compute_shard = (compute == at::kFloat && policy_.nvme_dir.empty()) ? st.master : st.master.to(compute, false, true);
     for (size_t k = 0; k < rt.params.size(); ++k) {
       at::Tensor& p = params_[size_t(rt.params[k])].second;
       p.set_data(full.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).view(p.sizes()));
@@ -81,6 +82,7 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
     units_.push_back(std::move(rt));
   }
   buffers_->release_all();
+  if (!policy_.nvme_dir.empty()) optimizer_->offload_to_nvme(policy_.nvme_dir, policy_.nvme_buffer_count);
 }
 
 std::string ShardedEngine::describe() const {
@@ -99,7 +101,37 @@ std::string ShardedEngine::describe() const {
     << "; compute " << c10::toString(policy_.compute_dtype)
     << "; reductions " << (policy_.overlap_comm ? "overlap backward" : "after backward");
   if (policy_.shard_params && kept > 0) s << "; " << kept << " small units stay gathered";
+  if (const NvmeStateStore* nvme = optimizer_->nvme())
+    s << "; master + optimizer states in files under " << nvme->directory() << " ("
+      << nvme->bytes_on_disk() / 1024 << " KiB, streamed through " << nvme->buffer_bytes() / 1024 << " KiB of buffers)";
+  if (!policy_.notes.empty()) s << "; " << policy_.notes;
   return s.str();
+}
+
+nlohmann::json ShardedEngine::memory_report() const {
+  auto bytes = [](const at::Tensor& t) { return t.defined() ? int64_t(t.numel()) * int64_t(t.element_size()) : int64_t(0); };
+  int64_t grads = 0, grad_shard = 0, master = 0, states = 0, compute_shards = 0;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const UnitShardState& st = optimizer_->units()[u];
+    grads += bytes(units_[u].grad_flat);
+    grad_shard += bytes(st.grad);
+    master += bytes(st.master);
+    states += bytes(st.exp_avg) + bytes(st.exp_avg_sq) + bytes(st.momentum);
+    if (!units_[u].compute_shard.is_same(st.master)) compute_shards += bytes(units_[u].compute_shard);
+  }
+  nlohmann::json r = {{"params", buffers_->kept_bytes()},
+                      {"param_shards", compute_shards},  // compute-dtype shards gathers read (bf16, or fp32 beside nvme masters)
+                      {"grads", grads},
+                      {"grad_shard", grad_shard},
+                      {"master", master},
+                      {"optimizer_states", states},
+                      {"live_params_peak", buffers_->peak_transient_bytes()},
+                      {"live_grads_peak", peak_grad_buffer_bytes_}};
+  if (const NvmeStateStore* nvme = optimizer_->nvme()) {
+    r["nvme_bytes"] = nvme->bytes_on_disk();
+    r["nvme_buffer_bytes"] = nvme->buffer_bytes();
+  }
+  return r;
 }
 
 bool ShardedEngine::start_trace() {
@@ -224,6 +256,7 @@ void ShardedEngine::ensure_grad_buffer(int u) {
   while (!pending_.empty() && pending_numel_ + layout.padded_numel() > policy_.reduce_bucket_numel)
     finish_oldest_reduction();
   pending_numel_ += layout.padded_numel();
+  peak_grad_buffer_bytes_ = std::max(peak_grad_buffer_bytes_, pending_numel_ * int64_t(c10::elementSize(policy_.compute_dtype)));
   // Autograd accumulates into defined gradients in place: the unit's gradients land in one flat
   // buffer that is reduce-scattered as it is, with no copy.
   rt.grad_buffer = at::zeros({layout.padded_numel()}, policy_.compute_dtype);
@@ -267,10 +300,14 @@ double ShardedEngine::clip_grad_norm(double max_norm) {
   });
 }
 
-void ShardedEngine::masters_changed() {
+void ShardedEngine::masters_changed(bool copy_shards) {
   at::NoGradGuard no_grad;
-  for (size_t u = 0; u < units_.size(); ++u)
-    if (!units_[u].compute_shard.is_same(shard(int(u)).master)) units_[u].compute_shard.copy_(shard(int(u)).master);
+  if (copy_shards) {
+    optimizer_->materialize();
+    for (size_t u = 0; u < units_.size(); ++u)
+      if (!units_[u].compute_shard.is_same(shard(int(u)).master)) units_[u].compute_shard.copy_(shard(int(u)).master);
+    optimizer_->spill();
+  }
   buffers_->invalidate_all();
   // Replicated (and persistent) units are gathered now, overlapping whatever comes before their use.
   for (int u = 0; u < buffers_->size(); ++u)
@@ -278,16 +315,20 @@ void ShardedEngine::masters_changed() {
 }
 
 void ShardedEngine::optimizer_step(double lr) {
-  optimizer_->step(lr);
+  optimizer_->step(lr, [this](int u, UnitShardState& st) {
+    at::Tensor& compute_shard = units_[size_t(u)].compute_shard;
+    if (!compute_shard.is_same(st.master)) compute_shard.copy_(st.master);
+  });
   optimizer_->zero_grads();
   for (auto& rt : units_)
     if (rt.grad_flat.defined()) rt.grad_flat.zero_();
   if (trace_) trace_->record(TraceEvent::optimizer_step, "");
-  masters_changed();
+  masters_changed(false);
 }
 
 train::NamedTensors ShardedEngine::full_parameters() {
   // From the fp32 masters (what DeepSpeed's zero_to_fp32 recovers), whatever the compute dtype.
+  optimizer_->materialize();
   train::NamedTensors out;
   for (size_t u = 0; u < units_.size(); ++u) {
     UnitShardState& st = shard(int(u));
@@ -301,6 +342,7 @@ train::NamedTensors ShardedEngine::full_parameters() {
       out.emplace_back(name, full.narrow(0, st.layout.param_offset(int(k)), st.layout.param_numel(int(k))).view(p.sizes()).clone());
     }
   }
+  optimizer_->spill();
   return out;
 }
 
@@ -309,8 +351,10 @@ train::NamedTensors ShardedEngine::full_parameters() {
 // merge-weights and a resume at another world size or under another backend can read them.
 nlohmann::json ShardedEngine::save_state(const std::string& dir) {
   // Replicated optimizer states (shard_optimizer false) are one shard: rank 0 writes it.
+  optimizer_->materialize();
   if (policy_.shard_optimizer || comm_.rank() == 0)
     train::save_safetensors(dir + "/" + zero_shard_file(shard_rank()), optimizer_->state_tensors());
+  optimizer_->spill();
   std::vector<ZeroUnitRecord> records;
   for (size_t u = 0; u < units_.size(); ++u)
     records.push_back({shard(int(u)).unit, shard(int(u)).layout, param_records(params_, units_[u].params)});
@@ -320,6 +364,7 @@ nlohmann::json ShardedEngine::save_state(const std::string& dir) {
 void ShardedEngine::load_state(const std::string& dir, const nlohmann::json& layout) {
   bool own_shards = layout.value("layout", "") == "zero" && layout.value("world_size", 0) == shard(0).layout.world() &&
                     layout.contains("units") && layout["units"].size() == units_.size();
+  optimizer_->materialize();  // nvme offload: the states are read into memory, then spilled again
   for (size_t u = 0; own_shards && u < units_.size(); ++u)
     own_shards = layout["units"][u].value("unit", "") == shard(int(u)).unit &&
                  layout["units"][u].value("numel", int64_t(-1)) == shard(int(u)).layout.numel();
@@ -331,7 +376,7 @@ void ShardedEngine::load_state(const std::string& dir, const nlohmann::json& lay
     for (const auto& rt : units_) unit_params.push_back(param_records(params_, rt.params));
     restore_shards(*CanonicalState::open(dir, layout), optimizer_->units(), unit_params, policy_.label);
   }
-  masters_changed();
+  masters_changed(true);
 }
 
 }  // namespace accel::backends

@@ -47,6 +47,11 @@ struct ShardingPolicy {
   // reduction is issued, older ones are finished until it fits (at least one unit always is).
   // DeepSpeed's reduce_bucket_size; 0: one unit at a time.
   int64_t reduce_bucket_numel = 0;
+  // Optimizer offload to files (DeepSpeed offload_optimizer_device: nvme): the directory ("" = off)
+  // and the number of unit buffers the states stream through. `notes` go into describe().
+  std::string nvme_dir;
+  int nvme_buffer_count = 5;
+  std::string notes;
 };
 
 class ShardedEngine final : public Backend, private train::UnitHooks, private BackwardListener {
@@ -64,6 +69,7 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   nlohmann::json save_state(const std::string& dir) override;
   void load_state(const std::string& dir, const nlohmann::json& layout) override;
   bool start_trace() override;
+  nlohmann::json memory_report() const override;
   void write_trace(const std::string& path) override;
 
  private:
@@ -92,7 +98,9 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   void wait_reductions();
   void finish_oldest_reduction();
   void ensure_grad_buffer(int u);
-  void masters_changed();  // after a step or a load: refresh compute shards, re-gather kept units
+  // After a step or a load: refresh the compute shards from the masters (when `copy_shards`; the
+  // step does it unit by unit) and re-gather the units that keep their storage.
+  void masters_changed(bool copy_shards);
   void trace(TraceEvent event, int u) {
     if (trace_) trace_->record(event, units_[size_t(u)].unit->unit_name());
   }
@@ -111,6 +119,7 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   bool eval_ = false;      // the hooks serve a no-grad forward
   std::deque<PendingReduce> pending_;
   int64_t pending_numel_ = 0;  // full-gradient values held by pending_ (shard_grads)
+  int64_t peak_grad_buffer_bytes_ = 0;  // shard_grads: most bytes of unit gradient buffers at once
 };
 
 }  // namespace accel::backends

@@ -42,22 +42,81 @@ void ShardedOptimizer::zero_grads() {
   for (auto& u : units_) u.grad.zero_();
 }
 
-void ShardedOptimizer::step(double lr) {
-  at::NoGradGuard no_grad;
-  for (auto& u : units_) {
-    ++u.step;
-    for (const auto& seg : u.segments) {
-      auto piece = [&](const at::Tensor& t) { return t.narrow(0, seg.shard_offset, seg.numel); };
-      bool decay = u.decay[size_t(seg.param)];
-      if (section_.name == config::OptimizerName::adamw) {
-        train::adamw_step(piece(u.master), piece(u.grad), piece(u.exp_avg), piece(u.exp_avg_sq), u.step,
-                          train::AdamWHyper::from(section_, lr), decay);
-      } else {
-        train::sgd_step(piece(u.master), piece(u.grad), u.momentum.defined() ? piece(u.momentum) : at::Tensor(),
-                        u.step, train::SgdHyper::from(section_, lr), decay);
-      }
+void ShardedOptimizer::update(UnitShardState& u, double lr) {
+  ++u.step;
+  for (const auto& seg : u.segments) {
+    auto piece = [&](const at::Tensor& t) { return t.narrow(0, seg.shard_offset, seg.numel); };
+    bool decay = u.decay[size_t(seg.param)];
+    if (section_.name == config::OptimizerName::adamw) {
+      train::adamw_step(piece(u.master), piece(u.grad), piece(u.exp_avg), piece(u.exp_avg_sq), u.step,
+                        train::AdamWHyper::from(section_, lr), decay);
+    } else {
+      train::sgd_step(piece(u.master), piece(u.grad), u.momentum.defined() ? piece(u.momentum) : at::Tensor(),
+                      u.step, train::SgdHyper::from(section_, lr), decay);
     }
   }
+}
+
+std::vector<at::Tensor*> ShardedOptimizer::state_slots(UnitShardState& u) {
+  std::vector<at::Tensor*> slots{&u.master};
+  if (section_.name == config::OptimizerName::adamw) {
+    slots.push_back(&u.exp_avg);
+    slots.push_back(&u.exp_avg_sq);
+  } else if (section_.momentum != 0) {
+    slots.push_back(&u.momentum);
+  }
+  return slots;
+}
+
+void ShardedOptimizer::step(double lr, const std::function<void(int, UnitShardState&)>& after_unit) {
+  at::NoGradGuard no_grad;
+  if (!spilled_) {
+    for (size_t i = 0; i < units_.size(); ++i) {
+      update(units_[i], lr);
+      if (after_unit) after_unit(int(i), units_[i]);
+    }
+    return;
+  }
+  nvme_->for_each_unit(
+      [&](int i, at::Tensor& buffer) {
+        UnitShardState& u = units_[size_t(i)];
+        auto slots = state_slots(u);
+        const int64_t S = u.layout.shard_numel();
+        for (size_t k = 0; k < slots.size(); ++k) *slots[k] = buffer.narrow(0, int64_t(k) * S, S);
+        update(u, lr);
+        if (after_unit) after_unit(i, u);
+        for (auto* slot : slots) *slot = at::Tensor();  // the buffer goes back to the pool
+      },
+      /*write_back=*/true);
+}
+
+void ShardedOptimizer::offload_to_nvme(const std::string& dir, int buffer_count) {
+  nvme_ = std::make_unique<NvmeStateStore>(dir, rank_, buffer_count);
+  for (auto& u : units_) nvme_->add_unit(u.unit, int64_t(state_slots(u).size()) * u.layout.shard_numel());
+  spill();
+}
+
+void ShardedOptimizer::spill() {
+  if (!nvme_ || spilled_) return;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    auto slots = state_slots(units_[i]);
+    std::vector<at::Tensor> parts;
+    for (auto* slot : slots) parts.push_back(*slot);
+    nvme_->write(int(i), at::cat(parts));
+    for (auto* slot : slots) *slot = at::Tensor();
+  }
+  spilled_ = true;
+}
+
+void ShardedOptimizer::materialize() {
+  if (!nvme_ || !spilled_) return;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    auto slots = state_slots(units_[i]);
+    at::Tensor all = nvme_->read(int(i));
+    const int64_t S = units_[i].layout.shard_numel();
+    for (size_t k = 0; k < slots.size(); ++k) *slots[k] = all.narrow(0, int64_t(k) * S, S).clone();
+  }
+  spilled_ = false;
 }
 
 train::NamedTensors ShardedOptimizer::state_tensors() const {

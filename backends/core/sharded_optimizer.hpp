@@ -10,10 +10,13 @@
 #include <ATen/ATen.h>
 
 #include <deque>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/core/flat_layout.hpp"
+#include "backends/core/nvme_state_store.hpp"
 #include "runtime/config/job.hpp"
 #include "runtime/train/model/unit.hpp"
 
@@ -43,7 +46,19 @@ class ShardedOptimizer {
   double grad_sum_of_squares() const;  // this rank's part, fp64
   void scale_grads(double factor);
   void zero_grads();
-  void step(double lr);
+  // Updates every unit; `after_unit` (optional) sees each unit right after its update, while its
+  // master is in memory (with nvme offload, the only moment it is).
+  void step(double lr, const std::function<void(int, UnitShardState&)>& after_unit = {});
+
+  // NVMe offload (offload_optimizer_device: nvme): from spill() on, each unit's master and states
+  // live in files under `dir` and are streamed through `buffer_count` buffers during step();
+  // between calls their tensors are undefined. materialize() brings them back into memory (for a
+  // checkpoint or the weights export) until the next spill().
+  void offload_to_nvme(const std::string& dir, int buffer_count);
+  bool offloaded() const { return nvme_ != nullptr; }
+  const NvmeStateStore* nvme() const { return nvme_.get(); }
+  void materialize();
+  void spill();
 
   // Checkpoint tensors: "<unit>.master", "<unit>.exp_avg", "<unit>.exp_avg_sq" | "<unit>.momentum",
   // "<unit>.step". load_state checks names and shapes first (RunError naming `source`).
@@ -51,8 +66,13 @@ class ShardedOptimizer {
   void load_state(const train::NamedTensors& state, const std::string& source);
 
  private:
+  void update(UnitShardState& u, double lr);
+  std::vector<at::Tensor*> state_slots(UnitShardState& u);  // master first, then the moments
+
   config::OptimizerSection section_;
   int rank_;
+  std::unique_ptr<NvmeStateStore> nvme_;
+  bool spilled_ = false;
   std::deque<UnitShardState> units_;
 };
 

@@ -43,6 +43,21 @@ void UnitParamBuffers::issue(int u) {
   e.state = State::in_flight;
   note(TraceEvent::gather_issued, e);
   if (counted(e)) peak_live_units_ = std::max(peak_live_units_, live_units());
+  if (!e.keeps_storage) peak_transient_bytes_ = std::max(peak_transient_bytes_, transient_bytes());
+}
+
+int64_t UnitParamBuffers::transient_bytes() const {
+  int64_t b = 0;
+  for (const auto& e : units_)
+    if (!e.keeps_storage) b += int64_t(e.full.storage().nbytes());
+  return b;
+}
+
+int64_t UnitParamBuffers::kept_bytes() const {
+  int64_t b = 0;
+  for (const auto& e : units_)
+    if (e.keeps_storage) b += int64_t(e.full.storage().nbytes());
+  return b;
 }
 
 void UnitParamBuffers::wait(int u) {

@@ -55,6 +55,10 @@ class UnitParamBuffers {
   bool ready(int u) const { return units_[size_t(u)].state == State::ready; }
 
   int live_units() const;        // counted units in flight or ready
+  // Bytes of gathered storage held by units that free theirs (pinned included), now and at peak.
+  int64_t transient_bytes() const;
+  int64_t peak_transient_bytes() const { return peak_transient_bytes_; }
+  int64_t kept_bytes() const;    // storage of the units that keep theirs (replicated parameters)
   int peak_live_units() const { return peak_live_units_; }
   int64_t live_numel() const;
 
@@ -78,6 +82,7 @@ class UnitParamBuffers {
   UnitTrace* trace_ = nullptr;
   std::vector<Entry> units_;
   int peak_live_units_ = 0;
+  int64_t peak_transient_bytes_ = 0;
 };
 
 }  // namespace accel::backends

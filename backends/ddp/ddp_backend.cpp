@@ -128,6 +128,16 @@ void DdpBackend::optimizer_step(double lr) {
   for (auto& flat : bucket_flats_) flat.zero_();
 }
 
+nlohmann::json DdpBackend::memory_report() const {
+  int64_t params = 0, grads = 0, states = 0;
+  for (const auto& [name, p] : params_) params += int64_t(p.numel()) * int64_t(p.element_size());
+  for (const auto& flat : bucket_flats_) grads += int64_t(flat.numel()) * int64_t(flat.element_size());
+  for (const auto& [name, t] : optimizer_->state_tensors())
+    if (t.dim() > 0) states += int64_t(t.numel()) * int64_t(t.element_size());  // step counters are scalars
+  return {{"params", params}, {"grads", grads}, {"grad_shard", 0}, {"master", 0}, {"optimizer_states", states},
+          {"live_params_peak", 0}, {"live_grads_peak", 0}};
+}
+
 train::NamedTensors DdpBackend::full_parameters() {
   // Replicas must be bit-identical; a cheap fp64 fingerprint compared across ranks proves it
   // wherever weights leave the job.

@@ -34,6 +34,7 @@ class DdpBackend final : public Backend, private train::UnitHooks, private Backw
   void end_micro_step(bool sync) override;
   double clip_grad_norm(double max_norm) override;
   void optimizer_step(double lr) override;
+  nlohmann::json memory_report() const override;
   train::UnitHooks* eval_hooks() override { return nullptr; }
   train::NamedTensors full_parameters() override;
   nlohmann::json save_state(const std::string& dir) override;

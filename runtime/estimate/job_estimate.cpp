@@ -139,6 +139,11 @@ JobEstimate estimate_job(const config::JobConfig& job, const JobEstimateOptions&
   if (e.num_machines > 1)
     plans.push_back({"HYBRID_SHARD", Sharding::parameters, e.world / e.num_machines, fsdp_offload, false});
 
+  // DeepSpeed's knobs bound what accel's engine holds at once under the zero rows.
+  for (int i : {1, 2, 3}) {
+    plans[size_t(i)].reduce_bucket_numel = ds.reduce_bucket_size;
+    plans[size_t(i)].max_live_numel = ds.stage3_max_live_parameters;
+  }
   std::string own = configured_row(job, e.configured_label, e.notes);
   for (size_t i = 0; i < plans.size(); ++i) {
     plans[i].configured = plans[i].name == own;

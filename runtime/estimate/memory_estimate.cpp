@@ -50,6 +50,16 @@ int64_t gathered_numel(const UnitSizes& sizes, int max_live_units) {
   return sum;
 }
 
+// The tied unit plus the largest other units whose sum fits `budget` values (at least one unit).
+int64_t within_budget(const UnitSizes& sizes, int64_t budget) {
+  int64_t sum = 0;
+  for (size_t i = 0; i < sizes.others.size(); ++i) {
+    if (i > 0 && sum + sizes.others[i] > budget) break;
+    sum += sizes.others[i];
+  }
+  return sizes.tied + sum;
+}
+
 }  // namespace
 
 std::string to_string(Placement placement) {
@@ -125,12 +135,13 @@ MemoryEstimate estimate_memory(const MemoryInput& in, const StrategyPlan& plan) 
   e.unit_buffers_estimated = sizes.known || plan.sharding == Sharding::replicated;
   // Stages 2-3 free each unit's full gradient once it is reduce-scattered; the tied unit's gradient
   // builds up from the first backward op (the output head) to the last (the embedding lookup).
-  const int64_t unit_grad_buffers = (sizes.tied + sizes.largest_other()) * g;
+  const int64_t unit_grad_buffers = within_budget(sizes, plan.reduce_bucket_numel) * g;
   switch (plan.sharding) {
     case Sharding::replicated:
       e.params = numel * p;
       e.grads = numel * g;  // ddp's gradient buckets are the gradients (parameters' .grad are views)
       e.master = in.replicated_master ? numel * 4 : 0;
+      e.grad_shard = in.replicated_master ? numel * 4 : 0;  // fp32 gradient the update reads
       e.optimizer_states = numel * s;
       break;
     case Sharding::optimizer:
@@ -139,34 +150,37 @@ MemoryEstimate estimate_memory(const MemoryInput& in, const StrategyPlan& plan) 
       e.grad_shard = shard_sum * 4;
       e.master = shard_sum * 4;
       e.optimizer_states = shard_sum * s;
-      // After the step each unit's master shards are all-gathered into one buffer that refreshes
-      // the replicated parameters, one unit at a time.
-      e.live_params = std::max(sizes.tied, sizes.largest_other()) * p;
       break;
     case Sharding::gradients:
       e.params = numel * p;
       e.grad_shard = shard_sum * 4;
       e.master = shard_sum * 4;
       e.optimizer_states = shard_sum * s;
-      e.live_grads = unit_grad_buffers;  // >= the refresh buffer of stage 1, which comes later
+      e.live_grads = unit_grad_buffers;
       break;
     case Sharding::parameters:
       e.grad_shard = shard_sum * 4;
       e.master = shard_sum * 4;
       e.optimizer_states = shard_sum * s;
-      e.live_params = gathered_numel(sizes, in.max_live_units) * p;
+      e.live_params = (plan.max_live_numel > 0 ? within_budget(sizes, plan.max_live_numel)
+                                               : gathered_numel(sizes, in.max_live_units)) * p;
       e.live_grads = unit_grad_buffers;
       break;
   }
-  const int64_t movable = e.master + e.optimizer_states + e.grad_shard;
-  e.device = e.params + e.grads + e.live_params + e.live_grads;
+  const bool sharded = plan.sharding != Sharding::replicated;
+  if (sharded && p < 4) e.param_shard = shard_sum * p;
+  if (sharded && p == 4 && plan.offload == Placement::nvme) e.param_shard = shard_sum * 4;
+  e.device = e.params + e.param_shard + e.grads + e.live_params + e.live_grads;
   switch (plan.offload) {
-    case Placement::device: e.device += movable; break;
-    case Placement::cpu: e.host = movable; break;
-    case Placement::nvme:
-      e.nvme = movable;
-      e.host = int64_t(in.nvme_buffer_count) * sizes.max_shard * 4;  // staging buffers (fp32 unit shards)
+    case Placement::device: e.device += e.master + e.optimizer_states + e.grad_shard; break;
+    case Placement::cpu: e.host = e.master + e.optimizer_states + e.grad_shard; break;
+    case Placement::nvme: {
+      e.nvme = e.master + e.optimizer_states;
+      // Staging buffers: each holds one unit's master + states (4 + s bytes per shard value).
+      const int64_t units = in.units_known() ? int64_t(in.unit_numels.size()) : int64_t(in.nvme_buffer_count);
+      e.host = e.grad_shard + std::min<int64_t>(std::max(2, in.nvme_buffer_count), units) * sizes.max_shard * (4 + s);
       break;
+    }
   }
   return e;
 }

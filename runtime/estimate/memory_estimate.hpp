@@ -8,15 +8,21 @@
 //   replicated (ddp, zero-0, NO_SHARD): params p*numel, grads g*numel, states s*numel,
 //                                       + fp32 master 4*numel with mixed precision
 //   zero-1: params p*numel, grads g*sum(P) (one persistent flat buffer per unit),
-//           shards: grad 4*sum(S), master 4*sum(S), states s*sum(S)
-//           live: one unit's all-gather buffer (parameter dtype) that refreshes the parameters after the step
+//           shards: grad 4*sum(S), master 4*sum(S), states s*sum(S); the parameters are
+//           refreshed by all-gathers straight into their own storage (no live buffer)
 //   zero-2 (SHARD_GRAD_OP): params p*numel; shards as zero-1; no replicated gradients;
-//           live: the tied unit's gradient (kept through backward) + the largest other unit's
-//           gradient buffer being reduce-scattered, or the refresh buffer, whichever is larger
+//           live: the tied unit's gradient (kept through backward) + the largest other units'
+//           gradient buffers that fit reduce_bucket_numel (at least one unit)
 //   zero-3 (FULL_SHARD, HYBRID_SHARD): shards only; live: gathered parameters of the tied unit plus
-//           the (max_live_units - 1) largest other units, and the zero-2 gradient buffers
-// Offload moves the master, the states and the gradient shard off the device: to host memory (cpu),
-// or to files (nvme) streamed through buffer_count host buffers of the largest unit shard (fp32).
+//           the largest other units that fit max_live_numel (at least one), or else the
+//           (max_live_units - 1) largest, and the zero-2 gradient buffers
+//   replicated with mixed precision also keeps an fp32 gradient (grad_shard 4*numel) beside the
+//   fp32 master: the compute-dtype gradients are all-reduced, then accumulated in fp32
+// Sharded strategies with p < 4 also keep the rank's shard in the compute dtype (param_shard p*sum(S)),
+// the source of every all-gather; fp32 ones gather from the master itself.
+// Offload moves the master, the states and the gradient shard off the device to host memory (cpu).
+// nvme puts the master and states in files, streamed through min(buffer_count, units) host buffers
+// of the largest unit's master + states; the gradient shard and an fp32 param_shard stay in host memory.
 // Invariants: every figure is a whole number of bytes; with one shard no padding is added; the
 // components of a result add up to device + host + nvme (nvme staging buffers excepted).
 #pragma once
@@ -58,12 +64,19 @@ struct StrategyPlan {
   int shards = 1;                // N: ranks one copy is split over (processes per machine for HYBRID_SHARD)
   Placement offload = Placement::device;
   bool configured = false;       // the job's own strategy
+  // Stage 2-3 full gradients held at once (DeepSpeed reduce_bucket_size, values); 0: one unit.
+  int64_t reduce_bucket_numel = 0;
+  // Stage 3 gathered values alive at once besides the tied unit (DeepSpeed
+  // stage3_max_live_parameters); 0: max_live_units of the input decides.
+  int64_t max_live_numel = 0;
 };
 
 // Bytes per rank, by component, wherever they live, then where they live.
 struct MemoryEstimate {
   StrategyPlan plan;
   int64_t params = 0;            // replicated compute parameters
+  int64_t param_shard = 0;       // sharded strategies: the compute-dtype copy of the rank's shard
+                                 // that gathers read (bf16/fp16 compute; fp32 beside nvme masters)
   int64_t grads = 0;             // replicated gradients
   int64_t grad_shard = 0;        // fp32 gradient shard (receives the reduce-scatter)
   int64_t master = 0;            // fp32 master weights (a replicated copy or a shard)

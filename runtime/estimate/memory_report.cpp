@@ -110,7 +110,7 @@ std::string render_memory_table(const JobEstimate& e) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& m : e.strategies) {
     const bool on_device = m.plan.offload == Placement::device;
-    rows.push_back({m.plan.name, std::to_string(m.plan.shards), cell(m.params),
+    rows.push_back({m.plan.name, std::to_string(m.plan.shards), cell(m.params + m.param_shard),
                     cell(m.grads + (on_device ? m.grad_shard : 0)),
                     cell(on_device ? m.master + m.optimizer_states : 0),
                     m.unit_buffers_estimated ? cell(m.live_params + m.live_grads) : "n/a", human_bytes(m.device),
@@ -187,6 +187,7 @@ nlohmann::json memory_estimate_json(const JobEstimate& e) {
                           {"unit_buffers_estimated", m.unit_buffers_estimated},
                           {"bytes",
                            {{"params", m.params},
+                            {"param_shard", m.param_shard},
                             {"grads", m.grads},
                             {"grad_shard", m.grad_shard},
                             {"master", m.master},

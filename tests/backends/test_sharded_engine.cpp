@@ -71,7 +71,10 @@ Observed run_engine(bool shard_grads, bool shard_params) {
         int r = comm.rank();
         auto model = accel::train::make_model(job.model);
         model->initialize(9);
-        ShardingPolicy policy{"test", shard_grads, shard_params, true};
+        ShardingPolicy policy;
+        policy.label = "test";
+        policy.shard_grads = shard_grads;
+        policy.shard_params = shard_params;
         ShardedEngine engine(job, comm, *model, policy);
         auto params = model->named_parameters();
         auto all_released = [&] {

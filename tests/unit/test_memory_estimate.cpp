@@ -146,12 +146,17 @@ TEST_CASE("offload moves the master, states and gradient shard off the device", 
     CHECK(cpu.params == on.params);
     CHECK(cpu.live_params + cpu.live_grads == on.live_params + on.live_grads);
     auto nvme = run(in, sharding, 4, Placement::nvme);
-    CHECK(nvme.nvme == movable(on));
-    CHECK(nvme.device == cpu.device);
-    CHECK(nvme.host == 5 * 3 * 4);  // buffer_count x the largest unit shard (3 values) x fp32
+    CHECK(nvme.nvme == on.master + on.optimizer_states);  // in files
+    // fp32: gathers need an in-memory copy of the shard while the master is in a file.
+    CHECK(nvme.param_shard == on.master);
+    CHECK(nvme.device == cpu.device + nvme.param_shard);
+    // The gradient shard stays in memory; 4 units (fewer than buffer_count 5) of at most 3 shard
+    // values stream through one buffer each, holding master + 2 moments (12 bytes a value).
+    CHECK(nvme.host == on.grad_shard + 4 * 3 * (4 + 8));
   }
   in.nvme_buffer_count = 2;
-  CHECK(run(in, Sharding::parameters, 4, Placement::nvme).host == 2 * 3 * 4);
+  auto two = run(in, Sharding::parameters, 4, Placement::nvme);
+  CHECK(two.host == two.grad_shard + 2 * 3 * (4 + 8));
   // Replicated with offload (FSDP NO_SHARD + offload_params): the states (and master) move.
   auto rep = run(in, Sharding::replicated, 1, Placement::cpu);
   CHECK(rep.host == 26 * 8);

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "backends/backend.hpp"
+#include "runtime/train/trainer/run_report.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/train/data/dataset.hpp"
 #include "runtime/train/model/model_weights.hpp"
@@ -165,8 +166,11 @@ void Trainer::run() {
   double train_seconds = 0;
   int64_t tokens = 0;
   std::string last_checkpoint;
+  StepCommCounter step_comm;
   for (int64_t step = start; step < t_.max_steps; ++step) {
+    const comm::CommStats before = comm_.stats();
     StepMetrics m = train_step(step);
+    step_comm.add(before, comm_.stats());
     faults_.at("after_step", step);
     train_seconds += m.step_time_s;
     tokens += m.tokens;
@@ -185,6 +189,8 @@ void Trainer::run() {
   }
 
   if (!options_.trace_path.empty()) backend_->write_trace(trace_file_for_rank(options_.trace_path, rank_));
+  write_run_report(out, rank_, make_run_report(rank_, world_, backend_->name(), backend_->memory_report(), step_comm,
+                                               t_.max_steps - start, peak_rss_bytes()));
   std::string weights;
   auto params = backend_->full_parameters();
   if (t_.save_weights && rank_ == 0) {

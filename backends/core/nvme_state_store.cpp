@@ -1,0 +1,150 @@
+#include "backends/core/nvme_state_store.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <future>
+
+#include "runtime/common/errors.hpp"
+
+namespace accel::backends {
+namespace {
+
+std::string io_error(const std::string& what, const std::string& path) {
+  return "nvme offload: cannot " + what + " " + path + ": " + std::strerror(errno) +
+         " (check deepspeed.offload_optimizer_nvme_path: free space and permissions)";
+}
+
+}  // namespace
+
+NvmeStateStore::NvmeStateStore(const std::string& dir, int rank, int buffer_count)
+    : buffer_count_(std::max(2, buffer_count)) {
+  dir_ = (std::filesystem::path(dir) / ("accel_rank" + std::to_string(rank) + "_pid" + std::to_string(getpid()))).string();
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) throw RunError("nvme offload: cannot create " + dir_ + ": " + ec.message());
+}
+
+NvmeStateStore::~NvmeStateStore() {
+  for (auto& u : units_)
+    if (u.fd >= 0) ::close(u.fd);
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);  // scratch: nothing to keep
+}
+
+int NvmeStateStore::add_unit(const std::string& name, int64_t floats) {
+  UnitFile f;
+  f.path = dir_ + "/" + std::to_string(units_.size()) + "_" + name + ".fp32";
+  f.floats = floats;
+  f.fd = ::open(f.path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+  if (f.fd < 0) throw RunError(io_error("create", f.path));
+  if (::ftruncate(f.fd, off_t(floats * 4)) != 0) throw RunError(io_error("size", f.path));
+  units_.push_back(f);
+  return int(units_.size()) - 1;
+}
+
+void NvmeStateStore::read_into(int unit, at::Tensor& dst) const {
+  const UnitFile& f = units_[size_t(unit)];
+  auto* p = static_cast<char*>(dst.data_ptr());
+  size_t left = size_t(f.floats) * 4;
+  off_t at = 0;
+  while (left > 0) {
+    ssize_t n = ::pread(f.fd, p, left, at);
+    if (n <= 0) throw RunError(io_error("read", f.path));
+    p += n;
+    at += n;
+    left -= size_t(n);
+  }
+}
+
+void NvmeStateStore::write_from(int unit, const at::Tensor& src) const {
+  const UnitFile& f = units_[size_t(unit)];
+  const auto* p = static_cast<const char*>(src.data_ptr());
+  size_t left = size_t(f.floats) * 4;
+  off_t at = 0;
+  while (left > 0) {
+    ssize_t n = ::pwrite(f.fd, p, left, at);
+    if (n <= 0) throw RunError(io_error("write", f.path));
+    p += n;
+    at += n;
+    left -= size_t(n);
+  }
+}
+
+void NvmeStateStore::write(int unit, const at::Tensor& values) {
+  at::Tensor v = values.contiguous();
+  if (v.scalar_type() != at::kFloat || v.numel() != units_[size_t(unit)].floats)
+    throw RunError("nvme offload: unit " + std::to_string(unit) + " expects " +
+                   std::to_string(units_[size_t(unit)].floats) + " fp32 values");
+  write_from(unit, v);
+}
+
+at::Tensor NvmeStateStore::read(int unit) {
+  at::Tensor t = at::empty({units_[size_t(unit)].floats}, at::kFloat);
+  read_into(unit, t);
+  return t;
+}
+
+void NvmeStateStore::for_each_unit(const std::function<void(int, at::Tensor&)>& fn, bool write_back) {
+  const int n = size();
+  if (n == 0) return;
+  int64_t largest = 0;
+  for (const auto& u : units_) largest = std::max(largest, u.floats);
+  const int pool = std::min(buffer_count_, n);
+  std::vector<at::Tensor> buffers(static_cast<size_t>(pool));
+  for (auto& b : buffers) b = at::empty({largest}, at::kFloat);
+  // Buffer b serves units b, b + pool, ...: unit u's read starts (on its I/O thread) once the
+  // write-back of unit u - pool from the same buffer has completed.
+  std::vector<std::future<void>> reads(static_cast<size_t>(n));
+  std::vector<std::shared_future<void>> writes(static_cast<size_t>(pool));
+  auto view = [&](int u) { return buffers[size_t(u % pool)].narrow(0, 0, units_[size_t(u)].floats); };
+  auto start_read = [&](int u) {
+    std::shared_future<void> prior = writes[size_t(u % pool)];
+    reads[size_t(u)] = std::async(std::launch::async, [this, u, v = view(u), prior]() mutable {
+      if (prior.valid()) prior.get();
+      read_into(u, v);
+    });
+  };
+  // Read ahead as far as the pool allows, keeping one buffer for the unit being written back.
+  const int ahead = std::max(1, pool - 1);
+  for (int u = 0; u < std::min(n, ahead); ++u) start_read(u);
+  auto drain = [&] {
+    for (auto& r : reads)
+      if (r.valid()) r.wait();
+    for (auto& w : writes)
+      if (w.valid()) w.wait();
+  };
+  try {
+    for (int u = 0; u < n; ++u) {
+      if (u + ahead < n) start_read(u + ahead);
+      reads[size_t(u)].get();
+      at::Tensor v = view(u);
+      fn(u, v);
+      if (write_back)
+        writes[size_t(u % pool)] = std::async(std::launch::async, [this, u, v]() { write_from(u, v); }).share();
+    }
+    for (auto& w : writes)
+      if (w.valid()) w.get();
+  } catch (...) {
+    drain();
+    throw;
+  }
+}
+
+int64_t NvmeStateStore::bytes_on_disk() const {
+  int64_t b = 0;
+  for (const auto& u : units_) b += u.floats * 4;
+  return b;
+}
+
+int64_t NvmeStateStore::buffer_bytes() const {
+  int64_t largest = 0;
+  for (const auto& u : units_) largest = std::max(largest, u.floats);
+  return int64_t(std::min<int>(buffer_count_, size())) * largest * 4;
+}
+
+}  // namespace accel::backends

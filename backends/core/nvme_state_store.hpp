@@ -1,0 +1,55 @@
+// Optimizer state on disk (DeepSpeed's offload_optimizer_device: nvme, ZeRO-Infinity). Each unit's
+// fp32 state (master shard and moments, laid end to end) lives in one file of this rank's scratch
+// directory; the optimizer streams the units through a bounded pool of `buffer_count` host
+// buffers, reading ahead and writing behind on I/O threads while it updates the current unit.
+// Invariants: at most buffer_count unit buffers exist at once, whatever the model size; a buffer
+// is reused only after its write-back has completed; files are removed when the store is
+// destroyed (they are scratch, not checkpoints: checkpoints are written separately).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace accel::backends {
+
+class NvmeStateStore {
+ public:
+  // Creates `dir` (and a per-rank, per-process subdirectory in it). buffer_count >= 2.
+  NvmeStateStore(const std::string& dir, int rank, int buffer_count);
+  ~NvmeStateStore();
+  NvmeStateStore(const NvmeStateStore&) = delete;
+  NvmeStateStore& operator=(const NvmeStateStore&) = delete;
+
+  // A unit of `floats` fp32 values; returns its index.
+  int add_unit(const std::string& name, int64_t floats);
+  int size() const { return int(units_.size()); }
+
+  void write(int unit, const at::Tensor& values);  // values: contiguous fp32 [floats]
+  at::Tensor read(int unit);                       // a new tensor (outside the buffer pool)
+
+  // Streams every unit, in order, through the buffer pool: `fn(unit, buffer)` sees the unit's
+  // values and may change them; changes are written back when `write_back`.
+  void for_each_unit(const std::function<void(int, at::Tensor&)>& fn, bool write_back);
+
+  const std::string& directory() const { return dir_; }
+  int64_t bytes_on_disk() const;
+  int64_t buffer_bytes() const;  // the pool's size: buffer_count x the largest unit
+
+ private:
+  struct UnitFile {
+    std::string path;
+    int64_t floats = 0;
+    int fd = -1;
+  };
+  void read_into(int unit, at::Tensor& dst) const;
+  void write_from(int unit, const at::Tensor& src) const;
+
+  std::string dir_;
+  int buffer_count_;
+  std::vector<UnitFile> units_;
+};
+
+}  // namespace accel::backends

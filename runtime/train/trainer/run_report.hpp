@@ -1,0 +1,32 @@
+// The per-rank run report, <output_dir>/report/rank_<r>.json: what this rank's backend holds
+// (Backend::memory_report), what it sent per training step (communicator counters, evaluation and
+// checkpoints excluded), and its peak resident size. `scripts/bench_zero.py` reads these to set
+// measured memory and traffic beside `accel estimate-memory` and the ZeRO paper's theory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/comm/comm_stats.hpp"
+
+namespace accel::train {
+
+// Sums the collectives issued between two snapshots of a communicator's counters.
+class StepCommCounter {
+ public:
+  void add(const comm::CommStats& before, const comm::CommStats& after);
+  const comm::CommStats& total() const { return total_; }
+
+ private:
+  comm::CommStats total_;
+};
+
+nlohmann::json make_run_report(int rank, int world, const std::string& backend, const nlohmann::json& memory,
+                               const StepCommCounter& comm, int64_t steps, int64_t peak_rss_bytes);
+
+// Writes the report of `rank` under `output_dir`/report/ (creating it); throws RunError on failure.
+void write_run_report(const std::string& output_dir, int rank, const nlohmann::json& report);
+
+}  // namespace accel::train

@@ -1,0 +1,174 @@
+#!/usr/bin/python3
+"""Benchmark: deepspeed ZeRO stages 0-3 at several world sizes, measured against the estimate and theory.
+
+For every stage and world size it runs `accel launch` on one GPT (sized so that model states
+dominate: --n-layer 8 --n-embd 384 by default, micro batch 1 x 64 tokens) and reads:
+  - per rank, the model-state bytes the backend holds (<output_dir>/report/rank_<r>.json, from the
+    storage of its own tensors: parameters, gradients, gradient shard, fp32 master, optimizer states,
+    peak transient unit buffers), next to `accel estimate-memory --json` for the same job;
+  - communication per training step from the communicator counters (bus bytes: nccl-tests'
+    convention, (n-1)/n of the payload for reduce-scatter and all-gather, 2(n-1)/n for all-reduce),
+    next to the ZeRO paper's theory: 2 x params x (n-1)/n for stages 0-2 and 3 x for stage 3, in the
+    communicated dtype (the embedding, tied with the output head, is gathered once per step, not
+    twice, so stage 3 sits just under 3x);
+  - step time (median over the timed steps) and tokens/s.
+The engine is configured so that transient buffers are one unit: reduce_bucket_size,
+stage3_max_live_parameters and stage3_prefetch_bucket_size equal one block's values, and
+stage3_param_persistence_threshold is 0. Prints a markdown table and writes --json. It asserts
+nothing (tests do); the timings need an otherwise idle machine.
+
+  /usr/bin/python3 scripts/bench_zero.py --worlds 1,2,4 --json /tmp/bench_zero.json
+  /usr/bin/python3 scripts/bench_zero.py --worlds 2 --stages 0,3 --steps 10     # stage 3 vs 0 timing
+  /usr/bin/python3 scripts/bench_zero.py --worlds 2 --stages 2 --offload nvme   # NVMe optimizer offload
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+COMPONENTS = ("params", "grads", "grad_shard", "master", "optimizer_states")
+
+
+def block_numel(n_embd: int) -> int:
+    return 12 * n_embd * n_embd + 13 * n_embd
+
+
+def write_job(a, d: str, stage: int, world: int) -> str:
+    unit = block_numel(a.n_embd)
+    offload = ""
+    if a.offload == "nvme":
+        offload = f"offload_optimizer_device: nvme, offload_optimizer_nvme_path: {d}/nvme, "
+    job = os.path.join(d, "job.yaml")
+    with open(job, "w") as f:
+        f.write(f"""backend: deepspeed
+num_processes: {world}
+device: cpu
+main_process_port: 0
+mixed_precision: "{a.mixed_precision}"
+deepspeed: {{zero_stage: {stage}, {offload}reduce_bucket_size: {unit}, stage3_max_live_parameters: {unit},
+  stage3_prefetch_bucket_size: {unit}, stage3_param_persistence_threshold: 0}}
+model: {{name: gpt, n_layer: {a.n_layer}, n_head: {a.n_head}, n_embd: {a.n_embd}, vocab_size: {a.vocab_size}, block_size: {a.seq_len}}}
+data: {{kind: synthetic}}
+optimizer: {{name: adamw, lr: 1.0e-3}}
+training: {{max_steps: {a.warmup_steps + a.steps}, micro_batch_size: {a.micro_batch}, seq_len: {a.seq_len},
+  output_dir: {d}/run, resume: never, save_weights: false, log_every: 1000, checkpoint_every: 0}}
+""")
+    return job
+
+
+def estimate(a, job: str, stage: int) -> dict:
+    path = job + ".estimate.json"
+    p = subprocess.run([a.accel, "estimate-memory", job, "--json", path], capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"accel estimate-memory failed:\n{p.stderr}")
+    with open(path) as f:
+        rows = json.load(f)["strategies"]
+    want = "ddp / zero-0" if stage == 0 else f"zero-{stage}"
+    row = next(r for r in rows if r["name"] == want)
+    return row
+
+
+def run_one(a, stage: int, world: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix=f"bench_zero_s{stage}_w{world}_") as d:
+        job = write_job(a, d, stage, world)
+        est = estimate(a, job, stage)
+        env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+        p = subprocess.run([a.accel, "launch", job], env=env, capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"accel launch failed (stage {stage}, world {world}):\n{p.stderr[-3000:]}")
+        with open(os.path.join(d, "run", "metrics.jsonl")) as f:
+            metrics = [json.loads(line) for line in f if line.strip()]
+        reports = []
+        for r in range(world):
+            with open(os.path.join(d, "run", "report", f"rank_{r}.json")) as f:
+                reports.append(json.load(f))
+    timed = [m for m in metrics if m["step"] >= a.warmup_steps]
+    mem = reports[0]["memory"]
+    # Model states the engine holds, summed like the estimate's per-rank device figure.
+    measured = sum(mem.get(k, 0) for k in COMPONENTS) + mem.get("param_shards", 0) + \
+        mem.get("live_params_peak", 0) + mem.get("live_grads_peak", 0)
+    measured += mem.get("nvme_buffer_bytes", 0)  # nvme: the staging buffers of a step (states are in files)
+    est_total = est["bytes"]["device"] + est["bytes"]["host"]
+    comm = reports[0]["comm_per_step"]
+    return {
+        "stage": stage, "world": world,
+        "measured_bytes": measured, "measured": {k: mem.get(k, 0) for k in list(COMPONENTS) + ["param_shards", "live_params_peak", "live_grads_peak", "nvme_bytes", "nvme_buffer_bytes"]},
+        "estimate_bytes": est_total, "estimate": est,
+        "comm_bus_bytes_per_step": comm["bus_bytes"], "comm_by_kind": comm["by_kind"],
+        "step_time_s": statistics.median(m["step_time_s"] for m in timed),
+        "tokens_per_s": sum(m["tokens"] for m in timed) / sum(m["step_time_s"] for m in timed),
+        "peak_rss_bytes": max(r["peak_rss_bytes"] for r in reports),
+        "final_loss": metrics[-1]["loss"],
+    }
+
+
+def theory_bus_bytes(a, stage: int, world: int, numel: int) -> float:
+    if world == 1:
+        return 0.0
+    dtype_bytes = 2 if a.mixed_precision in ("bf16", "fp16") else 4
+    factor = 3.0 if stage == 3 else 2.0
+    return factor * numel * dtype_bytes * (world - 1) / world
+
+
+def model_numel(a) -> int:
+    return (a.vocab_size + a.seq_len) * a.n_embd + a.n_layer * block_numel(a.n_embd) + 2 * a.n_embd
+
+
+def mib(b: float) -> str:
+    return f"{b / 2**20:.1f}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--accel", default=os.path.join(ROOT, "build", "accel"))
+    ap.add_argument("--worlds", default="1,2,4")
+    ap.add_argument("--stages", default="0,1,2,3")
+    ap.add_argument("--n-layer", type=int, default=8)
+    ap.add_argument("--n-head", type=int, default=6)
+    ap.add_argument("--n-embd", type=int, default=384)
+    ap.add_argument("--vocab-size", type=int, default=256)
+    ap.add_argument("--seq-len", type=int, default=64)
+    ap.add_argument("--micro-batch", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--warmup-steps", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS per rank")
+    ap.add_argument("--mixed-precision", default="no", choices=("no", "bf16"))
+    ap.add_argument("--offload", default="none", choices=("none", "nvme"))
+    ap.add_argument("--json", help="write every figure here")
+    a = ap.parse_args()
+    numel = model_numel(a)
+    rows = []
+    for world in [int(w) for w in a.worlds.split(",")]:
+        for stage in [int(s) for s in a.stages.split(",")]:
+            r = run_one(a, stage, world)
+            r["theory_bus_bytes_per_step"] = theory_bus_bytes(a, stage, world, numel)
+            rows.append(r)
+            print(f"stage {stage} world {world}: measured {mib(r['measured_bytes'])} MiB, estimate "
+                  f"{mib(r['estimate_bytes'])} MiB, comm {mib(r['comm_bus_bytes_per_step'])} MiB/step", file=sys.stderr)
+    print(f"\nGPT {a.n_layer} x {a.n_embd}, {numel:,} parameters, mixed_precision {a.mixed_precision}, "
+          f"offload {a.offload}; micro batch {a.micro_batch} x {a.seq_len} tokens; rank 0's figures\n")
+    print("| stage | world | model states measured (MiB) | estimate (MiB) | diff | comm/step measured (MiB) "
+          "| theory (MiB) | diff | step time (ms) | tokens/s | peak RSS (MiB) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        md = (r["measured_bytes"] - r["estimate_bytes"]) / r["estimate_bytes"]
+        th = r["theory_bus_bytes_per_step"]
+        cd = f"{(r['comm_bus_bytes_per_step'] - th) / th:+.1%}" if th > 0 else "-"
+        print(f"| {r['stage']} | {r['world']} | {mib(r['measured_bytes'])} | {mib(r['estimate_bytes'])} | {md:+.1%} "
+              f"| {mib(r['comm_bus_bytes_per_step'])} | {mib(th)} | {cd} | {r['step_time_s'] * 1e3:.0f} "
+              f"| {r['tokens_per_s']:.0f} | {mib(r['peak_rss_bytes'])} |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"config": vars(a), "num_parameters": numel, "rows": rows}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
