@@ -105,6 +105,7 @@ def run_one(a, stage: int, world: int) -> dict:
         "step_time_s": statistics.median(m["step_time_s"] for m in timed),
         "tokens_per_s": sum(m["tokens"] for m in timed) / sum(m["step_time_s"] for m in timed),
         "peak_rss_bytes": max(r["peak_rss_bytes"] for r in reports),
+        "rss_bytes_at_end": max(r["rss_bytes_at_end"] for r in reports),
         "final_loss": metrics[-1]["loss"],
     }
 
@@ -155,15 +156,15 @@ def main() -> int:
     print(f"\nGPT {a.n_layer} x {a.n_embd}, {numel:,} parameters, mixed_precision {a.mixed_precision}, "
           f"offload {a.offload}; micro batch {a.micro_batch} x {a.seq_len} tokens; rank 0's figures\n")
     print("| stage | world | model states measured (MiB) | estimate (MiB) | diff | comm/step measured (MiB) "
-          "| theory (MiB) | diff | step time (ms) | tokens/s | peak RSS (MiB) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| theory (MiB) | diff | step time (ms) | tokens/s | peak RSS (MiB) | RSS at end (MiB) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         md = (r["measured_bytes"] - r["estimate_bytes"]) / r["estimate_bytes"]
         th = r["theory_bus_bytes_per_step"]
         cd = f"{(r['comm_bus_bytes_per_step'] - th) / th:+.1%}" if th > 0 else "-"
         print(f"| {r['stage']} | {r['world']} | {mib(r['measured_bytes'])} | {mib(r['estimate_bytes'])} | {md:+.1%} "
               f"| {mib(r['comm_bus_bytes_per_step'])} | {mib(th)} | {cd} | {r['step_time_s'] * 1e3:.0f} "
-              f"| {r['tokens_per_s']:.0f} | {mib(r['peak_rss_bytes'])} |")
+              f"| {r['tokens_per_s']:.0f} | {mib(r['peak_rss_bytes'])} | {mib(r['rss_bytes_at_end'])} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"config": vars(a), "num_parameters": numel, "rows": rows}, f, indent=2)

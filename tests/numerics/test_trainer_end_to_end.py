@@ -187,6 +187,26 @@ class ZeroStagesAgreement(_ReferenceBase):
         with open(os.path.join(out, "logs", "rank_0.log")) as f:
             self.assertIn("small units stay gathered", f.read())
 
+    # NVMe optimizer offload: the masters and moments live in files and stream through buffers;
+    # the update is the same adamw_step on the same values, so the same tolerances hold.
+    def _nvme(self, stage, name, buffers):
+        path = os.path.join(self.tmpdir(), "nvme")
+        out = self._stage(stage, name, extra=("deepspeed.offload_optimizer_device=nvme",
+                                              f"deepspeed.offload_optimizer_nvme_path={path}",
+                                              f"deepspeed.buffer_count={buffers}"))
+        with open(os.path.join(out, "logs", "rank_0.log")) as f:
+            self.assertIn("master + optimizer states in files under " + path, f.read())
+        self.assertEqual(os.listdir(path), [], "the scratch files outlive the run")
+
+    def test_stage1_world4_nvme(self):
+        self._nvme(1, "w4_b2", buffers=2)
+
+    def test_stage2_world2_accum2_nvme(self):
+        self._nvme(2, "w2_b2_g2", buffers=5)
+
+    def test_stage3_world2_nvme(self):
+        self._nvme(3, "w2_b4", buffers=3)
+
     def test_stage3_world3_padded(self):
         # 3 ranks do not divide the units' sizes (5 padding values in all), and 8 rows do not split
         # over 3 ranks: compare with a reference of the 3 x 2 = 6-row global batch.

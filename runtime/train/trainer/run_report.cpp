@@ -1,5 +1,8 @@
 #include "runtime/train/trainer/run_report.hpp"
 
+#include <malloc.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -31,7 +34,16 @@ nlohmann::json make_run_report(int rank, int world, const std::string& backend, 
           {"backend", backend},
           {"memory", memory},
           {"comm_per_step", {{"steps", steps}, {"bus_bytes", comm.total().total_bus_bytes(world) / n}, {"by_kind", per_kind}}},
-          {"peak_rss_bytes", peak_rss_bytes}};
+          {"peak_rss_bytes", peak_rss_bytes},
+          {"rss_bytes_at_end", resident_bytes_now()}};
+}
+
+int64_t resident_bytes_now() {
+  malloc_trim(0);
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * int64_t(sysconf(_SC_PAGESIZE));
 }
 
 void write_run_report(const std::string& output_dir, int rank, const nlohmann::json& report) {

@@ -26,6 +26,10 @@ class StepCommCounter {
 nlohmann::json make_run_report(int rank, int world, const std::string& backend, const nlohmann::json& memory,
                                const StepCommCounter& comm, int64_t steps, int64_t peak_rss_bytes);
 
+// The resident size now, after returning freed heap to the system (malloc_trim): what the process
+// holds at rest, unlike the peak, which includes building the model before it was sharded.
+int64_t resident_bytes_now();
+
 // Writes the report of `rank` under `output_dir`/report/ (creating it); throws RunError on failure.
 void write_run_report(const std::string& output_dir, int rank, const nlohmann::json& report);
 
