@@ -41,6 +41,8 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
   at::NoGradGuard no_grad;
   optimizer_ = std::make_unique<ShardedOptimizer>(job.optimizer, policy_.shard_optimizer ? comm_.rank() : 0);
   buffers_ = std::make_unique<UnitParamBuffers>(comm_, policy_.prefetch);
+  // Offloaded states go to their files unit by unit as the units are added (never all in memory).
+  if (!policy_.nvme_dir.empty()) optimizer_->offload_to_nvme(policy_.nvme_dir, policy_.nvme_buffer_count);
   const at::ScalarType compute = policy_.compute_dtype;
   std::vector<train::Unit*> units = model.units();
   std::vector<std::vector<int>> unit_params = unit_parameter_indices(model, policy_.label);
@@ -60,11 +62,11 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
     at::Tensor flat = at::zeros({layout.padded_numel()}, at::kFloat);
     for (size_t k = 0; k < rt.params.size(); ++k)
       flat.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).copy_(params_[size_t(rt.params[k])].second.reshape(-1));
-    UnitShardState& st = optimizer_->add_unit(rt.unit->unit_name(), layout, decay,
-                                              flat.narrow(0, int64_t(shard_rank()) * layout.shard_numel(), layout.shard_numel()));
+    at::Tensor my_shard = flat.narrow(0, int64_t(shard_rank()) * layout.shard_numel(), layout.shard_numel());
+    UnitShardState& st = optimizer_->add_unit(rt.unit->unit_name(), layout, decay, my_shard);
     at::Tensor full = flat.to(compute);  // the parameters' storage from now on (a copy unless fp32)
     // With nvme offload the master lives in a file between steps: gathers need their own copy.
-    rt.compute_shard = (compute == at::kFloat && policy_.nvme_dir.empty()) ? st.master : st.master.to(compute, false, true);
+    rt.compute_shard = (compute == at::kFloat && !optimizer_->offloaded()) ? st.master : my_shard.to(compute, false, true);
     for (size_t k = 0; k < rt.params.size(); ++k) {
       at::Tensor& p = params_[size_t(rt.params[k])].second;
       p.set_data(full.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).view(p.sizes()));
@@ -82,7 +84,6 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
     units_.push_back(std::move(rt));
   }
   buffers_->release_all();
-  if (!policy_.nvme_dir.empty()) optimizer_->offload_to_nvme(policy_.nvme_dir, policy_.nvme_buffer_count);
 }
 
 std::string ShardedEngine::describe() const {
@@ -303,10 +304,11 @@ double ShardedEngine::clip_grad_norm(double max_norm) {
 void ShardedEngine::masters_changed(bool copy_shards) {
   at::NoGradGuard no_grad;
   if (copy_shards) {
-    optimizer_->materialize();
-    for (size_t u = 0; u < units_.size(); ++u)
-      if (!units_[u].compute_shard.is_same(shard(int(u)).master)) units_[u].compute_shard.copy_(shard(int(u)).master);
-    optimizer_->spill();
+    optimizer_->spill();  // offloaded states that a reshard brought into memory go back to their files
+    optimizer_->visit_masters([this](int u, const at::Tensor& master) {
+      at::Tensor& compute_shard = units_[size_t(u)].compute_shard;
+      if (!compute_shard.is_same(master)) compute_shard.copy_(master);
+    });
   }
   buffers_->invalidate_all();
   // Replicated (and persistent) units are gathered now, overlapping whatever comes before their use.
@@ -327,22 +329,22 @@ void ShardedEngine::optimizer_step(double lr) {
 }
 
 train::NamedTensors ShardedEngine::full_parameters() {
-  // From the fp32 masters (what DeepSpeed's zero_to_fp32 recovers), whatever the compute dtype.
-  optimizer_->materialize();
+  // From the fp32 masters (what DeepSpeed's zero_to_fp32 recovers), whatever the compute dtype,
+  // one unit at a time; only rank 0 keeps the result.
   train::NamedTensors out;
-  for (size_t u = 0; u < units_.size(); ++u) {
-    UnitShardState& st = shard(int(u));
-    at::Tensor full = st.master;
+  optimizer_->visit_masters([&](int u, const at::Tensor& master) {
+    const FlatLayout& layout = shard(u).layout;
+    at::Tensor full = master;
     if (policy_.shard_optimizer) {
-      full = at::empty({st.layout.padded_numel()}, st.master.options());
-      comm_.all_gather(st.master, full)->wait();
+      full = at::empty({layout.padded_numel()}, master.options());
+      comm_.all_gather(master, full)->wait();
     }
-    for (size_t k = 0; k < units_[u].params.size(); ++k) {
-      const auto& [name, p] = params_[size_t(units_[u].params[k])];
-      out.emplace_back(name, full.narrow(0, st.layout.param_offset(int(k)), st.layout.param_numel(int(k))).view(p.sizes()).clone());
+    if (comm_.rank() != 0) return;
+    for (size_t k = 0; k < units_[size_t(u)].params.size(); ++k) {
+      const auto& [name, p] = params_[size_t(units_[size_t(u)].params[k])];
+      out.emplace_back(name, full.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).view(p.sizes()).clone());
     }
-  }
-  optimizer_->spill();
+  });
   return out;
 }
 
@@ -351,10 +353,7 @@ train::NamedTensors ShardedEngine::full_parameters() {
 // merge-weights and a resume at another world size or under another backend can read them.
 nlohmann::json ShardedEngine::save_state(const std::string& dir) {
   // Replicated optimizer states (shard_optimizer false) are one shard: rank 0 writes it.
-  optimizer_->materialize();
-  if (policy_.shard_optimizer || comm_.rank() == 0)
-    train::save_safetensors(dir + "/" + zero_shard_file(shard_rank()), optimizer_->state_tensors());
-  optimizer_->spill();
+  if (policy_.shard_optimizer || comm_.rank() == 0) optimizer_->save_state_file(dir + "/" + zero_shard_file(shard_rank()));
   std::vector<ZeroUnitRecord> records;
   for (size_t u = 0; u < units_.size(); ++u)
     records.push_back({shard(int(u)).unit, shard(int(u)).layout, param_records(params_, units_[u].params)});
@@ -364,14 +363,13 @@ nlohmann::json ShardedEngine::save_state(const std::string& dir) {
 void ShardedEngine::load_state(const std::string& dir, const nlohmann::json& layout) {
   bool own_shards = layout.value("layout", "") == "zero" && layout.value("world_size", 0) == shard(0).layout.world() &&
                     layout.contains("units") && layout["units"].size() == units_.size();
-  optimizer_->materialize();  // nvme offload: the states are read into memory, then spilled again
   for (size_t u = 0; own_shards && u < units_.size(); ++u)
     own_shards = layout["units"][u].value("unit", "") == shard(int(u)).unit &&
                  layout["units"][u].value("numel", int64_t(-1)) == shard(int(u)).layout.numel();
   if (own_shards) {  // same layout: this rank's file is its shard, as written
-    std::string file = dir + "/" + zero_shard_file(shard_rank());
-    optimizer_->load_state(train::load_safetensors(file), file);
-  } else {  // another world size or backend: reslice from the canonical form
+    optimizer_->load_state_file(dir + "/" + zero_shard_file(shard_rank()));
+  } else {  // another world size or backend: reslice from the canonical form (nvme: all in memory once)
+    optimizer_->materialize();
     std::vector<std::vector<ParamRecord>> unit_params;
     for (const auto& rt : units_) unit_params.push_back(param_records(params_, rt.params));
     restore_shards(*CanonicalState::open(dir, layout), optimizer_->units(), unit_params, policy_.label);

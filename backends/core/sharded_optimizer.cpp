@@ -2,9 +2,11 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <cstdint>
 #include <map>
 
 #include "runtime/common/errors.hpp"
+#include "runtime/train/model/safetensors.hpp"
 #include "runtime/train/optim/adamw_step.hpp"
 #include "runtime/train/optim/sgd_step.hpp"
 
@@ -25,6 +27,10 @@ UnitShardState& ShardedOptimizer::add_unit(const std::string& name, const FlatLa
     u.momentum = at::zeros({layout.shard_numel()}, opts);
   }
   units_.push_back(std::move(u));
+  if (nvme_) {  // offloaded: the new unit's initial state goes straight to its file
+    nvme_->add_unit(units_.back().unit, int64_t(state_slots(units_.back()).size()) * layout.shard_numel());
+    spill_unit(units_.size() - 1);
+  }
   return units_.back();
 }
 
@@ -94,18 +100,98 @@ void ShardedOptimizer::offload_to_nvme(const std::string& dir, int buffer_count)
   nvme_ = std::make_unique<NvmeStateStore>(dir, rank_, buffer_count);
   for (auto& u : units_) nvme_->add_unit(u.unit, int64_t(state_slots(u).size()) * u.layout.shard_numel());
   spill();
+  spilled_ = true;
+}
+
+void ShardedOptimizer::spill_unit(size_t i) {
+  auto slots = state_slots(units_[i]);
+  std::vector<at::Tensor> parts;
+  for (auto* slot : slots) parts.push_back(*slot);
+  nvme_->write(int(i), at::cat(parts));
+  for (auto* slot : slots) *slot = at::Tensor();
 }
 
 void ShardedOptimizer::spill() {
   if (!nvme_ || spilled_) return;
-  for (size_t i = 0; i < units_.size(); ++i) {
-    auto slots = state_slots(units_[i]);
-    std::vector<at::Tensor> parts;
-    for (auto* slot : slots) parts.push_back(*slot);
-    nvme_->write(int(i), at::cat(parts));
-    for (auto* slot : slots) *slot = at::Tensor();
-  }
+  for (size_t i = 0; i < units_.size(); ++i) spill_unit(i);
   spilled_ = true;
+}
+
+// The shape state_tensors() gives a step counter (at::tensor of one value).
+static std::vector<int64_t> step_shape() { return at::tensor(int64_t(0), at::kLong).sizes().vec(); }
+
+std::vector<std::string> ShardedOptimizer::slot_suffixes() const {
+  if (section_.name == config::OptimizerName::adamw) return {".master", ".exp_avg", ".exp_avg_sq"};
+  if (section_.momentum != 0) return {".master", ".momentum"};
+  return {".master"};
+}
+
+void ShardedOptimizer::save_state_file(const std::string& path) {
+  if (!spilled_) {
+    train::save_safetensors(path, state_tensors());
+    return;
+  }
+  // Per unit: master, the moments, then the step (the order of state_tensors()).
+  const auto suffixes = slot_suffixes();
+  std::vector<train::TensorSpec> specs;
+  std::vector<std::pair<size_t, int>> source;  // (unit, slot; -1 = step)
+  for (size_t i = 0; i < units_.size(); ++i) {
+    const UnitShardState& u = units_[i];
+    for (size_t k = 0; k < suffixes.size(); ++k) {
+      specs.push_back({u.unit + suffixes[k], at::kFloat, {u.layout.shard_numel()}});
+      source.emplace_back(i, int(k));
+    }
+    specs.push_back({u.unit + ".step", at::kLong, step_shape()});
+    source.emplace_back(i, -1);
+  }
+  at::Tensor cached;
+  size_t cached_unit = SIZE_MAX;
+  train::save_safetensors_streamed(path, specs, [&](size_t t) {
+    auto [i, k] = source[t];
+    if (k < 0) return at::tensor(units_[i].step, at::kLong);
+    if (cached_unit != i) {
+      cached = nvme_->read(int(i));
+      cached_unit = i;
+    }
+    const int64_t S = units_[i].layout.shard_numel();
+    return cached.narrow(0, int64_t(k) * S, S);
+  });
+}
+
+void ShardedOptimizer::load_state_file(const std::string& path) {
+  if (!spilled_) {
+    load_state(train::load_safetensors(path), path);
+    return;
+  }
+  // Unit by unit, with load_state's checks: names, shapes and dtypes.
+  train::SafetensorsReader reader(path);
+  const auto suffixes = slot_suffixes();
+  size_t expected = units_.size() * (suffixes.size() + 1);
+  if (reader.tensors().size() != expected)
+    throw RunError(path + ": " + std::to_string(reader.tensors().size()) + " optimizer tensors, this run expects " +
+                   std::to_string(expected) + " (another optimizer or model?)");
+  auto read = [&](const std::string& name, at::ScalarType dtype, std::vector<int64_t> shape) {
+    const auto* info = reader.find(name);
+    if (!info || info->dtype != dtype || info->shape != shape)
+      throw RunError(path + ": tensor '" + name + "' is missing or has another shape or dtype");
+    return reader.read(name);
+  };
+  for (size_t i = 0; i < units_.size(); ++i) {
+    UnitShardState& u = units_[i];
+    std::vector<at::Tensor> parts;
+    for (const auto& suffix : suffixes) parts.push_back(read(u.unit + suffix, at::kFloat, {u.layout.shard_numel()}));
+    u.step = read(u.unit + ".step", at::kLong, step_shape()).item<int64_t>();
+    nvme_->write(int(i), at::cat(parts));
+  }
+}
+
+void ShardedOptimizer::visit_masters(const std::function<void(int, const at::Tensor&)>& fn) {
+  if (!spilled_) {
+    for (size_t i = 0; i < units_.size(); ++i) fn(int(i), units_[i].master);
+    return;
+  }
+  nvme_->for_each_unit([&](int i, at::Tensor& buffer) { fn(i, buffer.narrow(0, 0, units_[size_t(i)].layout.shard_numel())); },
+                       /*write_back=*/false);
 }
 
 void ShardedOptimizer::materialize() {

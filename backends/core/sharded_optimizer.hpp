@@ -50,24 +50,33 @@ class ShardedOptimizer {
   // master is in memory (with nvme offload, the only moment it is).
   void step(double lr, const std::function<void(int, UnitShardState&)>& after_unit = {});
 
-  // NVMe offload (offload_optimizer_device: nvme): from spill() on, each unit's master and states
-  // live in files under `dir` and are streamed through `buffer_count` buffers during step();
-  // between calls their tensors are undefined. materialize() brings them back into memory (for a
-  // checkpoint or the weights export) until the next spill().
+  // NVMe offload (offload_optimizer_device: nvme): from here on, each unit's master and states
+  // (units added later included, as they are added) live in files under `dir` and are streamed
+  // through `buffer_count` buffers during step(); between calls their tensors are undefined.
+  // materialize() brings all of them back into memory (resharding a checkpoint, the weights
+  // export) until the next spill().
   void offload_to_nvme(const std::string& dir, int buffer_count);
   bool offloaded() const { return nvme_ != nullptr; }
   const NvmeStateStore* nvme() const { return nvme_.get(); }
   void materialize();
   void spill();
+  // Each unit's master in turn (streamed from its file when offloaded), read-only.
+  void visit_masters(const std::function<void(int, const at::Tensor&)>& fn);
 
   // Checkpoint tensors: "<unit>.master", "<unit>.exp_avg", "<unit>.exp_avg_sq" | "<unit>.momentum",
   // "<unit>.step". load_state checks names and shapes first (RunError naming `source`).
   train::NamedTensors state_tensors() const;
   void load_state(const train::NamedTensors& state, const std::string& source);
+  // The same tensors as one safetensors file. With nvme offload they stream unit by unit between
+  // the file and the offload store, so a checkpoint never holds more than one unit's states.
+  void save_state_file(const std::string& path);
+  void load_state_file(const std::string& path);
 
  private:
   void update(UnitShardState& u, double lr);
   std::vector<at::Tensor*> state_slots(UnitShardState& u);  // master first, then the moments
+  void spill_unit(size_t i);
+  std::vector<std::string> slot_suffixes() const;  // state_tensors() names after "<unit>", step excluded
 
   config::OptimizerSection section_;
   int rank_;

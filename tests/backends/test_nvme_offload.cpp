@@ -9,6 +9,7 @@
 #include "backends/core/nvme_state_store.hpp"
 #include "backends/core/sharded_optimizer.hpp"
 #include "runtime/config/job.hpp"
+#include "runtime/train/model/safetensors.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace accel::backends;
@@ -97,6 +98,30 @@ TEST_CASE("sharded optimizer: states in files update exactly like states in memo
   }
   on_disk.spill();
   CHECK_FALSE(on_disk.units()[1].exp_avg.defined());
+
+  // Checkpoint files stream unit by unit from and to the store, and equal the in-memory ones.
+  const std::string from_disk = (dir.path() / "disk.safetensors").string();
+  const std::string from_memory = (dir.path() / "memory.safetensors").string();
+  on_disk.save_state_file(from_disk);
+  in_memory.save_state_file(from_memory);
+  auto file_a = accel::train::load_safetensors(from_disk), file_b = accel::train::load_safetensors(from_memory);
+  REQUIRE(file_a.size() == file_b.size());
+  for (size_t i = 0; i < file_a.size(); ++i) {
+    CHECK(file_a[i].first == file_b[i].first);
+    CHECK(at::equal(file_a[i].second, file_b[i].second));
+  }
+  ShardedOptimizer resumed(section, 1);
+  resumed.offload_to_nvme(dir.path().string(), 3);  // before the units: they go straight to files
+  resumed.add_unit("a", FlatLayout({6, 10}, 2), {true, false}, at::zeros({8}));
+  resumed.add_unit("b", FlatLayout({7}, 2), {true}, at::zeros({4}));
+  CHECK_FALSE(resumed.units()[0].master.defined());
+  resumed.load_state_file(from_memory);
+  resumed.materialize();
+  auto c = resumed.state_tensors();
+  REQUIRE(c.size() == file_b.size());
+  for (size_t i = 0; i < c.size(); ++i) CHECK(at::equal(c[i].second, file_b[i].second));
+  CHECK_THROWS_WITH(ShardedOptimizer(section, 0).load_state_file(from_memory + ".missing"),
+                    Catch::Contains("memory.safetensors.missing"));
 }
 
 ACCEL_ASSERT_CHECK_IS_CATCH();

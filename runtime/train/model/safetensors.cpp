@@ -111,26 +111,39 @@ std::string safetensors_dtype_name(at::ScalarType dtype) {
 }
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors) {
-  Json header = Json::object();
+  std::vector<TensorSpec> specs;
   std::vector<at::Tensor> data;
-  std::set<std::string> seen;
-  uint64_t offset = 0;
   for (const auto& [name, tensor] : tensors) {
+    data.push_back(tensor.detach().to(at::kCPU).contiguous());
+    specs.push_back({name, tensor.scalar_type(), data.back().sizes().vec()});
+  }
+  save_safetensors_streamed(path, specs, [&](size_t i) { return data[i]; });
+}
+
+void save_safetensors_streamed(const std::string& path, const std::vector<TensorSpec>& specs,
+                               const std::function<at::Tensor(size_t)>& produce) {
+  Json header = Json::object();
+  std::set<std::string> seen;
+  std::vector<uint64_t> sizes;
+  uint64_t offset = 0;
+  for (const auto& spec : specs) {
+    const std::string& name = spec.name;
     if (name.empty() || name == "__metadata__" || !seen.insert(name).second)
       fail(path, "cannot save tensor '" + name + "': names must be non-empty, unique and not __metadata__");
-    const std::string dtype = safetensors_dtype_name(tensor.scalar_type());
+    const std::string dtype = safetensors_dtype_name(spec.dtype);
     if (dtype.empty())
-      fail(path, "cannot save tensor '" + name + "' of dtype " + std::string(c10::toString(tensor.scalar_type())) +
+      fail(path, "cannot save tensor '" + name + "' of dtype " + std::string(c10::toString(spec.dtype)) +
                      " (supported: " + supported_dtypes() + ")");
-    at::Tensor cpu = tensor.detach().to(at::kCPU).contiguous();
-    const uint64_t bytes = cpu.numel() * cpu.element_size();
+    int64_t numel = 1;
+    for (int64_t d : spec.shape) numel *= d;
+    const uint64_t bytes = uint64_t(numel) * c10::elementSize(spec.dtype);
     Json entry = Json::object();
     entry["dtype"] = dtype;
-    entry["shape"] = cpu.sizes().vec();
+    entry["shape"] = spec.shape;
     entry["data_offsets"] = Json::array({offset, offset + bytes});
     header[name] = std::move(entry);
     offset += bytes;
-    data.push_back(std::move(cpu));
+    sizes.push_back(bytes);
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
@@ -142,7 +155,12 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors) {
   try {
     write_all(f, &header_len, sizeof header_len, tmp);  // little-endian host (static_assert above)
     write_all(f, text.data(), text.size(), tmp);
-    for (const auto& t : data) write_all(f, t.data_ptr(), t.numel() * t.element_size(), tmp);
+    for (size_t i = 0; i < specs.size(); ++i) {
+      at::Tensor t = produce(i).detach().to(at::kCPU).contiguous();
+      if (t.scalar_type() != specs[i].dtype || uint64_t(t.numel()) * t.element_size() != sizes[i])
+        throw RunError("safetensors: tensor '" + specs[i].name + "' does not match its declared dtype and shape");
+      write_all(f, t.data_ptr(), sizes[i], tmp);
+    }
     if (std::fflush(f) != 0 || ::fsync(::fileno(f)) != 0)
       throw RunError("safetensors: flushing '" + tmp + "' failed: " + std::strerror(errno));
   } catch (...) {

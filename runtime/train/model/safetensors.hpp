@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -20,6 +21,17 @@ namespace accel::train {
 // Writes `tensors` (any device; copied to CPU) to `path`. Throws accel::RunError on an empty,
 // duplicate or reserved name, an unsupported dtype, or an I/O failure.
 void save_safetensors(const std::string& path, const NamedTensors& tensors);
+
+// The same file written tensor by tensor: `specs` gives each tensor's name, dtype and shape up
+// front (the header), then `produce(i)` is called once per tensor, in order, for its values (CPU,
+// matching the spec). So a writer of states kept on disk holds one tensor at a time.
+struct TensorSpec {
+  std::string name;
+  at::ScalarType dtype;
+  std::vector<int64_t> shape;
+};
+void save_safetensors_streamed(const std::string& path, const std::vector<TensorSpec>& specs,
+                               const std::function<at::Tensor(size_t)>& produce);
 
 // Reads every tensor of `path` onto the CPU. Throws accel::RunError, naming the file, for a missing
 // file, a truncated file, a header length beyond the file, bad JSON, an unknown dtype, a shape that

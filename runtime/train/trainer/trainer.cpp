@@ -192,10 +192,12 @@ void Trainer::run() {
   write_run_report(out, rank_, make_run_report(rank_, world_, backend_->name(), backend_->memory_report(), step_comm,
                                                t_.max_steps - start, peak_rss_bytes()));
   std::string weights;
-  auto params = backend_->full_parameters();
-  if (t_.save_weights && rank_ == 0) {
-    weights = out + "/weights.safetensors";
-    save_safetensors(weights, params);
+  if (t_.save_weights) {
+    auto params = backend_->full_parameters();  // collective
+    if (rank_ == 0) {
+      weights = out + "/weights.safetensors";
+      save_safetensors(weights, params);
+    }
   }
   char buf[512];
   std::snprintf(buf, sizeof buf,
