@@ -295,6 +295,7 @@ double ShardedEngine::clip_grad_norm(double max_norm) {
   std::vector<at::Tensor> grads;
   for (auto& st : optimizer_->units()) grads.push_back(st.grad);
   return train::clip_grad_norm(grads, max_norm, [this](double local) {
+    if (!policy_.shard_optimizer) return local;  // every rank holds the whole (identical) gradient
     at::Tensor t = at::tensor({local}, at::kDouble);
     comm_.all_reduce(t, comm::ReduceOp::Sum)->wait();
     return t.item<double>();
