@@ -45,6 +45,10 @@ def write_job(a, d: str, stage: int, world: int) -> str:
     offload = ""
     if a.offload == "nvme":
         offload = f"offload_optimizer_device: nvme, offload_optimizer_nvme_path: {d}/nvme, "
+    bounds = (f"reduce_bucket_size: {unit}, stage3_max_live_parameters: {unit}, stage3_prefetch_bucket_size: {unit}, "
+              "stage3_param_persistence_threshold: 0")
+    if a.deepspeed_defaults:  # DeepSpeed's own defaults: prefetch ahead, large buckets (timing runs)
+        bounds = "stage3_param_persistence_threshold: 0"
     job = os.path.join(d, "job.yaml")
     with open(job, "w") as f:
         f.write(f"""backend: deepspeed
@@ -52,8 +56,7 @@ num_processes: {world}
 device: cpu
 main_process_port: 0
 mixed_precision: "{a.mixed_precision}"
-deepspeed: {{zero_stage: {stage}, {offload}reduce_bucket_size: {unit}, stage3_max_live_parameters: {unit},
-  stage3_prefetch_bucket_size: {unit}, stage3_param_persistence_threshold: 0}}
+deepspeed: {{zero_stage: {stage}, {offload}{bounds}}}
 model: {{name: gpt, n_layer: {a.n_layer}, n_head: {a.n_head}, n_embd: {a.n_embd}, vocab_size: {a.vocab_size}, block_size: {a.seq_len}}}
 data: {{kind: synthetic}}
 optimizer: {{name: adamw, lr: 1.0e-3}}
@@ -142,6 +145,9 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS per rank")
     ap.add_argument("--mixed-precision", default="no", choices=("no", "bf16"))
     ap.add_argument("--offload", default="none", choices=("none", "nvme"))
+    ap.add_argument("--deepspeed-defaults", action="store_true",
+                    help="leave reduce_bucket_size and the stage-3 prefetch/live bounds at DeepSpeed's defaults "
+                         "(gathers are prefetched; transient memory is then larger than the one-unit estimate)")
     ap.add_argument("--json", help="write every figure here")
     a = ap.parse_args()
     numel = model_numel(a)
