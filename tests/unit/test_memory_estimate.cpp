@@ -73,9 +73,9 @@ TEST_CASE("accel's bytes per stage for a hand-computed fp32 case with padding", 
     CHECK(e.grad_shard == 8 * 4);
     CHECK(e.master == 8 * 4);
     CHECK(e.optimizer_states == 8 * 8);
-    CHECK(e.live_params == 12 * 4);  // refresh all-gather of the largest unit (the tied one here)
+    CHECK(e.live_params == 0);  // the refresh all-gathers write into the parameters' own storage
     CHECK(e.live_grads == 0);
-    CHECK(e.device == 104 + 128 + 32 + 32 + 64 + 48);
+    CHECK(e.device == 104 + 128 + 32 + 32 + 64);
     CHECK(e.zero_paper == 4 * 26 + 78);
   }
   SECTION("zero-2: no replicated gradients; the tied unit's and the largest other unit's gradient buffers") {
@@ -116,7 +116,8 @@ TEST_CASE("mixed precision: 2-byte parameters and gradients, an fp32 master copy
   CHECK(rep.params == 52);
   CHECK(rep.grads == 52);
   CHECK(rep.master == 104);
-  CHECK(rep.device == 16 * 26);  // the paper's 16 bytes per parameter
+  CHECK(rep.grad_shard == 104);  // the fp32 gradient the update reads, beside the fp32 master
+  CHECK(rep.device == 20 * 26);  // the paper's 16 bytes per parameter, plus that fp32 gradient
   auto z3 = run(in, Sharding::parameters, 4);
   CHECK(z3.master == 32);  // master, gradient and state shards stay fp32
   CHECK(z3.grad_shard == 32);
@@ -175,7 +176,7 @@ TEST_CASE("world 1 degenerates: no padding, every stage holds 16 bytes of states
   CHECK(run(in, Sharding::optimizer, 1).grads == 26 * 4);
   CHECK(run(in, Sharding::parameters, 1).live_params == (10 + 7) * 4);
   // Stage 1 at world 1 keeps everything ddp keeps plus the master and gradient shard copies.
-  CHECK(run(in, Sharding::optimizer, 1).device == run(in, Sharding::replicated, 1).device + 26 * 8 + 10 * 4);
+  CHECK(run(in, Sharding::optimizer, 1).device == run(in, Sharding::replicated, 1).device + 26 * 8);
 }
 
 TEST_CASE("a bare parameter count pads one buffer, and live buffers need a unit size", "[estimate]") {
@@ -193,7 +194,8 @@ TEST_CASE("a bare parameter count pads one buffer, and live buffers need a unit 
   CHECK(z3.unit_buffers_estimated);
   CHECK(z3.live_params == 2 * 104 * 4);
   CHECK(z3.live_grads == 104 * 4);
-  CHECK(run(in, Sharding::parameters, 8, Placement::nvme).host == 5 * 13 * 4);
+  // nvme: the gradient shard plus buffer_count buffers of the largest shard's master + moments.
+  CHECK(run(in, Sharding::parameters, 8, Placement::nvme).host == 125 * 4 + 5 * 13 * (4 + 8));
 }
 
 TEST_CASE("inputs that describe no model are usage errors", "[estimate]") {
