@@ -125,11 +125,17 @@ class TemplatesSwitched(_Base):
             self.assertIn("deepspeed zero_stage 3:", f.read())
 
     def test_fsdp_templates_run_natively(self):
-        for template in ("fsdp_full_shard.yaml", "fsdp_shard_grad_op.yaml", "fsdp_offload.yaml"):
-            with self.subTest(template=template):
-                strategy = "SHARD_GRAD_OP" if "grad_op" in template else "FULL_SHARD"
-                p, out = self.launch(template)
-                self.assertRan(p, out, f"fsdp {strategy}", template)
+        for template, sets, label in (("fsdp_full_shard.yaml", (), "fsdp FULL_SHARD"),
+                                      ("fsdp_shard_grad_op.yaml", (), "fsdp SHARD_GRAD_OP"),
+                                      ("fsdp_offload.yaml", (), "fsdp FULL_SHARD"),
+                                      # bf16 compute: replicated fp32 masters in the sharding engine
+                                      ("fsdp_full_shard.yaml", ("fsdp.sharding_strategy=NO_SHARD",), "fsdp NO_SHARD")):
+            with self.subTest(template=template, sets=sets):
+                p, out = self.launch(template, *sets)
+                self.assertRan(p, out, label, template)
+                if "NO_SHARD" in label:
+                    with open(os.path.join(out, "logs", "rank_0.log")) as f:
+                        self.assertIn("replicated fp32 master and optimizer states; compute BFloat16", f.read())
 
     def test_hybrid_shard_across_machines_is_refused_and_on_one_machine_is_full_shard(self):
         p, _ = self.launch("fsdp_hybrid_shard.yaml", port=free_port())

@@ -158,6 +158,34 @@ class ReshardResume(_Base):
             layout = json.load(f)["backend_state"]
         self.assertEqual((layout["layout"], layout["policy"]), ("zero", "fsdp FULL_SHARD"))
 
+    def test_fsdp_low_precision_checkpoint_resumes_under_deepspeed(self):
+        # precision_mode low keeps bf16 masters (layout dtype BF16); deepspeed resumes them as fp32
+        # masters through the canonical form. Step 8 computes with the same bf16 parameters both ways
+        # (fp32(bf16) rounds back to itself), so its loss and grad norm are identical; later steps
+        # update in another precision and differ.
+        d = self.tmpdir()
+        out_a, out_b = os.path.join(d, "a"), os.path.join(d, "b")
+        low = FSDP["FULL_SHARD"] + ("model.dtype=bf16", "fsdp.precision_mode=low")
+        pa = ts.launch(ts.write_job(os.path.join(d, "a.yaml"), self._job(out_a, 2, 4)), sets=low)
+        self.assertExit(pa, 0, "fsdp precision_mode low run")
+        ckpt = ts.ckpt_dir(out_a, self.AT)
+        with open(os.path.join(ckpt, "trainer.json")) as f:
+            self.assertEqual(json.load(f)["backend_state"]["dtype"], "BF16")
+        shard = safetensors_io.load_file(os.path.join(ckpt, "zero_rank_00000.safetensors"))
+        self.assertEqual(str(shard["h.0.master"].dtype), "torch.bfloat16")
+        self.assertEqual(str(shard["h.0.exp_avg"].dtype), "torch.float32")
+        pb = ts.launch(ts.write_job(os.path.join(d, "b.yaml"), self._job(out_b, 2, 4, resume=ckpt)),
+                       sets=ZERO[3] + ("model.dtype=bf16",))
+        self.assertExit(pb, 0, "deepspeed zero 3 resuming the bf16-master checkpoint")
+        self.assertIn(f"resumed from {ckpt} ({self.AT} steps done)", pb.stdout + pb.stderr)
+        a = {r["step"]: r for r in ts.read_metrics(out_a)}
+        b = {r["step"]: r for r in ts.read_metrics(out_b)}
+        self.assertEqual((a[self.AT]["loss"], a[self.AT]["grad_norm"]), (b[self.AT]["loss"], b[self.AT]["grad_norm"]))
+        merged = os.path.join(d, "merged.safetensors")
+        self.assertExit(merge_weights(ckpt, merged), 0, "merge-weights of a bf16-master checkpoint")
+        w = safetensors_io.load_file(merged)
+        self.assertEqual(str(w["h.0.attn.c_attn.weight"].dtype), "torch.float32")
+
     def test_fsdp_shard_grad_op_world4_to_zero2_world2(self):
         self._resume_elsewhere("fsdp SHARD_GRAD_OP world 4 -> zero 2 world 2", (4, 2, FSDP["SHARD_GRAD_OP"]),
                                (2, 4, ZERO[2]))
