@@ -1,9 +1,11 @@
 // The backend registry: `backend:` value -> engine. A new backend is one folder and one line here.
 // deepspeed maps zero_stage onto the engines: 0 is plain data parallelism (the ddp engine, with
 // reduce_bucket_size as its bucket), 1-3 the sharding engine with DeepSpeed's partitioning.
+// fsdp is its own folder (fsdp/fsdp_policy.hpp: the fsdp block onto the same engines).
 #include "backends/backend.hpp"
 #include "backends/core/sharded_engine.hpp"
 #include "backends/ddp/ddp_backend.hpp"
+#include "backends/fsdp/fsdp_backend.hpp"
 #include "runtime/common/errors.hpp"
 
 #include <limits>
@@ -81,10 +83,10 @@ std::unique_ptr<Backend> make_backend(const config::JobConfig& job, comm::Commun
       return std::make_unique<DdpBackend>(job, comm, model, job.ddp.bucket_cap_mb);
     case config::Backend::deepspeed:
       return make_deepspeed(job, comm, model);
-    default:
-      throw RunError("backend: " + std::string(config::to_string(job.backend)) +
-                     " is not implemented yet (the FSDP issue builds it); use backend: ddp or deepspeed");
+    case config::Backend::fsdp:
+      return make_fsdp_backend(job, comm, model);
   }
+  throw RunError("backend: " + std::string(config::to_string(job.backend)) + " is not implemented");
 }
 
 }  // namespace accel::backends

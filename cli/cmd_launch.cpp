@@ -1,7 +1,7 @@
 // `accel launch JOB`: validates the job before anything is spawned, then starts and supervises
 // this machine's workers. With `program:` the workers run the user's program; without it they run
 // the built-in trainer (`accel worker`, task train). Problems the launcher can see before spawning
-// (a backend not built yet, a damaged checkpoint to resume from) are reported once, with exit 2.
+// (an option not built yet, a damaged checkpoint to resume from) are reported once, with exit 2.
 // A job switched between deepspeed and fsdp prints its translated options first (backend_translation.hpp).
 #include <unistd.h>
 
@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "backends/fsdp/fsdp_policy.hpp"
 #include "cli/launch_support.hpp"
 #include "runtime/config/backend_translation.hpp"
 #include "runtime/config/dump.hpp"
@@ -31,12 +32,25 @@ Diagnostic diagnostic_for(const config::LoadedJob& loaded, const std::string& ke
   return d;
 }
 
+// backend: fsdp: what its plan refuses (not built) is a configuration error at the key that asks
+// for it; an accepted key with no effect on this path is a warning naming it.
+void check_fsdp(const config::LoadedJob& loaded) {
+  const backends::FsdpPlan plan = backends::plan_fsdp(loaded.job);
+  std::vector<Diagnostic> refused;
+  for (const auto& r : plan.refusals) {
+    Diagnostic d = diagnostic_for(loaded, r.key, r.message, r.hint);
+    if (const auto* field = config::find_field(r.key)) d.value = config::value_to_yaml(field->get(loaded.job));
+    d.allowed = r.allowed;
+    refused.push_back(std::move(d));
+  }
+  if (!refused.empty()) throw ConfigError(refused);
+  for (const auto& w : plan.warnings) std::cerr << "warning: " << backends::describe_issue(w) << "\n";
+}
+
 // What the built-in trainer would refuse at start, found before any worker is spawned.
 void check_trainer_can_start(const config::LoadedJob& loaded) {
   const auto& j = loaded.job;
-  if (j.backend == config::Backend::fsdp)
-    throw ConfigError(diagnostic_for(loaded, "backend", "backend fsdp is not implemented yet (the FSDP issue builds it)",
-                                     "use backend: ddp or deepspeed, or --dry-run to check the job"));
+  if (j.backend == config::Backend::fsdp) check_fsdp(loaded);
   if (j.backend == config::Backend::deepspeed) {
     if (j.deepspeed.offload_param_device == config::OffloadDevice::nvme)
       throw ConfigError(diagnostic_for(loaded, "deepspeed.offload_param_device",

@@ -234,7 +234,7 @@ std::string zero_shard_file(int rank) {
 }
 
 Json zero_layout_json(const std::string& policy, int world, const std::vector<ZeroUnitRecord>& units,
-                      const std::vector<std::string>& state_kinds) {
+                      const std::vector<std::string>& state_kinds, const std::string& dtype) {
   Json out_units = Json::array();
   for (const auto& u : units) {
     Json params = Json::array();
@@ -250,7 +250,7 @@ Json zero_layout_json(const std::string& policy, int world, const std::vector<Ze
                          {"params", std::move(params)}});
   }
   return {{"layout", "zero"},   {"format", kZeroLayoutFormat}, {"world_size", world}, {"policy", policy},
-          {"dtype", "F32"},     {"state_kinds", state_kinds},  {"units", std::move(out_units)}};
+          {"dtype", dtype},     {"state_kinds", state_kinds},  {"units", std::move(out_units)}};
 }
 
 std::string describe_state_kinds(const std::vector<std::string>& kinds) {

@@ -49,10 +49,11 @@ struct ZeroUnitRecord {
 };
 
 // The zero layout record kept in trainer.json (backend_state):
-//   {layout: "zero", format: 2, world_size, policy, state_kinds: [...], dtype: "F32",
+//   {layout: "zero", format: 2, world_size, policy, state_kinds: [...], dtype: "F32" (the masters'
+//    dtype: "BF16" under fsdp precision_mode low; readers convert every value to fp32),
 //    units: [{unit, numel, padded_numel, shard_numel, params: [{name, shape, offset, numel}]}]}
 nlohmann::json zero_layout_json(const std::string& policy, int world, const std::vector<ZeroUnitRecord>& units,
-                                const std::vector<std::string>& state_kinds);
+                                const std::vector<std::string>& state_kinds, const std::string& dtype = "F32");
 
 // "{exp_avg, exp_avg_sq} (adamw)": state kinds for messages.
 std::string describe_state_kinds(const std::vector<std::string>& kinds);

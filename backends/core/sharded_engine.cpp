@@ -39,7 +39,12 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
     throw RunError(policy_.label + ": the sharding engine runs on CPU tensors only so far (the GPU issue adds CUDA)");
   broadcast_parameters(comm_, params_);
   at::NoGradGuard no_grad;
-  optimizer_ = std::make_unique<ShardedOptimizer>(job.optimizer, policy_.shard_optimizer ? comm_.rank() : 0);
+  if (policy_.master_dtype != at::kFloat && policy_.master_dtype != at::kBFloat16)
+    throw RunError(policy_.label + ": masters are fp32 or bf16");
+  if (!policy_.nvme_dir.empty() && policy_.master_dtype != at::kFloat)
+    throw RunError(policy_.label + ": nvme offload keeps fp32 masters only");
+  optimizer_ = std::make_unique<ShardedOptimizer>(job.optimizer, policy_.shard_optimizer ? comm_.rank() : 0,
+                                                  policy_.master_dtype);
   buffers_ = std::make_unique<UnitParamBuffers>(comm_, policy_.prefetch);
   // Offloaded states go to their files unit by unit as the units are added (never all in memory).
   if (!policy_.nvme_dir.empty()) optimizer_->offload_to_nvme(policy_.nvme_dir, policy_.nvme_buffer_count);
@@ -57,8 +62,8 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
       decay.push_back(train::applies_weight_decay(params_[size_t(index)].second));
     }
     FlatLayout layout(numels, shards);
-    // The fp32 masters start from the model's values whatever its load dtype (DeepSpeed keeps fp32
-    // master weights always).
+    // The masters start from the model's values: fp32 whatever the load dtype (DeepSpeed; FSDP
+    // mixed), or the load dtype itself (FSDP precision_mode low).
     at::Tensor flat = at::zeros({layout.padded_numel()}, at::kFloat);
     for (size_t k = 0; k < rt.params.size(); ++k)
       flat.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).copy_(params_[size_t(rt.params[k])].second.reshape(-1));
@@ -66,7 +71,8 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
     UnitShardState& st = optimizer_->add_unit(rt.unit->unit_name(), layout, decay, my_shard);
     at::Tensor full = flat.to(compute);  // the parameters' storage from now on (a copy unless fp32)
     // With nvme offload the master lives in a file between steps: gathers need their own copy.
-    rt.compute_shard = (compute == at::kFloat && !optimizer_->offloaded()) ? st.master : my_shard.to(compute, false, true);
+    rt.compute_shard = (compute == st.master.scalar_type() && !optimizer_->offloaded()) ? st.master
+                                                                                       : my_shard.to(compute, false, true);
     for (size_t k = 0; k < rt.params.size(); ++k) {
       at::Tensor& p = params_[size_t(rt.params[k])].second;
       p.set_data(full.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).view(p.sizes()));
@@ -95,9 +101,11 @@ std::string ShardedEngine::describe() const {
     padded += u.layout.padded_numel();
   }
   for (int u = 0; u < buffers_->size(); ++u) kept += buffers_->keeps_storage(u) ? 1 : 0;
+  const std::string master_name = policy_.master_dtype == at::kFloat ? "fp32" : "bf16";
   s << policy_.label << ": " << units_.size() << " units, " << numel << " values (" << padded - numel
     << " padding) in " << (policy_.shard_optimizer ? comm_.size() : 1) << " shards; "
-    << (policy_.shard_optimizer ? "sharded: optimizer states + fp32 master" : "replicated fp32 master and optimizer states")
+    << (policy_.shard_optimizer ? "sharded: optimizer states + " : "replicated ") << master_name
+    << (policy_.shard_optimizer ? " master" : " master and optimizer states")
     << (policy_.shard_grads ? ", gradients" : "") << (policy_.shard_params ? ", parameters" : "")
     << "; compute " << c10::toString(policy_.compute_dtype)
     << "; reductions " << (policy_.overlap_comm ? "overlap backward" : "after backward");
@@ -358,12 +366,16 @@ nlohmann::json ShardedEngine::save_state(const std::string& dir) {
   std::vector<ZeroUnitRecord> records;
   for (size_t u = 0; u < units_.size(); ++u)
     records.push_back({shard(int(u)).unit, shard(int(u)).layout, param_records(params_, units_[u].params)});
-  return zero_layout_json(policy_.label, shard(0).layout.world(), records, shard_state_kinds(shard(0)));
+  return zero_layout_json(policy_.label, shard(0).layout.world(), records, shard_state_kinds(shard(0)),
+                          master_dtype_name());
 }
 
 void ShardedEngine::load_state(const std::string& dir, const nlohmann::json& layout) {
+  // The own-shard fast path needs the same masters' dtype too (an fp32 <-> bf16 switch converts
+  // through the canonical form, which reads every value as fp32).
   bool own_shards = layout.value("layout", "") == "zero" && layout.value("world_size", 0) == shard(0).layout.world() &&
-                    layout.contains("units") && layout["units"].size() == units_.size();
+                    layout.value("dtype", "F32") == master_dtype_name() && layout.contains("units") &&
+                    layout["units"].size() == units_.size();
   for (size_t u = 0; own_shards && u < units_.size(); ++u)
     own_shards = layout["units"][u].value("unit", "") == shard(int(u)).unit &&
                  layout["units"][u].value("numel", int64_t(-1)) == shard(int(u)).layout.numel();

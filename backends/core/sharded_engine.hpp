@@ -1,7 +1,7 @@
 // The sharding engine both the DeepSpeed-style and the FSDP-style dialects run on ("one engine, two
 // dialects", ../../shared/design.md). Per unit, the parameters form one flat buffer (flat_layout.hpp)
-// of which each rank owns an equal shard, with an fp32 master copy and the optimizer state of that
-// shard only (sharded_optimizer.hpp). The model's parameters are views of the unit's gathered
+// of which each rank owns an equal shard, with a master copy (fp32 unless the policy keeps bf16
+// masters) and the optimizer state of that shard only (sharded_optimizer.hpp). The model's parameters are views of the unit's gathered
 // buffer in the compute dtype (unit_param_buffers.hpp). A ShardingPolicy says what else is
 // partitioned:
 //   shard_grads = false  (ZeRO-1): full gradients accumulate locally (no communication on
@@ -43,6 +43,9 @@ struct ShardingPolicy {
   PrefetchPolicy prefetch;    // shard_params: when gathers are issued ahead of use
   int64_t persistence_threshold = 0;  // shard_params: units with fewer values stay gathered
   at::ScalarType compute_dtype = at::kFloat;  // parameters, gradients and their communication
+  // The masters and gradient shards: fp32 (DeepSpeed; FSDP precision_mode mixed) or the compute
+  // dtype (FSDP precision_mode low with bf16 parameters: no fp32 upcast).
+  at::ScalarType master_dtype = at::kFloat;
   // shard_grads: values of full gradients held for reduce-scatters in flight; before a unit's
   // reduction is issued, older ones are finished until it fits (at least one unit always is).
   // DeepSpeed's reduce_bucket_size; 0: one unit at a time.
@@ -105,6 +108,8 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
     if (trace_) trace_->record(event, units_[size_t(u)].unit->unit_name());
   }
   int shard_rank() const { return policy_.shard_optimizer ? comm_.rank() : 0; }
+  // The masters' dtype as the layout record (and safetensors) spell it.
+  std::string master_dtype_name() const { return policy_.master_dtype == at::kFloat ? "F32" : "BF16"; }
   UnitShardState& shard(int u) { return optimizer_->units()[size_t(u)]; }
 
   comm::Communicator& comm_;

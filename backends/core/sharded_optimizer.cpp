@@ -8,23 +8,25 @@
 #include "runtime/common/errors.hpp"
 #include "runtime/train/model/safetensors.hpp"
 #include "runtime/train/optim/adamw_step.hpp"
+#include "runtime/train/optim/math_precision.hpp"
 #include "runtime/train/optim/sgd_step.hpp"
 
 namespace accel::backends {
 
-ShardedOptimizer::ShardedOptimizer(const config::OptimizerSection& section, int rank)
-    : section_(section), rank_(rank) {}
+ShardedOptimizer::ShardedOptimizer(const config::OptimizerSection& section, int rank, at::ScalarType master_dtype)
+    : section_(section), rank_(rank), master_dtype_(master_dtype) {}
 
 UnitShardState& ShardedOptimizer::add_unit(const std::string& name, const FlatLayout& layout, std::vector<bool> decay,
                                            const at::Tensor& master) {
-  auto opts = at::TensorOptions(at::kFloat).device(master.device());
-  UnitShardState u{name, layout, layout.segments(rank_), std::move(decay), master.to(at::kFloat).clone(),
+  auto opts = at::TensorOptions(master_dtype_).device(master.device());
+  auto state_opts = opts.dtype(train::optimizer_math_dtype(master_dtype_));
+  UnitShardState u{name, layout, layout.segments(rank_), std::move(decay), master.to(master_dtype_).clone(),
                    at::zeros({layout.shard_numel()}, opts), {}, {}, {}, 0};
   if (section_.name == config::OptimizerName::adamw) {
-    u.exp_avg = at::zeros({layout.shard_numel()}, opts);
-    u.exp_avg_sq = at::zeros({layout.shard_numel()}, opts);
+    u.exp_avg = at::zeros({layout.shard_numel()}, state_opts);
+    u.exp_avg_sq = at::zeros({layout.shard_numel()}, state_opts);
   } else if (section_.momentum != 0) {
-    u.momentum = at::zeros({layout.shard_numel()}, opts);
+    u.momentum = at::zeros({layout.shard_numel()}, state_opts);
   }
   units_.push_back(std::move(u));
   if (nvme_) {  // offloaded: the new unit's initial state goes straight to its file

@@ -1,6 +1,8 @@
-// The sharded optimizer: AdamW or SGD over this rank's fp32 master shard of every unit
-// (ZeRO stage >= 1: optimizer states and master weights are partitioned).
-// Invariants: each unit's master, gradient and state tensors are flat fp32 tensors of the unit's
+// The sharded optimizer: AdamW or SGD over this rank's master shard of every unit
+// (ZeRO stage >= 1: optimizer states and master weights are partitioned). The masters and gradient
+// shards are fp32 (DeepSpeed, FSDP mixed precision) or bf16 (FSDP precision_mode low); the states
+// are in the optimizer's math dtype for the masters (math_precision.hpp: fp32 for both).
+// Invariants: each unit's master, gradient and state tensors are flat tensors of the unit's
 // shard size; updates run per parameter segment (flat_layout.hpp) with that parameter's weight-decay
 // rule (dim >= 2), through the same adamw_step/sgd_step as the replicated optimizer, so a sharded
 // update equals the unsharded one element for element. Padding elements have no segment and are
@@ -27,8 +29,8 @@ struct UnitShardState {
   FlatLayout layout;
   std::vector<ShardSegment> segments;  // this rank's
   std::vector<bool> decay;             // per parameter of the unit
-  at::Tensor master;                   // fp32 [S]
-  at::Tensor grad;                     // fp32 [S], the averaged gradient shard
+  at::Tensor master;                   // [S] in the master dtype (fp32 unless precision_mode low)
+  at::Tensor grad;                     // [S] in the master dtype, the averaged gradient shard
   at::Tensor exp_avg, exp_avg_sq;      // adamw
   at::Tensor momentum;                 // sgd with momentum
   int64_t step = 0;
@@ -36,9 +38,11 @@ struct UnitShardState {
 
 class ShardedOptimizer {
  public:
-  ShardedOptimizer(const config::OptimizerSection& section, int rank);
+  ShardedOptimizer(const config::OptimizerSection& section, int rank, at::ScalarType master_dtype = at::kFloat);
 
-  // Adds a unit; `master` is this rank's fp32 shard of the unit's flat parameters (copied).
+  at::ScalarType master_dtype() const { return master_dtype_; }
+  // Adds a unit; `master` is this rank's shard of the unit's flat parameters (copied, converted to
+  // the master dtype).
   UnitShardState& add_unit(const std::string& name, const FlatLayout& layout, std::vector<bool> decay,
                            const at::Tensor& master);
   std::deque<UnitShardState>& units() { return units_; }  // stable references
@@ -80,6 +84,7 @@ class ShardedOptimizer {
 
   config::OptimizerSection section_;
   int rank_;
+  at::ScalarType master_dtype_;
   std::unique_ptr<NvmeStateStore> nvme_;
   bool spilled_ = false;
   std::deque<UnitShardState> units_;

@@ -57,6 +57,7 @@ std::string DdpBackend::describe() const {
   s << label_ << ": " << params_.size() << " parameter tensors (" << numel << " values) replicated on " << comm_.size()
     << " rank(s); " << buckets_.size() << " gradient bucket(s) of at most " << bucket_cap_mb_
     << " MiB, all-reduced during the backward of each step's last micro-step";
+  if (!notes_.empty()) s << "; " << notes_;
   return s.str();
 }
 

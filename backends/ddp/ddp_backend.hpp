@@ -29,6 +29,7 @@ class DdpBackend final : public Backend, private train::UnitHooks, private Backw
 
   std::string name() const override { return "ddp"; }
   void set_label(std::string label) { label_ = std::move(label); }
+  void set_notes(std::string notes) { notes_ = std::move(notes); }  // appended to describe()
   std::string describe() const override;
   train::UnitHooks* begin_micro_step(int micro_step, bool sync) override;
   void end_micro_step(bool sync) override;
@@ -51,6 +52,7 @@ class DdpBackend final : public Backend, private train::UnitHooks, private Backw
   comm::Communicator& comm_;
   double bucket_cap_mb_;
   std::string label_ = "ddp";
+  std::string notes_;
   train::NamedTensors params_;                 // spec order
   std::unique_ptr<train::Optimizer> optimizer_;
 

@@ -220,8 +220,8 @@ std::vector<FieldSpec> build_schema() {
       field(KEY(fsdp.activation_checkpointing), "Recompute each unit's activations in backward instead of storing "
                                                 "them."),
       field(KEY(fsdp.precision_mode), "With a model loaded in bf16: mixed upcasts the sharded parameters to fp32 "
-                                      "for the optimizer (Accelerate's default); low keeps parameters, gradients "
-                                      "and optimizer states in bf16."),
+                                      "for the optimizer (Accelerate's default); low keeps parameters, master "
+                                      "shards and gradients in bf16 (AdamW moments stay fp32)."),
 
       // ---- model -----------------------------------------------------------------------------
       field(KEY(model.name), "Built-in model: gpt (GPT-2 architecture, see spec/training.md) or mlp (small tests)."),

@@ -6,12 +6,15 @@
 - ReshardResume: a run checkpoints at step 8 under one backend and world size; a second run resumes
   from that checkpoint under another (zero 2 at world 2 -> world 4, zero 3 at world 2 -> world 3
   with padding, ddp at world 2 -> zero 3 at world 4, zero 1 at world 4 -> ddp at world 2) with the
-  same global batch, and its steps 8..15 and final weights match the uninterrupted run's.
+  same global batch, and its steps 8..15 and final weights match the uninterrupted run's. fsdp
+  writes the same sharded layout: zero 3 at world 2 -> fsdp FULL_SHARD at world 4, and fsdp
+  FULL_SHARD / SHARD_GRAD_OP checkpoints resumed under deepspeed.
 - MergeWeights: `accel merge-weights` turns zero (padded, world 3) and ddp checkpoints into exactly
   the run's weights.safetensors; a missing, incomplete or damaged checkpoint is exit 2, naming it.
 
 Same tiny model as test_trainer_end_to_end.py: every run takes a few seconds on 2 cores.
 """
+import json
 import os
 import shutil
 import sys
@@ -28,6 +31,7 @@ import safetensors_io  # noqa: E402
 
 ZERO = {s: ("backend=deepspeed", f"deepspeed.zero_stage={s}") for s in (1, 2, 3)}
 DDP = ("backend=ddp",)
+FSDP = {s: ("backend=fsdp", f"fsdp.sharding_strategy={s}") for s in ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD")}
 
 
 def merge_weights(ckpt, out):
@@ -139,6 +143,52 @@ class ReshardResume(_Base):
 
     def test_zero1_world4_to_ddp_world2(self):
         self._resume_elsewhere("zero 1 world 4 -> ddp world 2", (4, 2, ZERO[1]), (2, 4, DDP))
+
+    def test_zero3_world2_to_fsdp_full_shard_world4(self):
+        _, out_b = self._resume_elsewhere("zero 3 world 2 -> fsdp FULL_SHARD world 4", (2, 4, ZERO[3]),
+                                          (4, 2, FSDP["FULL_SHARD"]))
+        with open(os.path.join(out_b, "logs", "rank_0.log")) as f:
+            self.assertIn("fsdp FULL_SHARD:", f.read())
+
+    def test_fsdp_full_shard_world2_to_zero3_world2(self):
+        # The same world size and units: deepspeed reads fsdp's shard files as they are.
+        out_a, _ = self._resume_elsewhere("fsdp FULL_SHARD world 2 -> zero 3 world 2", (2, 4, FSDP["FULL_SHARD"]),
+                                          (2, 4, ZERO[3]))
+        with open(os.path.join(ts.ckpt_dir(out_a, self.AT), "trainer.json")) as f:
+            layout = json.load(f)["backend_state"]
+        self.assertEqual((layout["layout"], layout["policy"]), ("zero", "fsdp FULL_SHARD"))
+
+    def test_fsdp_low_precision_checkpoint_resumes_under_deepspeed(self):
+        # precision_mode low keeps bf16 masters (layout dtype BF16); deepspeed resumes them as fp32
+        # masters through the canonical form. Step 8 computes with the same bf16 parameters both ways
+        # (fp32(bf16) rounds back to itself), so its loss and grad norm are identical; later steps
+        # update in another precision and differ.
+        d = self.tmpdir()
+        out_a, out_b = os.path.join(d, "a"), os.path.join(d, "b")
+        low = FSDP["FULL_SHARD"] + ("model.dtype=bf16", "fsdp.precision_mode=low")
+        pa = ts.launch(ts.write_job(os.path.join(d, "a.yaml"), self._job(out_a, 2, 4)), sets=low)
+        self.assertExit(pa, 0, "fsdp precision_mode low run")
+        ckpt = ts.ckpt_dir(out_a, self.AT)
+        with open(os.path.join(ckpt, "trainer.json")) as f:
+            self.assertEqual(json.load(f)["backend_state"]["dtype"], "BF16")
+        shard = safetensors_io.load_file(os.path.join(ckpt, "zero_rank_00000.safetensors"))
+        self.assertEqual(str(shard["h.0.master"].dtype), "torch.bfloat16")
+        self.assertEqual(str(shard["h.0.exp_avg"].dtype), "torch.float32")
+        pb = ts.launch(ts.write_job(os.path.join(d, "b.yaml"), self._job(out_b, 2, 4, resume=ckpt)),
+                       sets=ZERO[3] + ("model.dtype=bf16",))
+        self.assertExit(pb, 0, "deepspeed zero 3 resuming the bf16-master checkpoint")
+        self.assertIn(f"resumed from {ckpt} ({self.AT} steps done)", pb.stdout + pb.stderr)
+        a = {r["step"]: r for r in ts.read_metrics(out_a)}
+        b = {r["step"]: r for r in ts.read_metrics(out_b)}
+        self.assertEqual((a[self.AT]["loss"], a[self.AT]["grad_norm"]), (b[self.AT]["loss"], b[self.AT]["grad_norm"]))
+        merged = os.path.join(d, "merged.safetensors")
+        self.assertExit(merge_weights(ckpt, merged), 0, "merge-weights of a bf16-master checkpoint")
+        w = safetensors_io.load_file(merged)
+        self.assertEqual(str(w["h.0.attn.c_attn.weight"].dtype), "torch.float32")
+
+    def test_fsdp_shard_grad_op_world4_to_zero2_world2(self):
+        self._resume_elsewhere("fsdp SHARD_GRAD_OP world 4 -> zero 2 world 2", (4, 2, FSDP["SHARD_GRAD_OP"]),
+                               (2, 4, ZERO[2]))
 
 
 class MergeWeights(_Base):

@@ -1,7 +1,9 @@
 """The sharding engine's per-unit schedule, read from `accel launch --trace FILE` (Chrome trace).
 
-A 3-block GPT at world 2 under deepspeed zero_stage 3 with every unit partitioned
-(stage3_param_persistence_threshold 0). Each test reads the instant events of one steady-state
+UnitSchedule: a 3-block GPT at world 2 under deepspeed zero_stage 3 with every unit partitioned
+(stage3_param_persistence_threshold 0). FsdpSchedule: the same model under fsdp FULL_SHARD, one
+run per prefetch setting (BACKWARD_PRE / BACKWARD_POST / NO_PREFETCH, forward_prefetch,
+limit_all_gathers). Each test reads the instant events of one steady-state
 step in their recorded order ("args.seq") and checks what the prefetch settings promise:
   - with prefetch, unit i+1's gather is issued before unit i's forward ends, and unit i-1's gather
     before unit i's gradients are reduced (DeepSpeed's prefetch; FSDP's BACKWARD_PRE);
@@ -24,6 +26,23 @@ FINAL_NUMEL = 2 * N_EMBD
 BLOCKS = ["h.0", "h.1", "h.2"]
 
 
+ZERO3 = ("backend=deepspeed", "deepspeed.zero_stage=3", "deepspeed.stage3_param_persistence_threshold=0")
+FULL_SHARD = ("backend=fsdp", "fsdp.sharding_strategy=FULL_SHARD")
+
+
+def traced_run(test_dir, tokens, name, sets):
+    """Runs the 3-block model for 3 steps at world 2 with --trace; returns (exit status and output,
+    rank traces' file names, output dir)."""
+    out = os.path.join(test_dir, name)
+    job = ts.job(out, data_path=tokens, world=2, micro=2, steps=3, eval_every=0)
+    job["model"]["n_layer"] = 3
+    job_path = ts.write_job(os.path.join(test_dir, name + ".yaml"), job)
+    trace = os.path.join(test_dir, name + ".trace.json")
+    p = ts.run([ts.ACCEL, "launch", job_path, "--trace", trace] + [x for s in sets for x in ("--set", s)],
+               cwd=test_dir)
+    return p, [trace, os.path.join(test_dir, name + ".trace.rank1.json")], out
+
+
 class UnitSchedule(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -35,16 +54,9 @@ class UnitSchedule(unittest.TestCase):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
     def run_traced(self, name, *sets):
-        out = os.path.join(self.dir, name)
-        job = ts.job(out, data_path=self.tokens, world=2, micro=2, steps=3, eval_every=0)
-        job["model"]["n_layer"] = 3
-        job_path = ts.write_job(os.path.join(self.dir, name + ".yaml"), job)
-        trace = os.path.join(self.dir, name + ".trace.json")
-        p = ts.run([ts.ACCEL, "launch", job_path, "--trace", trace, "--set", "backend=deepspeed",
-                    "--set", "deepspeed.zero_stage=3", "--set", "deepspeed.stage3_param_persistence_threshold=0"]
-                   + [x for s in sets for x in ("--set", s)], cwd=self.dir)
+        p, traces, out = traced_run(self.dir, self.tokens, name, ZERO3 + sets)
         self.assertEqual(p.returncode, 0, ts.describe(p))
-        ranks = [self.events(trace), self.events(os.path.join(self.dir, name + ".trace.rank1.json"))]
+        ranks = [self.events(t) for t in traces]
         self.assertEqual([e["name"] for e in ranks[0]], [e["name"] for e in ranks[1]],
                          "ranks 0 and 1 issued different schedules")
         return ranks[0], ts.read_metrics(out)
@@ -101,6 +113,113 @@ class UnitSchedule(unittest.TestCase):
         self.assertLessEqual(peak, limit)
         self.assertEqual([r["loss"] for r in limited], [r["loss"] for r in free],
                          "the gather schedule changed the numbers")
+
+
+class FsdpSchedule(unittest.TestCase):
+    """fsdp FULL_SHARD: FSDP's prefetch enums on the engine's schedule. One run per setting, made
+    once for the class; every test reads the steady-state step (step 2) of rank 0's trace after
+    checking that rank 1 issued the same schedule."""
+
+    RUNS = {
+        "pre": ("fsdp.backward_prefetch=BACKWARD_PRE", "fsdp.forward_prefetch=false"),
+        "post": ("fsdp.backward_prefetch=BACKWARD_POST", "fsdp.forward_prefetch=false"),
+        "none": ("fsdp.backward_prefetch=NO_PREFETCH", "fsdp.forward_prefetch=false"),
+        "limited": ("fsdp.backward_prefetch=BACKWARD_PRE", "fsdp.forward_prefetch=true",
+                    "fsdp.limit_all_gathers=true"),
+        "unlimited": ("fsdp.backward_prefetch=BACKWARD_PRE", "fsdp.forward_prefetch=true",
+                      "fsdp.limit_all_gathers=false"),
+    }
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="accel_fsdp_schedule_")
+        tokens = ts.make_tokens(os.path.join(cls.dir, "tok.bin"))
+        cls.events, cls.metrics, cls.logs = {}, {}, {}
+        for name, sets in cls.RUNS.items():
+            p, traces, out = traced_run(cls.dir, tokens, name, FULL_SHARD + sets)
+            if p.returncode != 0:
+                raise RuntimeError(f"fsdp run {name} failed: " + ts.describe(p))
+            cls.events[name] = [UnitSchedule.events(t) for t in traces]
+            cls.metrics[name] = ts.read_metrics(out)
+            with open(os.path.join(out, "logs", "rank_0.log")) as f:
+                cls.logs[name] = f.read()
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def ev(self, name):
+        return self.events[name][0]
+
+    first = staticmethod(UnitSchedule.first)
+
+    def test_every_rank_issues_the_same_schedule(self):
+        for name, (rank0, rank1) in self.events.items():
+            self.assertTrue(rank0, f"{name}: no events in step 2")
+            self.assertEqual([e["name"] for e in rank0], [e["name"] for e in rank1],
+                             f"{name}: ranks 0 and 1 issued different schedules")
+            self.assertIn("fsdp FULL_SHARD:", self.logs[name])
+
+    def test_backward_pre_gathers_the_previous_unit_before_this_units_reduction(self):
+        ev = self.ev("pre")
+        start = self.first(ev, "backward_begin", "embedding")
+        for i in range(1, len(BLOCKS)):
+            gather = self.first(ev, "gather_issued", BLOCKS[i - 1], after=start)
+            self.assertLess(gather, self.first(ev, "backward_end", BLOCKS[i], after=start),
+                            f"{BLOCKS[i - 1]} is gathered before {BLOCKS[i]}'s gradients are computed")
+            self.assertLess(gather, self.first(ev, "reduce_issued", BLOCKS[i], after=start))
+
+    def test_backward_post_gathers_after_this_units_backward_before_its_reduction(self):
+        ev = self.ev("post")
+        start = self.first(ev, "backward_begin", "embedding")
+        for i in range(1, len(BLOCKS)):
+            gather = self.first(ev, "gather_issued", BLOCKS[i - 1], after=start)
+            self.assertGreater(gather, self.first(ev, "backward_end", BLOCKS[i], after=start))
+            self.assertLess(gather, self.first(ev, "reduce_issued", BLOCKS[i], after=start))
+
+    def test_no_prefetch_and_no_forward_prefetch_gather_only_on_demand(self):
+        ev = self.ev("none")
+        gathers = 0
+        for k, e in enumerate(ev):
+            if e["args"]["event"] == "gather_issued":
+                gathers += 1
+                nxt = ev[k + 1]["args"]
+                self.assertEqual((nxt["event"], nxt["unit"]), ("gather_done", e["args"]["unit"]),
+                                 f"gather of {e['args']['unit']} was issued ahead of its use")
+        self.assertEqual(gathers, 1 + 2 * (len(BLOCKS) + 1), "embedding once, every other unit twice")
+        # forward_prefetch false (BACKWARD_PRE): in forward, too, each gather waits at once
+        ev = self.ev("pre")
+        start = self.first(ev, "backward_begin", "embedding")
+        for k, e in enumerate(ev):
+            if e["args"]["seq"] < start and e["args"]["event"] == "gather_issued":
+                self.assertEqual(ev[k + 1]["args"]["event"], "gather_done", "a forward gather was issued ahead")
+
+    def test_forward_prefetch_gathers_the_next_unit_before_this_one_ends(self):
+        ev = self.ev("limited")
+        for i in range(len(BLOCKS) - 1):
+            self.assertLess(self.first(ev, "gather_issued", BLOCKS[i + 1]), self.first(ev, "forward_end", BLOCKS[i]))
+
+    def test_limit_all_gathers_keeps_at_most_two_units_gathered(self):
+        for name in ("limited", "pre", "post"):
+            live, peak = set(), 0
+            for e in self.ev(name):
+                unit, what = e["args"]["unit"], e["args"]["event"]
+                if unit == "embedding":
+                    continue  # pinned through the micro-step (tied with the head), like FSDP's root
+                if what == "gather_issued":
+                    live.add(unit)
+                elif what == "reshard":
+                    live.discard(unit)
+                peak = max(peak, len(live))
+            self.assertLessEqual(peak, 2, f"{name}: more than two units gathered at once")
+            self.assertEqual(peak, 2, f"{name}: prefetch never overlapped a gather with a unit's compute")
+
+    def test_prefetch_settings_never_change_the_numbers(self):
+        base = [(r["loss"], r["grad_norm"]) for r in self.metrics["pre"]]
+        self.assertEqual(len(base), 3)
+        for name in self.RUNS:
+            self.assertEqual([(r["loss"], r["grad_norm"]) for r in self.metrics[name]], base,
+                             f"{name}: the gather schedule changed the numbers")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@
 
 - ReferenceAgreement: five (world, micro batch, accumulation) splits of one global batch of 8 rows
   against one run of the independent Python reference (scripts/reference), within fp32 tolerance.
+- ZeroStagesAgreement / FsdpStrategiesAgreement: the same for deepspeed zero_stage 1-3 and for fsdp
+  FULL_SHARD, SHARD_GRAD_OP and NO_SHARD (one engine, two dialects).
 - Determinism: the same job twice gives identical metrics and byte-identical weights.
 - RestartResume: a worker SIGKILLed mid-run, the launcher restarts the group, the workers resume from
   the last checkpoint, and the result equals an uninterrupted run's exactly.
@@ -216,6 +218,52 @@ class ZeroStagesAgreement(_ReferenceBase):
                                                "deepspeed.stage3_param_persistence_threshold=0"), ref_dir=ref6)
         with open(os.path.join(out, "logs", "rank_0.log")) as f:
             self.assertRegex(f.read(), r"deepspeed zero_stage 3: \d+ units, \d+ values \([1-9]\d* padding\)")
+
+
+class FsdpStrategiesAgreement(_ReferenceBase):
+    """backend: fsdp (backends/fsdp, docs/design/0007): FULL_SHARD and SHARD_GRAD_OP run the sharding
+    engine (ZeRO-3 / ZeRO-2 partitioning, FSDP's one-unit prefetch and two-unit gather limit), NO_SHARD
+    the ddp engine. Same reference and tolerances as ddp and deepspeed: only the reduction order
+    (reduce-scatter vs all-reduce, per-rank means) differs from the unsharded run."""
+
+    def _strategy(self, strategy, name, extra=()):
+        out = self._check_split(name, sets=("backend=fsdp", f"fsdp.sharding_strategy={strategy}") + extra)
+        with open(os.path.join(out, "logs", "rank_0.log")) as f:
+            log = f.read()
+        self.assertIn(f"fsdp {strategy}:", log, "the start-up log does not name the fsdp strategy")
+        return log
+
+    def test_full_shard_world2(self):
+        log = self._strategy("FULL_SHARD", "w2_b4")
+        self.assertIn("sharded: optimizer states + fp32 master, gradients, parameters", log)
+        self.assertIn("prefetch one unit ahead: backward BACKWARD_PRE", log)
+
+    def test_full_shard_world4(self):
+        self._strategy("FULL_SHARD", "w4_b2")
+
+    def test_full_shard_world2_accum2_post_prefetch(self):
+        self._strategy("FULL_SHARD", "w2_b2_g2", extra=("fsdp.backward_prefetch=BACKWARD_POST",
+                                                        "fsdp.forward_prefetch=true"))
+
+    def test_shard_grad_op_world2(self):
+        log = self._strategy("SHARD_GRAD_OP", "w2_b4")
+        self.assertIn("sharded: optimizer states + fp32 master, gradients;", log)
+
+    def test_shard_grad_op_world4(self):
+        self._strategy("SHARD_GRAD_OP", "w4_b2")
+
+    def test_shard_grad_op_world2_accum2(self):
+        self._strategy("SHARD_GRAD_OP", "w2_b2_g2")
+
+    def test_no_shard_world2(self):
+        log = self._strategy("NO_SHARD", "w2_b4")
+        self.assertIn("replicated on 2 rank(s)", log)  # the ddp engine
+
+    def test_no_shard_world4(self):
+        self._strategy("NO_SHARD", "w4_b2")
+
+    def test_no_shard_world2_accum2(self):
+        self._strategy("NO_SHARD", "w2_b2_g2")
 
 
 class Determinism(_Base):

@@ -1,0 +1,67 @@
+// The fsdp plan -> an engine (see fsdp_backend.hpp; decisions in docs/design/0007).
+#include "backends/fsdp/fsdp_backend.hpp"
+
+#include <algorithm>
+
+#include "backends/core/sharded_engine.hpp"
+#include "backends/ddp/ddp_backend.hpp"
+#include "backends/fsdp/fsdp_policy.hpp"
+#include "runtime/common/errors.hpp"
+
+namespace accel::backends {
+namespace {
+
+std::string join_notes(const std::vector<std::string>& notes) {
+  std::string s;
+  for (size_t i = 0; i < notes.size(); ++i) s += (i ? "; " : "") + notes[i];
+  return s;
+}
+
+// The largest unit's flat buffer, padded to a multiple of the world size: the gradients one unit
+// holds while they are reduce-scattered.
+int64_t largest_padded_unit(train::Model& model, int world) {
+  int64_t largest = 0;
+  for (train::Unit* unit : model.units()) {
+    int64_t n = 0;
+    for (const auto& p : unit->parameters()) n += p.numel();
+    largest = std::max(largest, (n + world - 1) / world * world);
+  }
+  return largest;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_fsdp_backend(const config::JobConfig& job, comm::Communicator& comm, train::Model& model) {
+  FsdpPlan plan = plan_fsdp(job);
+  if (!plan.refusals.empty()) throw RunError("backend fsdp: " + describe_issue(plan.refusals.front()));
+  // Compute in bf16 when mixed precision asks for it or the model is loaded in bf16 (as deepspeed).
+  const at::ScalarType compute = job.mixed_precision == config::MixedPrecision::bf16 ||
+                                         job.model.dtype == config::ParamDtype::bf16
+                                     ? at::kBFloat16
+                                     : at::kFloat;
+  if (plan.replicated && compute == at::kFloat) {
+    // FSDP NO_SHARD all-reduces each unit's gradients; the ddp engine's buckets (ddp.bucket_cap_mb)
+    // do the same with fewer, larger messages.
+    auto ddp = std::make_unique<DdpBackend>(job, comm, model, job.ddp.bucket_cap_mb);
+    ddp->set_label(plan.label);
+    ddp->set_notes(join_notes(plan.notes));
+    return ddp;
+  }
+  ShardingPolicy policy;
+  policy.label = plan.label;
+  policy.shard_optimizer = !plan.replicated;
+  policy.shard_grads = plan.shard_grads;
+  policy.shard_params = plan.shard_params;
+  policy.overlap_comm = true;  // FSDP reduce-scatters from the post-backward hook, always
+  policy.prefetch = plan.prefetch;
+  policy.persistence_threshold = 0;  // FSDP gathers and frees every wrapped unit
+  policy.compute_dtype = compute;
+  policy.master_dtype = plan.low_precision_masters ? compute : at::kFloat;
+  // One unit's reduce-scatter in flight while the next unit computes its gradients (FSDP overlaps
+  // them on its own stream): room for the two largest full-gradient buffers.
+  policy.reduce_bucket_numel = 2 * largest_padded_unit(model, comm.size());
+  policy.notes = join_notes(plan.notes);
+  return std::make_unique<ShardedEngine>(job, comm, model, policy);
+}
+
+}  // namespace accel::backends

@@ -1,0 +1,175 @@
+// The fsdp block -> the sharding engine's policy (see fsdp_policy.hpp; decisions in docs/design/0007).
+#include "backends/fsdp/fsdp_policy.hpp"
+
+#include <sstream>
+
+namespace accel::backends {
+namespace {
+
+using config::AutoWrapPolicy;
+using config::BackwardPrefetch;
+using config::ShardingStrategy;
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+// The layer classes TRANSFORMER_BASED_WRAP may name: accel's units are the model's units (one per
+// layer, plus the embedding and, for gpt, the final norm), so the only class to wrap is the
+// model's layer class. mlp also accepts the key's default, Block, so a default fsdp job runs it.
+std::vector<std::string> layer_classes(config::ModelName model) {
+  if (model == config::ModelName::gpt) return {"Block"};
+  return {"MlpLayer", "Block"};
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
+
+void check_wrap(const config::JobConfig& job, FsdpPlan& plan) {
+  const auto& f = job.fsdp;
+  if (f.auto_wrap_policy != AutoWrapPolicy::TRANSFORMER_BASED_WRAP) {
+    plan.refusals.push_back(
+        {"fsdp.auto_wrap_policy",
+         config::to_string(f.auto_wrap_policy) + " is not built: accel's units are the model's units (embedding, "
+             "each layer, final), and merging them into " +
+             (f.auto_wrap_policy == AutoWrapPolicy::NO_WRAP ? std::string("one unit for the whole model")
+                                                            : std::string("units of min_num_params parameters")) +
+             " (unit grouping) does not exist yet",
+         "TRANSFORMER_BASED_WRAP", "use auto_wrap_policy: TRANSFORMER_BASED_WRAP with transformer_layer_cls_to_wrap: Block"});
+    return;
+  }
+  const auto allowed = layer_classes(job.model.name);
+  std::stringstream names(f.transformer_layer_cls_to_wrap);
+  std::string name;
+  bool any = false;
+  while (std::getline(names, name, ',')) {
+    name = trim(name);
+    if (name.empty()) continue;
+    any = true;
+    bool ok = false;
+    for (const auto& a : allowed) ok = ok || a == name;
+    if (!ok) {
+      plan.refusals.push_back({"fsdp.transformer_layer_cls_to_wrap",
+                               "'" + name + "' is not a layer class of the " + config::to_string(job.model.name) +
+                                   " model: accel wraps the model's units, one per layer (" + allowed.front() + ")",
+                               join(allowed), "set transformer_layer_cls_to_wrap: " + allowed.front()});
+      return;
+    }
+  }
+  if (!any)
+    plan.refusals.push_back({"fsdp.transformer_layer_cls_to_wrap", "names no layer class", join(allowed),
+                             "set transformer_layer_cls_to_wrap: " + allowed.front()});
+  if (f.min_num_params != config::FsdpSection{}.min_num_params)
+    plan.warnings.push_back({"fsdp.min_num_params", "acts with auto_wrap_policy SIZE_BASED_WRAP only; it has no "
+                             "effect under TRANSFORMER_BASED_WRAP", "", "remove it"});
+}
+
+void plan_sharding(const config::JobConfig& job, FsdpPlan& plan) {
+  const auto& f = job.fsdp;
+  ShardingStrategy s = f.sharding_strategy;
+  plan.label = "fsdp " + config::to_string(s);
+  if (s == ShardingStrategy::HYBRID_SHARD) {
+    if (job.num_machines > 1) {
+      plan.refusals.push_back(
+          {"fsdp.sharding_strategy",
+           "HYBRID_SHARD across " + std::to_string(job.num_machines) + " machines is not built: it shards within "
+               "each machine and replicates across machines, which needs per-machine subgroup communicators "
+               "(and a cross-machine gradient all-reduce) that accel's communicator does not have yet",
+           "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD (HYBRID_SHARD on one machine)",
+           "use sharding_strategy: FULL_SHARD (shards over every rank of every machine: less memory, more "
+           "cross-machine traffic) or run on one machine"});
+      return;
+    }
+    s = ShardingStrategy::FULL_SHARD;
+    plan.notes.push_back("HYBRID_SHARD on one machine is FULL_SHARD (nothing to replicate across machines)");
+  }
+  plan.replicated = s == ShardingStrategy::NO_SHARD;
+  plan.shard_grads = s == ShardingStrategy::SHARD_GRAD_OP || s == ShardingStrategy::FULL_SHARD;
+  plan.shard_params = s == ShardingStrategy::FULL_SHARD;
+
+  // Prefetch: FSDP reaches one unit ahead, with no element bound; limit_all_gathers is its rate
+  // limiter (at most two units' gathered parameters alive). The pinned embedding unit (the root,
+  // tied with the head and gathered through a micro-step) is not counted, as FSDP's root is not.
+  PrefetchPolicy& p = plan.prefetch;
+  p.forward = f.forward_prefetch;
+  p.backward = f.backward_prefetch == BackwardPrefetch::BACKWARD_PRE    ? PrefetchPolicy::Backward::pre
+               : f.backward_prefetch == BackwardPrefetch::BACKWARD_POST ? PrefetchPolicy::Backward::post
+                                                                        : PrefetchPolicy::Backward::none;
+  p.max_prefetch_units = 1;
+  p.max_prefetch_numel = 0;
+  p.max_live_units = f.limit_all_gathers ? 2 : 0;
+  p.max_live_numel = 0;
+  if (plan.shard_params) {
+    plan.notes.push_back(std::string("prefetch one unit ahead: backward ") + config::to_string(f.backward_prefetch) +
+                         ", forward " + (f.forward_prefetch ? "on" : "off") +
+                         (f.limit_all_gathers ? "; limit_all_gathers: at most 2 units gathered (the pinned "
+                                                "embedding not counted)"
+                                              : "; limit_all_gathers off"));
+  } else {
+    const config::FsdpSection defaults;
+    for (auto [key, changed] : {std::pair<const char*, bool>{"fsdp.backward_prefetch", f.backward_prefetch != defaults.backward_prefetch},
+                                {"fsdp.forward_prefetch", f.forward_prefetch != defaults.forward_prefetch},
+                                {"fsdp.limit_all_gathers", f.limit_all_gathers != defaults.limit_all_gathers}})
+      if (changed)
+        plan.warnings.push_back({key, "acts with FULL_SHARD only: under " + config::to_string(s) +
+                                          " the parameters stay gathered between steps, so nothing is prefetched",
+                                 "", "remove it, or use sharding_strategy: FULL_SHARD"});
+  }
+}
+
+void plan_precision(const config::JobConfig& job, FsdpPlan& plan) {
+  if (job.fsdp.precision_mode != config::PrecisionMode::low) return;
+  if (job.model.dtype == config::ParamDtype::bf16) {
+    plan.low_precision_masters = true;
+    plan.notes.push_back("precision_mode low: masters and gradient shards stay bf16 (no fp32 upcast); AdamW "
+                         "moments are fp32, accel's optimizer rule for bf16 parameters");
+    return;
+  }
+  plan.warnings.push_back({"fsdp.precision_mode", "low has no effect with model.dtype fp32: the parameters are fp32, "
+                           "so the masters are fp32 either way (low keeps a bf16-loaded model in bf16)",
+                           "mixed, low", "set model.dtype: bf16 for low-precision training, or remove the key"});
+}
+
+void plan_other_keys(const config::JobConfig& job, FsdpPlan& plan) {
+  const auto& f = job.fsdp;
+  if (f.offload_params)
+    plan.notes.push_back("offload_params: a no-op on a CPU run (everything is in host memory already)");
+  if (f.state_dict_type == config::StateDictType::FULL_STATE_DICT)
+    plan.notes.push_back("state_dict_type FULL_STATE_DICT: checkpoints hold per-rank shards (resumable at any world "
+                         "size and under deepspeed); the full weights are weights.safetensors at the end, or "
+                         "`accel merge-weights CHECKPOINT` at any checkpoint");
+  if (!f.sync_module_states)
+    plan.warnings.push_back({"fsdp.sync_module_states", "false has no effect: accel always broadcasts rank 0's "
+                             "initial parameters, so every rank starts equal", "true", "remove the key"});
+  if (f.activation_checkpointing)
+    plan.warnings.push_back({"fsdp.activation_checkpointing", "true has no effect: activation recomputation is not "
+                             "built yet, every unit's activations are stored for backward", "false",
+                             "remove the key (or lower training.micro_batch_size to save activation memory)"});
+  if (f.cpu_ram_efficient_loading)
+    plan.warnings.push_back({"fsdp.cpu_ram_efficient_loading", "true has no effect: every rank builds the full model, "
+                             "then rank 0's values are broadcast", "false", "remove the key"});
+}
+
+}  // namespace
+
+FsdpPlan plan_fsdp(const config::JobConfig& job) {
+  FsdpPlan plan;
+  plan_sharding(job, plan);
+  check_wrap(job, plan);
+  plan_precision(job, plan);
+  plan_other_keys(job, plan);
+  return plan;
+}
+
+std::string describe_issue(const FsdpIssue& issue) {
+  std::string s = issue.key + ": " + issue.message;
+  if (!issue.allowed.empty()) s += " (allowed: " + issue.allowed + ")";
+  if (!issue.hint.empty()) s += "; fix: " + issue.hint;
+  return s;
+}
+
+}  // namespace accel::backends

@@ -1,0 +1,46 @@
+// backend: fsdp, the FSDP dialect of the one sharding engine (docs/design/0007-fsdp-policy.md).
+// plan_fsdp reads the fsdp block (Accelerate's fsdp_config names) and decides what the engine
+// runs: which states are sharded, the prefetch schedule, the dtype of the masters; what the job
+// asks for that is not built (refusals: the launcher reports them as configuration errors, exit 2,
+// before anything is spawned); and accepted keys that have no effect on this path (warnings).
+// Torch-free, so the launcher can call it; fsdp_backend.hpp builds the engine from the plan.
+// Invariant: a plan without refusals is exactly what make_fsdp_backend runs, and its label and
+// notes are what the start-up log prints.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backends/core/prefetch_policy.hpp"
+#include "runtime/config/job.hpp"
+
+namespace accel::backends {
+
+// One refused or ineffective key: what, where (key path), the allowed values and a fix.
+struct FsdpIssue {
+  std::string key;      // "fsdp.auto_wrap_policy"
+  std::string message;  // one line
+  std::string allowed;  // allowed values, if any
+  std::string hint;     // how to fix it
+};
+
+struct FsdpPlan {
+  std::string label;         // "fsdp FULL_SHARD": logs, describe(), the checkpoint's layout record
+  bool replicated = false;   // NO_SHARD: plain data parallelism
+  bool shard_grads = false;  // SHARD_GRAD_OP and FULL_SHARD
+  bool shard_params = false; // FULL_SHARD (and HYBRID_SHARD on one machine)
+  PrefetchPolicy prefetch;   // acts when shard_params
+  // precision_mode low with a model loaded in bf16: the masters (and gradient shards) stay in the
+  // parameters' dtype; mixed: fp32 masters (DeepSpeed's rule too).
+  bool low_precision_masters = false;
+  std::vector<std::string> notes;     // mapping decisions worth a word in the start-up log
+  std::vector<FsdpIssue> warnings;    // set, accepted, and of no effect on this path
+  std::vector<FsdpIssue> refusals;    // not built: the job cannot run as written
+};
+
+FsdpPlan plan_fsdp(const config::JobConfig& job);
+
+// "fsdp.auto_wrap_policy: NO_WRAP ... (allowed: ...); fix: ...", for errors outside the launcher.
+std::string describe_issue(const FsdpIssue& issue);
+
+}  // namespace accel::backends

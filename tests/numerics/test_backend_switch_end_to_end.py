@@ -1,0 +1,188 @@
+"""The one-key switch, run for real: every config template under the other sharding backend.
+
+    ACCEL_BINARY=build/accel PYTHONDONTWRITEBYTECODE=1 \
+        /usr/bin/python3 -m unittest discover -s tests/numerics -p test_backend_switch_end_to_end.py -v
+
+- TemplatesSwitched: every config_templates/deepspeed_*.yaml runs with `--set backend=fsdp` and every
+  fsdp_*.yaml with `--set backend=deepspeed` (and natively), for 2 steps of a tiny model: exit 0,
+  and the start-up log names the strategy it ran. What is not built is refused at launch, exit 2,
+  naming the key and its file:line:col: HYBRID_SHARD across machines, deepspeed nvme parameter
+  offload, wrap policies other than the model's units.
+- FsdpOptionsAtLaunch: fsdp keys with no effect on this path are warnings naming the key.
+
+The templates' own sizes (4 ranks, a 4-layer 128-wide model, 100 steps) are overridden with --set:
+each run takes a couple of seconds on 2 cores.
+"""
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import trainer_test_support as ts  # noqa: E402
+
+TEMPLATES = os.path.join(ts.ROOT, "config_templates")
+# Small and fast, whatever the template says: 2 CPU ranks, a 2-block 32-wide model, 2 steps.
+TINY = ("num_processes=2", "device=cpu", "collective_timeout_s=60",
+        "rendezvous_timeout_s=60", "model.n_layer=2", "model.n_head=2", "model.n_embd=32",
+        "model.block_size=16", "training.seq_len=16", "training.micro_batch_size=2", "training.max_steps=2",
+        "training.eval_every=0", "training.log_every=1", "scheduler.warmup_steps=1", "data.kind=synthetic",
+        "data.val_fraction=0.02")
+
+
+def templates(prefix):
+    return sorted(f for f in os.listdir(TEMPLATES) if f.startswith(prefix) and f.endswith(".yaml"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _Base(unittest.TestCase):
+    def tmpdir(self):
+        d = tempfile.TemporaryDirectory(prefix="accel_switch_")
+        self.addCleanup(d.cleanup)
+        return d.name
+
+    def launch(self, template, *sets, out=None, port=0):
+        """port 0 picks a free one, which only works on one machine."""
+        out = out or os.path.join(self.tmpdir(), "out")
+        cmd = [ts.ACCEL, "launch", os.path.join(TEMPLATES, template)]
+        for s in TINY + (f"training.output_dir={out}", f"main_process_port={port}") + sets:
+            cmd += ["--set", s]
+        return ts.run(cmd, cwd=self.tmpdir()), out
+
+    def assertRan(self, proc, out, label, what):
+        self.assertEqual(proc.returncode, 0, f"{what}\n{ts.describe(proc)}")
+        self.assertEqual([r["step"] for r in ts.read_metrics(out)], [0, 1], what)
+        with open(os.path.join(out, "logs", "rank_0.log")) as f:
+            self.assertIn(label + ":", f.read(), f"{what}: the log does not name {label}")
+
+    def assertRefused(self, proc, template, key, text):
+        self.assertEqual(proc.returncode, 2, f"{template}: expected exit 2\n{ts.describe(proc)}")
+        self.assertIn(text, proc.stderr)
+        # file:line:col of the key that asks for it, then the key path
+        self.assertRegex(proc.stderr, re.escape(template) + r":\d+:\d+: error: " + re.escape(key) + ":")
+        self.assertIn("fix:", proc.stderr)
+        print(f"\n[{template}] accel said:\n{proc.stderr.strip()}")
+
+
+class TemplatesSwitched(_Base):
+    # zero_stage -> sharding_strategy (docs/design/0005): 1 and 2 -> SHARD_GRAD_OP, 3 -> FULL_SHARD.
+    FSDP_OF = {"deepspeed_zero1.yaml": "SHARD_GRAD_OP", "deepspeed_zero2.yaml": "SHARD_GRAD_OP",
+               "deepspeed_zero3.yaml": "FULL_SHARD", "deepspeed_zero3_offload_cpu.yaml": "FULL_SHARD",
+               "deepspeed_zero3_offload_nvme.yaml": "FULL_SHARD"}
+    ZERO_OF = {"fsdp_full_shard.yaml": 3, "fsdp_shard_grad_op.yaml": 2, "fsdp_offload.yaml": 3,
+               "fsdp_hybrid_shard.yaml": 3}
+
+    def test_templates_are_known(self):
+        self.assertEqual(sorted(self.FSDP_OF), templates("deepspeed_"))
+        self.assertEqual(sorted(self.ZERO_OF), templates("fsdp_"))
+
+    def test_every_deepspeed_template_runs_under_fsdp(self):
+        for template, strategy in self.FSDP_OF.items():
+            with self.subTest(template=template):
+                p, out = self.launch(template, "backend=fsdp")
+                self.assertRan(p, out, f"fsdp {strategy}", f"{template} --set backend=fsdp")
+                if "offload" in template:  # offload_params: true (nvme: nearest), a stated no-op on the CPU
+                    with open(os.path.join(out, "logs", "rank_0.log")) as f:
+                        self.assertIn("offload_params: a no-op on a CPU run", f.read())
+
+    def test_every_fsdp_template_runs_under_deepspeed(self):
+        for template, stage in self.ZERO_OF.items():
+            if template == "fsdp_hybrid_shard.yaml":
+                continue  # two machines: test_hybrid_template_under_deepspeed_on_two_machines
+            with self.subTest(template=template):
+                p, out = self.launch(template, "backend=deepspeed")
+                self.assertRan(p, out, f"deepspeed zero_stage {stage}", f"{template} --set backend=deepspeed")
+
+    def test_hybrid_template_under_deepspeed_on_two_machines(self):
+        # HYBRID_SHARD -> zero_stage 3 (+ hpZ, which has no effect yet and says so): the template's two
+        # machines are two launchers on loopback, one rank each.
+        port = free_port()
+        out = os.path.join(self.tmpdir(), "out")
+        cmds = []
+        for machine in (0, 1):
+            cmd = [ts.ACCEL, "launch", os.path.join(TEMPLATES, "fsdp_hybrid_shard.yaml")]
+            for s in TINY + (f"training.output_dir={out}", "backend=deepspeed", f"machine_rank={machine}",
+                             f"main_process_port={port}"):
+                cmd += ["--set", s]
+            cmds.append(cmd)
+        procs = [subprocess.Popen(c, cwd=self.tmpdir(), env=ts.clean_env(), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for c in cmds]
+        results = [p.communicate(timeout=ts.PROC_TIMEOUT_S) for p in procs]
+        for machine, (p, (so, se)) in enumerate(zip(procs, results)):
+            self.assertEqual(p.returncode, 0, f"machine {machine}: exit {p.returncode}\n{se[-3000:]}\n{so[-2000:]}")
+        self.assertEqual([r["step"] for r in ts.read_metrics(out)], [0, 1])
+        with open(os.path.join(out, "logs", "rank_0.log")) as f:
+            self.assertIn("deepspeed zero_stage 3:", f.read())
+
+    def test_fsdp_templates_run_natively(self):
+        for template, sets, label in (("fsdp_full_shard.yaml", (), "fsdp FULL_SHARD"),
+                                      ("fsdp_shard_grad_op.yaml", (), "fsdp SHARD_GRAD_OP"),
+                                      ("fsdp_offload.yaml", (), "fsdp FULL_SHARD"),
+                                      # bf16 compute: replicated fp32 masters in the sharding engine
+                                      ("fsdp_full_shard.yaml", ("fsdp.sharding_strategy=NO_SHARD",), "fsdp NO_SHARD")):
+            with self.subTest(template=template, sets=sets):
+                p, out = self.launch(template, *sets)
+                self.assertRan(p, out, label, template)
+                if "NO_SHARD" in label:
+                    with open(os.path.join(out, "logs", "rank_0.log")) as f:
+                        self.assertIn("replicated fp32 master and optimizer states; compute BFloat16", f.read())
+
+    def test_hybrid_shard_across_machines_is_refused_and_on_one_machine_is_full_shard(self):
+        p, _ = self.launch("fsdp_hybrid_shard.yaml", port=free_port())
+        self.assertRefused(p, "fsdp_hybrid_shard.yaml", "fsdp.sharding_strategy",
+                           "HYBRID_SHARD across 2 machines is not built")
+        self.assertIn("per-machine subgroup communicators", p.stderr)
+        p, out = self.launch("fsdp_hybrid_shard.yaml", "num_machines=1")
+        self.assertRan(p, out, "fsdp HYBRID_SHARD", "fsdp_hybrid_shard.yaml on one machine")
+        with open(os.path.join(out, "logs", "rank_0.log")) as f:
+            self.assertIn("HYBRID_SHARD on one machine is FULL_SHARD", f.read())
+
+    def test_nvme_parameter_offload_is_refused_under_deepspeed(self):
+        p, _ = self.launch("deepspeed_zero3_offload_nvme.yaml")
+        self.assertRefused(p, "deepspeed_zero3_offload_nvme.yaml", "deepspeed.offload_param_device",
+                           "parameter offload to nvme is not built yet")
+
+    def test_wrap_policies_other_than_the_models_units_are_refused(self):
+        for sets, key, text in (
+                (("fsdp.auto_wrap_policy=NO_WRAP",), "fsdp.auto_wrap_policy", "NO_WRAP is not built"),
+                (("fsdp.auto_wrap_policy=SIZE_BASED_WRAP",), "fsdp.auto_wrap_policy", "SIZE_BASED_WRAP is not built"),
+                (("fsdp.transformer_layer_cls_to_wrap=GPT2Block",), "fsdp.transformer_layer_cls_to_wrap",
+                 "'GPT2Block' is not a layer class of the gpt model")):
+            with self.subTest(sets=sets):
+                p, out = self.launch("fsdp_full_shard.yaml", *sets)
+                self.assertEqual(p.returncode, 2, ts.describe(p))
+                self.assertIn(f"error: {key}: {text}", p.stderr)
+                self.assertIn("allowed:", p.stderr)
+                self.assertFalse(os.path.exists(out), "nothing may run")
+
+
+class FsdpOptionsAtLaunch(_Base):
+    def test_keys_with_no_effect_are_warnings_naming_them(self):
+        p, out = self.launch("fsdp_full_shard.yaml", "fsdp.activation_checkpointing=true",
+                             "fsdp.sync_module_states=false")
+        self.assertRan(p, out, "fsdp FULL_SHARD", "fsdp with keys of no effect")
+        self.assertIn("warning: fsdp.activation_checkpointing: true has no effect", p.stderr)
+        self.assertIn("warning: fsdp.sync_module_states: false has no effect", p.stderr)
+        print(f"\n[warnings] accel said:\n" + "\n".join(l for l in p.stderr.splitlines() if "warning" in l))
+
+    def test_precision_mode_low_keeps_bf16_masters(self):
+        p, out = self.launch("fsdp_full_shard.yaml", "model.dtype=bf16", "fsdp.precision_mode=low")
+        self.assertRan(p, out, "fsdp FULL_SHARD", "fsdp precision_mode low")
+        with open(os.path.join(out, "logs", "rank_0.log")) as f:
+            log = f.read()
+        self.assertIn("optimizer states + bf16 master", log)
+        self.assertIn("precision_mode low: masters and gradient shards stay bf16", log)
+
+
+if __name__ == "__main__":
+    unittest.main()
