@@ -12,6 +12,7 @@ packages=(
   catch2                  # test framework, run through ctest
   python3-torch           # Debian's PyTorch, for the independent reference scripts
   python3-numpy python3-yaml  # imported by the reference scripts (they read job files)
+  python3-matplotlib      # plots of scripts/precision_experiment.py (PNG)
   tmux                    # drives the interactive `accel config` in a real terminal in tests
 )
 
