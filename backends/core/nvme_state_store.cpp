@@ -47,32 +47,27 @@ int NvmeStateStore::add_unit(const std::string& name, int64_t floats) {
   return int(units_.size()) - 1;
 }
 
-void NvmeStateStore::read_into(int unit, at::Tensor& dst) const {
-  const UnitFile& f = units_[size_t(unit)];
-  auto* p = static_cast<char*>(dst.data_ptr());
-  size_t left = size_t(f.floats) * 4;
+// pread/pwrite the whole unit file, resuming after short transfers.
+template <typename Io, typename Ptr>
+void transfer_all(Io io, int fd, Ptr p, size_t left, const std::string& what, const std::string& path) {
   off_t at = 0;
   while (left > 0) {
-    ssize_t n = ::pread(f.fd, p, left, at);
-    if (n <= 0) throw RunError(io_error("read", f.path));
+    ssize_t n = io(fd, p, left, at);
+    if (n <= 0) throw RunError(io_error(what, path));
     p += n;
     at += n;
     left -= size_t(n);
   }
 }
 
+void NvmeStateStore::read_into(int unit, at::Tensor& dst) const {
+  const UnitFile& f = units_[size_t(unit)];
+  transfer_all(::pread, f.fd, static_cast<char*>(dst.data_ptr()), size_t(f.floats) * 4, "read", f.path);
+}
+
 void NvmeStateStore::write_from(int unit, const at::Tensor& src) const {
   const UnitFile& f = units_[size_t(unit)];
-  const auto* p = static_cast<const char*>(src.data_ptr());
-  size_t left = size_t(f.floats) * 4;
-  off_t at = 0;
-  while (left > 0) {
-    ssize_t n = ::pwrite(f.fd, p, left, at);
-    if (n <= 0) throw RunError(io_error("write", f.path));
-    p += n;
-    at += n;
-    left -= size_t(n);
-  }
+  transfer_all(::pwrite, f.fd, static_cast<const char*>(src.data_ptr()), size_t(f.floats) * 4, "write", f.path);
 }
 
 void NvmeStateStore::write(int unit, const at::Tensor& values) {

@@ -42,7 +42,6 @@ void UnitParamBuffers::issue(int u) {
   e.work = comm_.all_gather(e.source, e.full);
   e.state = State::in_flight;
   note(TraceEvent::gather_issued, e);
-  if (counted(e)) peak_live_units_ = std::max(peak_live_units_, live_units());
   if (!e.keeps_storage) peak_transient_bytes_ = std::max(peak_transient_bytes_, transient_bytes());
 }
 

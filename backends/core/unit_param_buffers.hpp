@@ -32,7 +32,6 @@ class UnitParamBuffers {
   int add_unit(std::string name, at::Tensor full, at::Tensor source, bool keeps_storage);
   void set_trace(UnitTrace* trace) { trace_ = trace; }
   void set_pinned(int u, bool pinned) { units_[size_t(u)].pinned = pinned; }
-  bool pinned(int u) const { return units_[size_t(u)].pinned; }
   bool keeps_storage(int u) const { return units_[size_t(u)].keeps_storage; }
   int size() const { return int(units_.size()); }
 
@@ -43,14 +42,12 @@ class UnitParamBuffers {
   void invalidate_all();   // after the optimizer step: every unit's content is stale
   // Prefetches from unit u in direction +1 (forward order) or -1 (backward order), within limits.
   void prefetch_from(int u, int direction);
-  bool ready(int u) const { return units_[size_t(u)].state == State::ready; }
 
   int live_units() const;        // counted units in flight or ready
   // Bytes of gathered storage held by units that free theirs (pinned included), now and at peak.
   int64_t transient_bytes() const;
   int64_t peak_transient_bytes() const { return peak_transient_bytes_; }
   int64_t kept_bytes() const;    // storage of the units that keep theirs (replicated parameters)
-  int peak_live_units() const { return peak_live_units_; }
   int64_t live_numel() const;
 
  private:
@@ -72,7 +69,6 @@ class UnitParamBuffers {
   PrefetchPolicy policy_;
   UnitTrace* trace_ = nullptr;
   std::vector<Entry> units_;
-  int peak_live_units_ = 0;
   int64_t peak_transient_bytes_ = 0;
 };
 

@@ -34,7 +34,6 @@ class UnitTrace {
 
   void record(TraceEvent event, const std::string& unit);
   void next_step() { ++step_; }
-  size_t size() const { return events_.size(); }
 
   // Writes {"traceEvents": [...], "displayTimeUnit": "ms"} to `path` (throws RunError on I/O failure).
   void write_chrome_trace(const std::string& path) const;
