@@ -34,6 +34,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 COMPONENTS = ("params", "grads", "grad_shard", "master", "optimizer_states")
+FSDP_STRATEGY = {0: "NO_SHARD", 2: "SHARD_GRAD_OP", 3: "FULL_SHARD"}  # --backend fsdp: the stage with its memory
 
 
 def block_numel(n_embd: int) -> int:
@@ -49,14 +50,18 @@ def write_job(a, d: str, stage: int, world: int) -> str:
               "stage3_param_persistence_threshold: 0")
     if a.deepspeed_defaults:  # DeepSpeed's own defaults: prefetch ahead, large buckets (timing runs)
         bounds = "stage3_param_persistence_threshold: 0"
+    backend_block = f"deepspeed: {{zero_stage: {stage}, {offload}{bounds}}}"
+    if a.backend == "fsdp":
+        backend_block = (f"fsdp: {{sharding_strategy: {FSDP_STRATEGY[stage]}, backward_prefetch: BACKWARD_PRE, "
+                         "limit_all_gathers: true}")
     job = os.path.join(d, "job.yaml")
     with open(job, "w") as f:
-        f.write(f"""backend: deepspeed
+        f.write(f"""backend: {a.backend}
 num_processes: {world}
 device: cpu
 main_process_port: 0
 mixed_precision: "{a.mixed_precision}"
-deepspeed: {{zero_stage: {stage}, {offload}{bounds}}}
+{backend_block}
 model: {{name: gpt, n_layer: {a.n_layer}, n_head: {a.n_head}, n_embd: {a.n_embd}, vocab_size: {a.vocab_size}, block_size: {a.seq_len}}}
 data: {{kind: synthetic}}
 optimizer: {{name: adamw, lr: 1.0e-3}}
@@ -74,6 +79,8 @@ def estimate(a, job: str, stage: int) -> dict:
     with open(path) as f:
         rows = json.load(f)["strategies"]
     want = "ddp / zero-0" if stage == 0 else f"zero-{stage}"
+    if a.backend == "fsdp":
+        want = FSDP_STRATEGY[stage]
     row = next(r for r in rows if r["name"] == want)
     return row
 
@@ -145,6 +152,9 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS per rank")
     ap.add_argument("--mixed-precision", default="no", choices=("no", "bf16"))
     ap.add_argument("--offload", default="none", choices=("none", "nvme"))
+    ap.add_argument("--backend", default="deepspeed", choices=("deepspeed", "fsdp"),
+                    help="fsdp: stages 0, 2, 3 run as NO_SHARD, SHARD_GRAD_OP, FULL_SHARD (BACKWARD_PRE, "
+                         "limit_all_gathers); no offload")
     ap.add_argument("--deepspeed-defaults", action="store_true",
                     help="leave reduce_bucket_size and the stage-3 prefetch/live bounds at DeepSpeed's defaults "
                          "(gathers are prefetched; transient memory is then larger than the one-unit estimate)")
@@ -159,7 +169,7 @@ def main() -> int:
             rows.append(r)
             print(f"stage {stage} world {world}: measured {mib(r['measured_bytes'])} MiB, estimate "
                   f"{mib(r['estimate_bytes'])} MiB, comm {mib(r['comm_bus_bytes_per_step'])} MiB/step", file=sys.stderr)
-    print(f"\nGPT {a.n_layer} x {a.n_embd}, {numel:,} parameters, mixed_precision {a.mixed_precision}, "
+    print(f"\nbackend {a.backend}; GPT {a.n_layer} x {a.n_embd}, {numel:,} parameters, mixed_precision {a.mixed_precision}, "
           f"offload {a.offload}; micro batch {a.micro_batch} x {a.seq_len} tokens; rank 0's figures\n")
     print("| stage | world | model states measured (MiB) | estimate (MiB) | diff | comm/step measured (MiB) "
           "| theory (MiB) | diff | step time (ms) | tokens/s | peak RSS (MiB) | RSS at end (MiB) |")
@@ -168,7 +178,8 @@ def main() -> int:
         md = (r["measured_bytes"] - r["estimate_bytes"]) / r["estimate_bytes"]
         th = r["theory_bus_bytes_per_step"]
         cd = f"{(r['comm_bus_bytes_per_step'] - th) / th:+.1%}" if th > 0 else "-"
-        print(f"| {r['stage']} | {r['world']} | {mib(r['measured_bytes'])} | {mib(r['estimate_bytes'])} | {md:+.1%} "
+        label = FSDP_STRATEGY[r["stage"]] if a.backend == "fsdp" else r["stage"]
+        print(f"| {label} | {r['world']} | {mib(r['measured_bytes'])} | {mib(r['estimate_bytes'])} | {md:+.1%} "
               f"| {mib(r['comm_bus_bytes_per_step'])} | {mib(th)} | {cd} | {r['step_time_s'] * 1e3:.0f} "
               f"| {r['tokens_per_s']:.0f} | {mib(r['peak_rss_bytes'])} | {mib(r['rss_bytes_at_end'])} |")
     if a.json:

@@ -144,6 +144,13 @@ JobEstimate estimate_job(const config::JobConfig& job, const JobEstimateOptions&
     plans[size_t(i)].reduce_bucket_numel = ds.reduce_bucket_size;
     plans[size_t(i)].max_live_numel = ds.stage3_max_live_parameters;
   }
+  // accel's fsdp policy (docs/design/0007): two units gathered besides the pinned one, and the
+  // full gradients of two units in flight.
+  for (size_t i = 4; i < plans.size(); ++i)
+    if (plans[i].sharding != Sharding::replicated) {
+      plans[i].live_units = 2;
+      plans[i].reduce_bucket_units = 2;
+    }
   std::string own = configured_row(job, e.configured_label, e.notes);
   for (size_t i = 0; i < plans.size(); ++i) {
     plans[i].configured = plans[i].name == own;

@@ -135,7 +135,9 @@ MemoryEstimate estimate_memory(const MemoryInput& in, const StrategyPlan& plan) 
   e.unit_buffers_estimated = sizes.known || plan.sharding == Sharding::replicated;
   // Stages 2-3 free each unit's full gradient once it is reduce-scattered; the tied unit's gradient
   // builds up from the first backward op (the output head) to the last (the embedding lookup).
-  const int64_t unit_grad_buffers = within_budget(sizes, plan.reduce_bucket_numel) * g;
+  const int64_t reduce_budget =
+      std::max(plan.reduce_bucket_numel, int64_t(plan.reduce_bucket_units) * sizes.largest_other());
+  const int64_t unit_grad_buffers = within_budget(sizes, reduce_budget) * g;
   switch (plan.sharding) {
     case Sharding::replicated:
       e.params = numel * p;
@@ -162,8 +164,11 @@ MemoryEstimate estimate_memory(const MemoryInput& in, const StrategyPlan& plan) 
       e.grad_shard = shard_sum * 4;
       e.master = shard_sum * 4;
       e.optimizer_states = shard_sum * s;
-      e.live_params = (plan.max_live_numel > 0 ? within_budget(sizes, plan.max_live_numel)
-                                               : gathered_numel(sizes, in.max_live_units)) * p;
+      if (plan.live_units > 0)
+        e.live_params = gathered_numel(sizes, plan.live_units + (sizes.tied > 0 ? 1 : 0)) * p;
+      else
+        e.live_params = (plan.max_live_numel > 0 ? within_budget(sizes, plan.max_live_numel)
+                                                 : gathered_numel(sizes, in.max_live_units)) * p;
       e.live_grads = unit_grad_buffers;
       break;
   }

@@ -69,6 +69,11 @@ struct StrategyPlan {
   // Stage 3 gathered values alive at once besides the tied unit (DeepSpeed
   // stage3_max_live_parameters); 0: max_live_units of the input decides.
   int64_t max_live_numel = 0;
+  // FSDP's bounds count units: gathered units alive besides the tied one (limit_all_gathers and
+  // one-unit prefetch: 2), and units of full gradients in flight (2: one reducing while the next
+  // accumulates). 0: the bounds above decide.
+  int live_units = 0;
+  int reduce_bucket_units = 0;
 };
 
 // Bytes per rank, by component, wherever they live, then where they live.
