@@ -43,6 +43,19 @@ def traced_run(test_dir, tokens, name, sets):
     return p, [trace, os.path.join(test_dir, name + ".trace.rank1.json")], out
 
 
+def assert_gathers_on_demand(test, ev):
+    """Every gather is waited on right after it is issued (nothing gathered ahead), and each unit is
+    gathered as often as it is used: the pinned embedding once, every other unit twice."""
+    gathers = 0
+    for k, e in enumerate(ev):
+        if e["args"]["event"] == "gather_issued":
+            gathers += 1
+            nxt = ev[k + 1]["args"]
+            test.assertEqual((nxt["event"], nxt["unit"]), ("gather_done", e["args"]["unit"]),
+                             f"gather of {e['args']['unit']} was issued ahead of its use")
+    test.assertEqual(gathers, 1 + 2 * (len(BLOCKS) + 1), "embedding once, every other unit twice")
+
+
 class UnitSchedule(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -86,14 +99,7 @@ class UnitSchedule(unittest.TestCase):
 
     def test_no_prefetch_gathers_only_on_demand(self):
         ev, _ = self.run_traced("on_demand", "deepspeed.stage3_prefetch_bucket_size=0")
-        gathers = 0
-        for k, e in enumerate(ev):
-            if e["args"]["event"] == "gather_issued":
-                gathers += 1
-                nxt = ev[k + 1]["args"]
-                self.assertEqual((nxt["event"], nxt["unit"]), ("gather_done", e["args"]["unit"]),
-                                 f"gather of {e['args']['unit']} was issued ahead of its use")
-        self.assertEqual(gathers, 1 + 2 * (len(BLOCKS) + 1), "embedding once, every other unit twice")
+        assert_gathers_on_demand(self, ev)
 
     def test_live_limit_bounds_gathered_values_and_schedule_keeps_numbers(self):
         limit = BLOCK_NUMEL + BLOCK_NUMEL // 2  # room for one block (and the small final norm) at a time
@@ -179,14 +185,7 @@ class FsdpSchedule(unittest.TestCase):
 
     def test_no_prefetch_and_no_forward_prefetch_gather_only_on_demand(self):
         ev = self.ev("none")
-        gathers = 0
-        for k, e in enumerate(ev):
-            if e["args"]["event"] == "gather_issued":
-                gathers += 1
-                nxt = ev[k + 1]["args"]
-                self.assertEqual((nxt["event"], nxt["unit"]), ("gather_done", e["args"]["unit"]),
-                                 f"gather of {e['args']['unit']} was issued ahead of its use")
-        self.assertEqual(gathers, 1 + 2 * (len(BLOCKS) + 1), "embedding once, every other unit twice")
+        assert_gathers_on_demand(self, ev)
         # forward_prefetch false (BACKWARD_PRE): in forward, too, each gather waits at once
         ev = self.ev("pre")
         start = self.first(ev, "backward_begin", "embedding")
