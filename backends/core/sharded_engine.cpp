@@ -33,19 +33,26 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
   if (policy_.shard_params) policy_.shard_grads = true;
   if (!policy_.shard_optimizer && policy_.shard_grads)
     throw RunError(policy_.label + ": sharded gradients need sharded optimizer states");
-  const int shards = policy_.shard_optimizer ? comm_.size() : 1;
   if (params_.empty()) throw RunError(policy_.label + ": the model has no parameters");
   if (!params_[0].second.device().is_cpu())
     throw RunError(policy_.label + ": the sharding engine runs on CPU tensors only so far (the GPU issue adds CUDA)");
   broadcast_parameters(comm_, params_);
+  if (const int g = policy_.shard_group_size; g > 0 && g < comm_.size()) {
+    if (!policy_.shard_optimizer || comm_.size() % g != 0)
+      throw RunError(policy_.label + ": shard groups of " + std::to_string(g) + " ranks need sharded states and a "
+                     "world size (" + std::to_string(comm_.size()) + ") they divide");
+    // Every rank makes both splits in the same order (they are collectives over the world).
+    shard_group_ = comm_.split(comm_.rank() / g);
+    replica_group_ = comm_.split(comm_.rank() % g);
+  }
+  const int shards = policy_.shard_optimizer ? shard_comm().size() : 1;
   at::NoGradGuard no_grad;
   if (policy_.master_dtype != at::kFloat && policy_.master_dtype != at::kBFloat16)
     throw RunError(policy_.label + ": masters are fp32 or bf16");
   if (!policy_.nvme_dir.empty() && policy_.master_dtype != at::kFloat)
     throw RunError(policy_.label + ": nvme offload keeps fp32 masters only");
-  optimizer_ = std::make_unique<ShardedOptimizer>(job.optimizer, policy_.shard_optimizer ? comm_.rank() : 0,
-                                                  policy_.master_dtype);
-  buffers_ = std::make_unique<UnitParamBuffers>(comm_, policy_.prefetch);
+  optimizer_ = std::make_unique<ShardedOptimizer>(job.optimizer, shard_rank(), policy_.master_dtype);
+  buffers_ = std::make_unique<UnitParamBuffers>(shard_comm(), policy_.prefetch);
   // Offloaded states go to their files unit by unit as the units are added (never all in memory).
   if (!policy_.nvme_dir.empty()) optimizer_->offload_to_nvme(policy_.nvme_dir, policy_.nvme_buffer_count);
   const at::ScalarType compute = policy_.compute_dtype;
@@ -103,13 +110,16 @@ std::string ShardedEngine::describe() const {
   for (int u = 0; u < buffers_->size(); ++u) kept += buffers_->keeps_storage(u) ? 1 : 0;
   const std::string master_name = policy_.master_dtype == at::kFloat ? "fp32" : "bf16";
   s << policy_.label << ": " << units_.size() << " units, " << numel << " values (" << padded - numel
-    << " padding) in " << (policy_.shard_optimizer ? comm_.size() : 1) << " shards; "
+    << " padding) in " << (policy_.shard_optimizer ? shard_comm().size() : 1) << " shards; "
     << (policy_.shard_optimizer ? "sharded: optimizer states + " : "replicated ") << master_name
     << (policy_.shard_optimizer ? " master" : " master and optimizer states")
     << (policy_.shard_grads ? ", gradients" : "") << (policy_.shard_params ? ", parameters" : "")
     << "; compute " << c10::toString(policy_.compute_dtype)
     << "; reductions " << (policy_.overlap_comm ? "overlap backward" : "after backward");
   if (policy_.shard_params && kept > 0) s << "; " << kept << " small units stay gathered";
+  if (replica_group_)
+    s << "; hybrid: sharded within each machine's " << shard_comm().size() << " ranks, replicated on "
+      << replica_group_->size() << " machines (gradient shards all-reduced across machines)";
   if (const NvmeStateStore* nvme = optimizer_->nvme())
     s << "; master + optimizer states in files under " << nvme->directory() << " ("
       << nvme->bytes_on_disk() / 1024 << " KiB, streamed through " << nvme->buffer_bytes() / 1024 << " KiB of buffers)";
@@ -253,7 +263,7 @@ void ShardedEngine::reduce_unit(int u) {
     pr.accumulate = true;
   }
   trace(TraceEvent::reduce_issued, u);
-  pr.work = comm_.reduce_scatter(pr.input, pr.output, comm::ReduceOp::Avg);
+  pr.work = shard_comm().reduce_scatter(pr.input, pr.output, comm::ReduceOp::Avg);
   pending_.push_back(std::move(pr));
 }
 
@@ -278,6 +288,10 @@ void ShardedEngine::ensure_grad_buffer(int u) {
 void ShardedEngine::finish_oldest_reduction() {
   PendingReduce& pr = pending_.front();
   pr.work->wait();
+  // HYBRID_SHARD: the machine's average of this shard, averaged over the machines holding the same
+  // shard, is the world average (equal rank counts per machine).
+  if (replica_group_ && policy_.shard_optimizer)
+    replica_group_->all_reduce(pr.output.defined() ? pr.output : pr.input, comm::ReduceOp::Avg)->wait();
   trace(TraceEvent::reduce_done, pr.unit);
   if (pr.accumulate)  // fp32 accumulation of the shard
     shard(pr.unit).grad.add_(pr.output.defined() ? pr.output : pr.input);
@@ -305,7 +319,7 @@ double ShardedEngine::clip_grad_norm(double max_norm) {
   return train::clip_grad_norm(grads, max_norm, [this](double local) {
     if (!policy_.shard_optimizer) return local;  // every rank holds the whole (identical) gradient
     at::Tensor t = at::tensor({local}, at::kDouble);
-    comm_.all_reduce(t, comm::ReduceOp::Sum)->wait();
+    shard_comm().all_reduce(t, comm::ReduceOp::Sum)->wait();  // one copy's shards: the whole gradient
     return t.item<double>();
   });
 }
@@ -346,7 +360,7 @@ train::NamedTensors ShardedEngine::full_parameters() {
     at::Tensor full = master;
     if (policy_.shard_optimizer) {
       full = at::empty({layout.padded_numel()}, master.options());
-      comm_.all_gather(master, full)->wait();
+      shard_comm().all_gather(master, full)->wait();
     }
     if (comm_.rank() != 0) return;
     for (size_t k = 0; k < units_[size_t(u)].params.size(); ++k) {
@@ -361,8 +375,10 @@ train::NamedTensors ShardedEngine::full_parameters() {
 // gather; rank 0's layout record names every parameter's place in the flat buffers, so
 // merge-weights and a resume at another world size or under another backend can read them.
 nlohmann::json ShardedEngine::save_state(const std::string& dir) {
-  // Replicated optimizer states (shard_optimizer false) are one shard: rank 0 writes it.
-  if (policy_.shard_optimizer || comm_.rank() == 0) optimizer_->save_state_file(dir + "/" + zero_shard_file(shard_rank()));
+  // Replicated optimizer states (shard_optimizer false) are one shard: rank 0 writes it. Under
+  // HYBRID_SHARD the first machine's ranks write their shards; the other machines hold copies.
+  if ((policy_.shard_optimizer && replica_rank() == 0) || comm_.rank() == 0)
+    optimizer_->save_state_file(dir + "/" + zero_shard_file(shard_rank()));
   std::vector<ZeroUnitRecord> records;
   for (size_t u = 0; u < units_.size(); ++u)
     records.push_back({shard(int(u)).unit, shard(int(u)).layout, param_records(params_, units_[u].params)});

@@ -52,6 +52,10 @@ struct ShardingPolicy {
   int64_t reduce_bucket_numel = 0;
   // Optimizer offload to files (DeepSpeed offload_optimizer_device: nvme): the directory ("" = off)
   // and the number of unit buffers the states stream through. `notes` go into describe().
+  // HYBRID_SHARD: 0 shards over every rank; G > 0 (dividing the world) shards within each block of
+  // G consecutive ranks (one machine) and replicates across blocks: gradients are reduce-scattered
+  // in the block, then the shard is all-reduced across blocks (docs/design/0009).
+  int shard_group_size = 0;
   std::string nvme_dir;
   int nvme_buffer_count = 5;
   std::string notes;
@@ -107,13 +111,19 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   void trace(TraceEvent event, int u) {
     if (trace_) trace_->record(event, units_[size_t(u)].unit->unit_name());
   }
-  int shard_rank() const { return policy_.shard_optimizer ? comm_.rank() : 0; }
+  int shard_rank() const { return policy_.shard_optimizer ? shard_comm().rank() : 0; }
+  // The ranks one copy of the model states is split over: every rank, or this rank's machine.
+  comm::Communicator& shard_comm() const { return shard_group_ ? *shard_group_ : comm_; }
+  // This rank's place among the copies (0 without HYBRID_SHARD): copy 0 writes the checkpoint.
+  int replica_rank() const { return replica_group_ ? replica_group_->rank() : 0; }
   // The masters' dtype as the layout record (and safetensors) spell it.
   std::string master_dtype_name() const { return policy_.master_dtype == at::kFloat ? "F32" : "BF16"; }
   UnitShardState& shard(int u) { return optimizer_->units()[size_t(u)]; }
 
   comm::Communicator& comm_;
   ShardingPolicy policy_;
+  std::unique_ptr<comm::Communicator> shard_group_;    // HYBRID_SHARD: this machine's ranks
+  std::unique_ptr<comm::Communicator> replica_group_;  // HYBRID_SHARD: one rank per machine, same shard
   train::NamedTensors params_;
   std::unique_ptr<ShardedOptimizer> optimizer_;
   std::unique_ptr<UnitParamBuffers> buffers_;

@@ -59,7 +59,9 @@ std::unique_ptr<Backend> make_fsdp_backend(const config::JobConfig& job, comm::C
   policy.master_dtype = plan.low_precision_masters ? compute : at::kFloat;
   // One unit's reduce-scatter in flight while the next unit computes its gradients (FSDP overlaps
   // them on its own stream): room for the two largest full-gradient buffers.
-  policy.reduce_bucket_numel = 2 * largest_padded_unit(model, comm.size());
+  policy.shard_group_size = plan.shard_group_size;
+  policy.reduce_bucket_numel =
+      2 * largest_padded_unit(model, plan.shard_group_size > 0 ? plan.shard_group_size : comm.size());
   policy.notes = join_notes(plan.notes);
   return std::make_unique<ShardedEngine>(job, comm, model, policy);
 }

@@ -74,18 +74,15 @@ void plan_sharding(const config::JobConfig& job, FsdpPlan& plan) {
   plan.label = "fsdp " + config::to_string(s);
   if (s == ShardingStrategy::HYBRID_SHARD) {
     if (job.num_machines > 1) {
-      plan.refusals.push_back(
-          {"fsdp.sharding_strategy",
-           "HYBRID_SHARD across " + std::to_string(job.num_machines) + " machines is not built: it shards within "
-               "each machine and replicates across machines, which needs per-machine subgroup communicators "
-               "(and a cross-machine gradient all-reduce) that accel's communicator does not have yet",
-           "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD (HYBRID_SHARD on one machine)",
-           "use sharding_strategy: FULL_SHARD (shards over every rank of every machine: less memory, more "
-           "cross-machine traffic) or run on one machine"});
-      return;
+      // FSDP's HYBRID_SHARD: FULL_SHARD within each machine, a full copy of the states per machine.
+      plan.shard_group_size = job.num_processes / job.num_machines;
+      plan.notes.push_back("HYBRID_SHARD: FULL_SHARD within each machine (" + std::to_string(plan.shard_group_size) +
+                           " ranks), replicated across " + std::to_string(job.num_machines) +
+                           " machines; gradient shards are all-reduced across machines");
+    } else {
+      plan.notes.push_back("HYBRID_SHARD on one machine is FULL_SHARD (nothing to replicate across machines)");
     }
     s = ShardingStrategy::FULL_SHARD;
-    plan.notes.push_back("HYBRID_SHARD on one machine is FULL_SHARD (nothing to replicate across machines)");
   }
   plan.replicated = s == ShardingStrategy::NO_SHARD;
   plan.shard_grads = s == ShardingStrategy::SHARD_GRAD_OP || s == ShardingStrategy::FULL_SHARD;

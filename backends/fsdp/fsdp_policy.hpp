@@ -28,7 +28,10 @@ struct FsdpPlan {
   std::string label;         // "fsdp FULL_SHARD": logs, describe(), the checkpoint's layout record
   bool replicated = false;   // NO_SHARD: plain data parallelism
   bool shard_grads = false;  // SHARD_GRAD_OP and FULL_SHARD
-  bool shard_params = false; // FULL_SHARD (and HYBRID_SHARD on one machine)
+  bool shard_params = false; // FULL_SHARD and HYBRID_SHARD
+  // HYBRID_SHARD across machines: the processes of one machine (shard within, replicate across);
+  // 0: shard over every rank.
+  int shard_group_size = 0;
   PrefetchPolicy prefetch;   // acts when shard_params
   // precision_mode low with a model loaded in bf16: the masters (and gradient shards) stay in the
   // parameters' dtype; mixed: fp32 masters (DeepSpeed's rule too).

@@ -43,6 +43,19 @@ class Work {
 };
 using WorkPtr = std::shared_ptr<Work>;
 
+// This rank's place in the group a split() forms.
+struct SplitGroup {
+  int color = 0;
+  int rank = 0;        // in the group
+  int size = 1;        // of the group
+  int sequence = 0;    // how many splits of the parent came before (unique names for the group)
+};
+
+class Communicator;
+// The exchange every split() starts with: all-gathers each rank's color over `parent` (counted in
+// its stats) and returns this rank's group. Throws CommError for a negative color.
+SplitGroup exchange_split_colors(Communicator& parent, int color);
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -64,11 +77,22 @@ class Communicator {
   virtual WorkPtr broadcast(at::Tensor tensor, int root) = 0;
   virtual WorkPtr barrier() = 0;
 
+  // Collective over this communicator (every rank calls it, in the same order as its other ops):
+  // the ranks passing the same `color` (>= 0) form a new communicator, ranked in this one's rank
+  // order (MPI_Comm_split, ncclCommSplit with key = rank). The new communicator has its own stats
+  // and this one's timeout; this one stays usable. HYBRID_SHARD builds its per-machine groups so.
+  // The base implementation throws CommError (wrappers and test doubles that cannot split).
+  virtual std::unique_ptr<Communicator> split(int color);
+
   const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
 
  protected:
   CommStats stats_;
+
+ private:
+  friend SplitGroup exchange_split_colors(Communicator& parent, int color);
+  int splits_ = 0;  // split() calls so far
 };
 
 }  // namespace accel::comm

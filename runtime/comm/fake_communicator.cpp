@@ -117,6 +117,15 @@ class FakeWorldState {
     return round;
   }
 
+  // The state of the group that split `sequence` forms for `color` (`size` ranks): made by the
+  // first member to ask, shared by the others.
+  std::shared_ptr<FakeWorldState> subgroup(int sequence, int color, int size) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& group = subgroups_[{sequence, color}];
+    if (!group) group = std::make_shared<FakeWorldState>(size, timeout_);
+    return group;
+  }
+
   // Called once per rank after it has read the round; the last one drops it.
   void depart(int64_t seq, const std::shared_ptr<Round>& round) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -130,6 +139,7 @@ class FakeWorldState {
   std::condition_variable cv_;
   std::vector<bool> claimed_;
   std::map<int64_t, std::shared_ptr<Round>> rounds_;
+  std::map<std::pair<int, int>, std::shared_ptr<FakeWorldState>> subgroups_;
 };
 
 }  // namespace detail
@@ -210,6 +220,13 @@ class FakeCommunicator final : public Communicator {
       std::memcpy(tensor.data_ptr(), round.deposits[root].data.data_ptr(),
                   static_cast<size_t>(tensor.numel() * tensor.element_size()));
     });
+  }
+
+  std::unique_ptr<Communicator> split(int color) override {
+    const SplitGroup g = exchange_split_colors(*this, color);
+    auto group = world_->subgroup(g.sequence, g.color, g.size);
+    group->claim(g.rank);
+    return std::make_unique<FakeCommunicator>(std::move(group), g.rank);
   }
 
   WorkPtr barrier() override {

@@ -76,11 +76,16 @@ std::vector<size_t> shard_counts(int64_t numel, int world) {
 
 class GlooCommunicator final : public Communicator {
  public:
-  GlooCommunicator(std::shared_ptr<gloo::Context> context, std::chrono::milliseconds timeout)
+  // `store`, `bind_address` and `store_prefix` are kept to connect the groups split() forms.
+  GlooCommunicator(std::shared_ptr<gloo::Context> context, std::chrono::milliseconds timeout,
+                   std::shared_ptr<c10d::Store> store, std::string bind_address, std::string store_prefix)
       : context_(std::move(context)),
         rank_(context_->rank),
         size_(context_->size),
         timeout_(timeout),
+        store_(std::move(store)),
+        bind_address_(std::move(bind_address)),
+        store_prefix_(std::move(store_prefix)),
         queue_(std::make_unique<OpQueue>(rank_, size_)) {}
 
   // The queue goes first: queued ops are cancelled and the running one (bounded by the timeout)
@@ -177,6 +182,15 @@ class GlooCommunicator final : public Communicator {
     });
   }
 
+  // A group is a fresh Gloo full mesh among its members, rendezvousing under a prefix unique to
+  // this split and color (the parent's prefix is fresh per launch attempt, so these are too).
+  std::unique_ptr<Communicator> split(int color) override {
+    const SplitGroup g = exchange_split_colors(*this, color);
+    return make_gloo_communicator(store_, g.rank, g.size, timeout_, bind_address_,
+                                  store_prefix_ + "/split" + std::to_string(g.sequence) + "/color" +
+                                      std::to_string(g.color));
+  }
+
   WorkPtr barrier() override {
     stats_.record(CollectiveKind::Barrier, 0);
     return enqueue("barrier", [this]() {
@@ -222,6 +236,9 @@ class GlooCommunicator final : public Communicator {
   const int rank_;
   const int size_;
   const std::chrono::milliseconds timeout_;
+  const std::shared_ptr<c10d::Store> store_;
+  const std::string bind_address_;
+  const std::string store_prefix_;
   uint32_t next_tag_ = 0;  // touched only by the worker thread
   std::unique_ptr<OpQueue> queue_;
 };
@@ -255,7 +272,7 @@ std::unique_ptr<Communicator> make_gloo_communicator(std::shared_ptr<c10d::Store
     throw CommError(where + " failed (bind address '" + bind_address + "', store prefix '" + store_prefix +
                     "', timeout " + std::to_string(timeout.count()) + " ms): " + e.what());
   }
-  return std::make_unique<GlooCommunicator>(std::move(context), timeout);
+  return std::make_unique<GlooCommunicator>(std::move(context), timeout, std::move(store), bind_address, store_prefix);
 }
 
 }  // namespace accel::comm

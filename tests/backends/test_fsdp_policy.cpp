@@ -60,22 +60,24 @@ TEST_CASE("fsdp plan: sharding strategies map onto the engine's partitioning", "
   CHECK((none.replicated && !none.shard_grads && !none.shard_params));
 }
 
-TEST_CASE("fsdp plan: HYBRID_SHARD is FULL_SHARD on one machine and refused across machines", "[fsdp]") {
+TEST_CASE("fsdp plan: HYBRID_SHARD is FULL_SHARD on one machine, per-machine shard groups across machines", "[fsdp]") {
   auto job = fsdp_job();
   job.fsdp.sharding_strategy = ShardingStrategy::HYBRID_SHARD;
+  job.num_processes = 4;
   auto one = plan_fsdp(job);
   CHECK(one.refusals.empty());
   CHECK(one.label == "fsdp HYBRID_SHARD");
   CHECK(one.shard_params);
+  CHECK(one.shard_group_size == 0);  // every rank shards
   CHECK(has_note(one, "HYBRID_SHARD on one machine is FULL_SHARD"));
 
   job.num_machines = 2;
   auto two = plan_fsdp(job);
-  const auto* r = issue(two.refusals, "fsdp.sharding_strategy");
-  REQUIRE(r);
-  CHECK_THAT(r->message, Catch::Contains("HYBRID_SHARD across 2 machines is not built") &&
-                             Catch::Contains("per-machine subgroup communicators"));
-  CHECK_THAT(r->hint, Catch::Contains("FULL_SHARD"));
+  CHECK(two.refusals.empty());
+  CHECK(two.label == "fsdp HYBRID_SHARD");
+  CHECK((two.shard_params && two.shard_grads && !two.replicated));
+  CHECK(two.shard_group_size == 2);
+  CHECK(has_note(two, "FULL_SHARD within each machine (2 ranks), replicated across 2 machines"));
 }
 
 TEST_CASE("fsdp plan: prefetch enums, one unit ahead, limit_all_gathers is two live units", "[fsdp]") {

@@ -5,6 +5,7 @@
 #include "runtime/comm/fake_communicator.hpp"
 #include "tests/comm/collective_checks.hpp"
 #include "tests/comm/failure_checks.hpp"
+#include "tests/comm/split_checks.hpp"
 
 using namespace accel::comm;
 using namespace accel::test;
@@ -144,3 +145,13 @@ TEST_CASE("fake: every waiting rank fails when one rank skips reduce_scatter", "
 }
 
 ACCEL_ASSERT_CHECK_IS_CATCH();
+
+TEST_CASE("fake: split forms machine and replica groups (HYBRID_SHARD's layout)", "[fake][split]") {
+  CHECK(run_fake(4, check_split_machine_and_replica_groups) == no_errors(4));
+}
+
+TEST_CASE("fake: split rejects a negative color", "[fake][split]") {
+  auto errors = run_fake(1, [](Communicator& c) { c.split(-1); });
+  REQUIRE(errors.size() == 1);
+  CHECK_THAT(errors[0], Contains("color must be >= 0"));
+}

@@ -11,6 +11,7 @@
 #include "runtime/comm/gloo_communicator.hpp"
 #include "tests/comm/collective_checks.hpp"
 #include "tests/comm/failure_checks.hpp"
+#include "tests/comm/split_checks.hpp"
 
 using namespace accel::comm;
 using namespace accel::test;
@@ -180,3 +181,7 @@ TEST_CASE("gloo: every waiting rank fails when one rank skips reduce_scatter", "
 }
 
 ACCEL_ASSERT_CHECK_IS_CATCH();
+
+TEST_CASE("gloo: split forms machine and replica groups (HYBRID_SHARD's layout)", "[gloo][split]") {
+  CHECK(run_gloo(4, check_split_machine_and_replica_groups) == no_errors(4));
+}

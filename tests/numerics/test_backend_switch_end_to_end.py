@@ -6,8 +6,8 @@
 - TemplatesSwitched: every config_templates/deepspeed_*.yaml runs with `--set backend=fsdp` and every
   fsdp_*.yaml with `--set backend=deepspeed` (and natively), for 2 steps of a tiny model: exit 0,
   and the start-up log names the strategy it ran. What is not built is refused at launch, exit 2,
-  naming the key and its file:line:col: HYBRID_SHARD across machines, deepspeed nvme parameter
-  offload, wrap policies other than the model's units.
+  naming the key and its file:line:col: deepspeed nvme parameter offload, wrap policies other
+  than the model's units. The HYBRID_SHARD template runs on two machines (two launchers on loopback).
 - FsdpOptionsAtLaunch: fsdp keys with no effect on this path are warnings naming the key.
 
 The templates' own sizes (4 ranks, a 4-layer 128-wide model, 100 steps) are overridden with --set:
@@ -15,8 +15,6 @@ each run takes a couple of seconds on 2 cores.
 """
 import os
 import re
-import socket
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -39,12 +37,6 @@ def templates(prefix):
     return sorted(f for f in os.listdir(TEMPLATES) if f.startswith(prefix) and f.endswith(".yaml"))
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class _Base(unittest.TestCase):
     def tmpdir(self):
         d = tempfile.TemporaryDirectory(prefix="accel_switch_")
@@ -58,6 +50,15 @@ class _Base(unittest.TestCase):
         for s in TINY + (f"training.output_dir={out}", f"main_process_port={port}") + sets:
             cmd += ["--set", s]
         return ts.run(cmd, cwd=self.tmpdir()), out
+
+    def launch_machines(self, template, *sets, processes=2, out=None):
+        """The template on 2 machines: 2 launchers on loopback, each with half of `processes`.
+        Returns the first failed launcher (else machine 0's) and the output folder."""
+        out = out or os.path.join(self.tmpdir(), "out")
+        tiny = tuple(s for s in TINY if not s.startswith("num_processes=")) + (f"num_processes={processes}",)
+        procs = ts.launch_machines(os.path.join(TEMPLATES, template), 2,
+                                   sets=tiny + (f"training.output_dir={out}",) + sets, cwd=self.tmpdir())
+        return next((p for p in procs if p.returncode != 0), procs[0]), out
 
     def assertRan(self, proc, out, label, what):
         self.assertEqual(proc.returncode, 0, f"{what}\n{ts.describe(proc)}")
@@ -106,23 +107,8 @@ class TemplatesSwitched(_Base):
     def test_hybrid_template_under_deepspeed_on_two_machines(self):
         # HYBRID_SHARD -> zero_stage 3 (+ hpZ, which has no effect yet and says so): the template's two
         # machines are two launchers on loopback, one rank each.
-        port = free_port()
-        out = os.path.join(self.tmpdir(), "out")
-        cmds = []
-        for machine in (0, 1):
-            cmd = [ts.ACCEL, "launch", os.path.join(TEMPLATES, "fsdp_hybrid_shard.yaml")]
-            for s in TINY + (f"training.output_dir={out}", "backend=deepspeed", f"machine_rank={machine}",
-                             f"main_process_port={port}"):
-                cmd += ["--set", s]
-            cmds.append(cmd)
-        procs = [subprocess.Popen(c, cwd=self.tmpdir(), env=ts.clean_env(), stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for c in cmds]
-        results = [p.communicate(timeout=ts.PROC_TIMEOUT_S) for p in procs]
-        for machine, (p, (so, se)) in enumerate(zip(procs, results)):
-            self.assertEqual(p.returncode, 0, f"machine {machine}: exit {p.returncode}\n{se[-3000:]}\n{so[-2000:]}")
-        self.assertEqual([r["step"] for r in ts.read_metrics(out)], [0, 1])
-        with open(os.path.join(out, "logs", "rank_0.log")) as f:
-            self.assertIn("deepspeed zero_stage 3:", f.read())
+        p, out = self.launch_machines("fsdp_hybrid_shard.yaml", "backend=deepspeed")
+        self.assertRan(p, out, "deepspeed zero_stage 3", "fsdp_hybrid_shard.yaml --set backend=deepspeed")
 
     def test_fsdp_templates_run_natively(self):
         for template, sets, label in (("fsdp_full_shard.yaml", (), "fsdp FULL_SHARD"),
@@ -137,11 +123,14 @@ class TemplatesSwitched(_Base):
                     with open(os.path.join(out, "logs", "rank_0.log")) as f:
                         self.assertIn("replicated fp32 master and optimizer states; compute BFloat16", f.read())
 
-    def test_hybrid_shard_across_machines_is_refused_and_on_one_machine_is_full_shard(self):
-        p, _ = self.launch("fsdp_hybrid_shard.yaml", port=free_port())
-        self.assertRefused(p, "fsdp_hybrid_shard.yaml", "fsdp.sharding_strategy",
-                           "HYBRID_SHARD across 2 machines is not built")
-        self.assertIn("per-machine subgroup communicators", p.stderr)
+    def test_hybrid_shard_template_on_two_machines_and_on_one(self):
+        # 4 ranks over 2 machines: FULL_SHARD within each machine's 2 ranks, replicated across them.
+        p, out = self.launch_machines("fsdp_hybrid_shard.yaml", processes=4)
+        self.assertRan(p, out, "fsdp HYBRID_SHARD", "fsdp_hybrid_shard.yaml on 2 machines")
+        with open(os.path.join(out, "logs", "rank_0.log")) as f:
+            log = f.read()
+        self.assertIn("in 2 shards", log)
+        self.assertIn("replicated on 2 machines", log)
         p, out = self.launch("fsdp_hybrid_shard.yaml", "num_machines=1")
         self.assertRan(p, out, "fsdp HYBRID_SHARD", "fsdp_hybrid_shard.yaml on one machine")
         with open(os.path.join(out, "logs", "rank_0.log")) as f:

@@ -32,6 +32,7 @@ import safetensors_io  # noqa: E402
 ZERO = {s: ("backend=deepspeed", f"deepspeed.zero_stage={s}") for s in (1, 2, 3)}
 DDP = ("backend=ddp",)
 FSDP = {s: ("backend=fsdp", f"fsdp.sharding_strategy={s}") for s in ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD")}
+FSDP_HYBRID = ("backend=fsdp", "fsdp.sharding_strategy=HYBRID_SHARD")  # with ts.launch_machines
 
 
 def merge_weights(ckpt, out):
@@ -84,15 +85,16 @@ class ReshardResume(_Base):
                       checkpoint_every=self.AT, eval_every=0, **kw)
 
     def _resume_elsewhere(self, label, first, second):
-        """first/second: (world, micro batch, --set overrides). Returns (uninterrupted, resumed) dirs."""
+        """first/second: (world, micro batch, --set overrides[, machines on loopback]). Returns
+        (uninterrupted, resumed) dirs."""
         d = self.tmpdir()
         out_a, out_b = os.path.join(d, "a"), os.path.join(d, "b")
-        (wa, ba, sa), (wb, bb, sb) = first, second
+        (wa, ba, sa, ma), (wb, bb, sb, mb) = (tuple(first) + (1,))[:4], (tuple(second) + (1,))[:4]
         self.assertEqual(wa * ba, wb * bb, "both runs must see the same global batch")
-        pa = ts.launch(ts.write_job(os.path.join(d, "a.yaml"), self._job(out_a, wa, ba)), sets=sa)
+        pa = self._launch(ts.write_job(os.path.join(d, "a.yaml"), self._job(out_a, wa, ba)), sa, ma)
         self.assertExit(pa, 0, f"{label}: uninterrupted run")
         ckpt = ts.ckpt_dir(out_a, self.AT)
-        pb = ts.launch(ts.write_job(os.path.join(d, "b.yaml"), self._job(out_b, wb, bb, resume=ckpt)), sets=sb)
+        pb = self._launch(ts.write_job(os.path.join(d, "b.yaml"), self._job(out_b, wb, bb, resume=ckpt)), sb, mb)
         self.assertExit(pb, 0, f"{label}: resumed run")
         self.assertIn(f"resumed from {ckpt} ({self.AT} steps done)", pb.stdout + pb.stderr, ts.describe(pb))
 
@@ -114,6 +116,14 @@ class ReshardResume(_Base):
         self.assertSteps(ts.ckpt_dir(out_b, self.STEPS), self.STEPS, label)
         self.assertMergeEqualsExport(out_b, label)
         return out_a, out_b
+
+    def _launch(self, job_path, sets, machines):
+        """One launcher, or one per machine on loopback: the first failure (else machine 0's result),
+        whose output holds rank 0's log lines."""
+        if machines == 1:
+            return ts.launch(job_path, sets=sets)
+        procs = ts.launch_machines(job_path, machines, sets=sets)
+        return next((p for p in procs if p.returncode != 0), procs[0])
 
     def assertSteps(self, ckpt, steps, label):
         """The optimizer's step counters went on from the resumed checkpoint's (not from 0)."""
@@ -149,6 +159,23 @@ class ReshardResume(_Base):
                                           (4, 2, FSDP["FULL_SHARD"]))
         with open(os.path.join(out_b, "logs", "rank_0.log")) as f:
             self.assertIn("fsdp FULL_SHARD:", f.read())
+
+    def test_fsdp_hybrid_2x2_to_full_shard_world2_and_back(self):
+        # HYBRID_SHARD splits the states over each machine's 2 ranks; machine 0's ranks write the
+        # shards (layout world 2), which FULL_SHARD at world 2 reads as its own. And back: a zero 3
+        # world 2 checkpoint resumed by two machines of two ranks, each machine loading the shards.
+        hybrid = (4, 2, FSDP_HYBRID, 2)  # world 4 over 2 machines
+        out_a, _ = self._resume_elsewhere("fsdp HYBRID_SHARD 2x2 -> FULL_SHARD world 2", hybrid,
+                                          (2, 4, FSDP["FULL_SHARD"]))
+        ckpt = ts.ckpt_dir(out_a, self.AT)
+        with open(os.path.join(ckpt, "trainer.json")) as f:
+            state = json.load(f)
+        self.assertEqual((state["world_size"], state["backend_state"]["world_size"]), (4, 2))
+        self.assertEqual(sorted(n for n in os.listdir(ckpt) if n.startswith("zero_rank_")),
+                         ["zero_rank_00000.safetensors", "zero_rank_00001.safetensors"])
+        _, out_b = self._resume_elsewhere("zero 3 world 2 -> fsdp HYBRID_SHARD 2x2", (2, 4, ZERO[3]), hybrid)
+        with open(os.path.join(out_b, "logs", "rank_0.log")) as f:
+            self.assertIn("replicated on 2 machines", f.read())
 
     def test_fsdp_full_shard_world2_to_zero3_world2(self):
         # The same world size and units: deepspeed reads fsdp's shard files as they are.

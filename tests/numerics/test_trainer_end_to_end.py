@@ -88,7 +88,7 @@ class _ReferenceBase(_Base):
     def tearDownClass(cls):
         cls._tmp.cleanup()
 
-    def _check_split(self, name, sets=(), ref_dir=None):
+    def _check_split(self, name, sets=(), ref_dir=None, machines=1):
         world, micro, accum = self.SPLITS[name]
         ref_dir = ref_dir or self.ref_dir
         ref_metrics = ts.read_metrics(ref_dir)
@@ -97,8 +97,12 @@ class _ReferenceBase(_Base):
         out = os.path.join(d, "out")
         job = ts.job(out, data_path=self.tokens, world=world, micro=micro, accum=accum, steps=self.STEPS,
                      lr=self.LR, warmup=3, eval_every=5, init_from=self.init)
-        p = ts.launch(ts.write_job(os.path.join(d, "job.yaml"), job), sets=sets)
-        self.assertLaunch(p, 0, f"accel {label}")
+        job_path = ts.write_job(os.path.join(d, "job.yaml"), job)
+        if machines == 1:
+            self.assertLaunch(ts.launch(job_path, sets=sets), 0, f"accel {label}")
+        else:  # one launcher per machine on loopback, each spawning world / machines ranks
+            for machine, p in enumerate(ts.launch_machines(job_path, machines, sets=sets)):
+                self.assertLaunch(p, 0, f"accel {label}, machine {machine}")
         got = ts.read_metrics(out)
         self.assertEqual([r["step"] for r in got], list(range(self.STEPS)))
         # the global batch is world x micro x accum rows of 32 tokens (8 rows unless the split says otherwise)
@@ -226,8 +230,9 @@ class FsdpStrategiesAgreement(_ReferenceBase):
     the ddp engine. Same reference and tolerances as ddp and deepspeed: only the reduction order
     (reduce-scatter vs all-reduce, per-rank means) differs from the unsharded run."""
 
-    def _strategy(self, strategy, name, extra=()):
-        out = self._check_split(name, sets=("backend=fsdp", f"fsdp.sharding_strategy={strategy}") + extra)
+    def _strategy(self, strategy, name, extra=(), machines=1):
+        out = self._check_split(name, sets=("backend=fsdp", f"fsdp.sharding_strategy={strategy}") + extra,
+                                machines=machines)
         with open(os.path.join(out, "logs", "rank_0.log")) as f:
             log = f.read()
         self.assertIn(f"fsdp {strategy}:", log, "the start-up log does not name the fsdp strategy")
@@ -254,6 +259,13 @@ class FsdpStrategiesAgreement(_ReferenceBase):
 
     def test_shard_grad_op_world2_accum2(self):
         self._strategy("SHARD_GRAD_OP", "w2_b2_g2")
+
+    def test_hybrid_shard_2_machines_x_2_processes(self):
+        # Two launchers on loopback, two ranks each: FULL_SHARD within each machine (states split
+        # over its 2 ranks), replicated across the machines (gradient shards all-reduced).
+        log = self._strategy("HYBRID_SHARD", "w4_b2", machines=2)
+        self.assertIn("in 2 shards", log)
+        self.assertIn("replicated on 2 machines", log)
 
     def test_no_shard_world2(self):
         log = self._strategy("NO_SHARD", "w2_b4")

@@ -5,6 +5,7 @@ scripts/reference with Debian's /usr/bin/python3. Job files are written as plain
 """
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -121,6 +122,39 @@ def launch(job_path, sets=(), env_extra=None):
     for s in sets:
         cmd += ["--set", s]
     return run(cmd, cwd=os.path.dirname(os.path.abspath(job_path)), env_extra=env_extra)
+
+
+def free_port():
+    """A TCP port free on loopback now: for jobs that span several launchers (port 0 picks a port
+    on one machine only)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch_machines(job_path, num_machines, sets=(), env_extra=None, cwd=None):
+    """`num_machines` launchers of one job on loopback, `machine_rank` 0..n-1, all at once (each
+    machine's share of the ranks rendezvouses with the others), in `cwd` (default: the job file's
+    folder); returns their CompletedProcesses."""
+    port = free_port()
+    procs = []
+    for machine in range(num_machines):
+        cmd = [ACCEL, "launch", job_path, "--set", f"num_machines={num_machines}", "--set", f"machine_rank={machine}",
+               "--set", "main_process_ip=127.0.0.1", "--set", f"main_process_port={port}"]
+        for s in sets:
+            cmd += ["--set", s]
+        procs.append((cmd, subprocess.Popen(cmd, cwd=cwd or os.path.dirname(os.path.abspath(job_path)),
+                                            env=clean_env(env_extra), stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE, text=True)))
+    results = []
+    for cmd, p in procs:
+        try:
+            out, err = p.communicate(timeout=PROC_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+        results.append(subprocess.CompletedProcess(cmd, p.returncode, out, err))
+    return results
 
 
 def reference_train(job_path, out_dir, init_weights, world, micro, accum):
