@@ -6,6 +6,7 @@
 
 #include "backends/core/checkpoint_reshard.hpp"
 #include "backends/core/model_replicas.hpp"
+#include "backends/core/unit_grouping.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/train/model/safetensors.hpp"
 #include "runtime/train/optim/grad_clip.hpp"
@@ -16,6 +17,23 @@ namespace {
 
 // Tags of backward signals: which unit, and whether it fires before (gather) or after its backward.
 int64_t tag_of(int u, bool pre_backward) { return int64_t(u) * 2 + (pre_backward ? 1 : 0); }
+
+// Every model unit in exactly one group, members ascending, model unit 0 (the token-input
+// embedding) in group 0: what the hooks below rely on.
+void check_grouping(const UnitGroups& groups, int units, const std::string& who) {
+  std::vector<int> seen(size_t(units), 0);
+  bool ok = !groups.empty() && !groups[0].empty() && groups[0][0] == 0;
+  for (const auto& g : groups) {
+    ok = ok && !g.empty();
+    for (size_t i = 0; ok && i < g.size(); ++i) {
+      ok = g[i] >= 0 && g[i] < units && (i == 0 || g[i] > g[i - 1]);
+      if (ok) ++seen[size_t(g[i])];
+    }
+  }
+  for (int c : seen) ok = ok && c == 1;
+  if (!ok) throw RunError(who + ": the unit grouping does not cover each of the model's " + std::to_string(units) +
+                          " units exactly once with the embedding first");
+}
 
 // Name and shape of the parameters params[indices] (a unit's, in flat order), for checkpoints.
 std::vector<ParamRecord> param_records(const train::NamedTensors& params, const std::vector<int>& indices) {
@@ -58,10 +76,17 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
   const at::ScalarType compute = policy_.compute_dtype;
   std::vector<train::Unit*> units = model.units();
   std::vector<std::vector<int>> unit_params = unit_parameter_indices(model, policy_.label);
-  for (size_t u = 0; u < units.size(); ++u) {
+  const UnitGroups groups = policy_.unit_groups.empty() ? one_group_per_unit(int(units.size())) : policy_.unit_groups;
+  check_grouping(groups, int(units.size()), policy_.label);
+  for (const auto& group : groups) {
     UnitRuntime rt;
-    rt.unit = units[u];
-    rt.params = unit_params[u];
+    std::vector<std::string> names;
+    for (int m : group) {
+      rt.members.push_back(units[size_t(m)]);
+      names.push_back(units[size_t(m)]->unit_name());
+      rt.params.insert(rt.params.end(), unit_params[size_t(m)].begin(), unit_params[size_t(m)].end());
+    }
+    rt.name = group_name(names);
     std::vector<int64_t> numels;
     std::vector<bool> decay;
     for (int index : rt.params) {
@@ -75,7 +100,7 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
     for (size_t k = 0; k < rt.params.size(); ++k)
       flat.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).copy_(params_[size_t(rt.params[k])].second.reshape(-1));
     at::Tensor my_shard = flat.narrow(0, int64_t(shard_rank()) * layout.shard_numel(), layout.shard_numel());
-    UnitShardState& st = optimizer_->add_unit(rt.unit->unit_name(), layout, decay, my_shard);
+    UnitShardState& st = optimizer_->add_unit(rt.name, layout, decay, my_shard);
     at::Tensor full = flat.to(compute);  // the parameters' storage from now on (a copy unless fp32)
     // With nvme offload the master lives in a file between steps: gathers need their own copy.
     rt.compute_shard = (compute == st.master.scalar_type() && !optimizer_->offloaded()) ? st.master
@@ -92,8 +117,8 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
       }
     }
     bool keeps = !policy_.shard_params || layout.numel() < policy_.persistence_threshold;
-    buffers_->add_unit(rt.unit->unit_name(), full, rt.compute_shard, keeps);
-    unit_index_[rt.unit] = int(units_.size());
+    buffers_->add_unit(rt.name, full, rt.compute_shard, keeps);
+    for (train::Unit* member : rt.members) unit_index_[member] = int(units_.size());
     units_.push_back(std::move(rt));
   }
   buffers_->release_all();
@@ -183,17 +208,19 @@ at::Tensor ShardedEngine::pre_forward(train::Unit& unit, at::Tensor x) {
   int u = unit_index_.at(&unit);
   UnitRuntime& rt = units_[size_t(u)];
   if (!x.is_floating_point()) {
-    rt.token_input = true;  // the embedding's first use: it is used again (unembed) at the end
+    // The embedding's first use: its unit is used again (the tied unembed) at the end.
+    rt.token_input = true;
+    rt.token_unit = &unit;
     buffers_->set_pinned(u, true);
-    if (eval_)
-      for (auto& other : units_) other.eval_uses = 0;  // a new forward starts
+    for (auto& other : units_) other.token_uses = 0;  // a new forward starts
   }
-  ++rt.eval_uses;
+  if (&unit == rt.token_unit) ++rt.token_uses;
   trace(TraceEvent::forward_begin, u);
   buffers_->wait(u);
-  // The tied unembed (the token-input unit's second use) ends the forward: nothing comes after it.
-  bool ends_forward = rt.token_input && x.is_floating_point();
-  if (policy_.prefetch.forward && !ends_forward) buffers_->prefetch_from(u, +1);
+  // The tied unembed (the embedding's second use) ends the forward: nothing comes after it. A
+  // unit of several members prefetches the next one when its first member starts.
+  const bool ends_forward = &unit == rt.token_unit && rt.token_uses == 2;
+  if (policy_.prefetch.forward && !ends_forward && &unit == rt.members.front()) buffers_->prefetch_from(u, +1);
   if (x.is_floating_point() && x.scalar_type() != policy_.compute_dtype) x = x.to(policy_.compute_dtype);
   if (eval_ || !reducing_ || !x.requires_grad()) return x;
   ++rt.uses;
@@ -205,12 +232,14 @@ at::Tensor ShardedEngine::post_forward(train::Unit& unit, at::Tensor y) {
   UnitRuntime& rt = units_[size_t(u)];
   trace(TraceEvent::forward_end, u);
   if (!policy_.shard_grads || (eval_ && !policy_.shard_params)) return y;
+  // A unit's storage can go after its last member's forward; the token-input unit's only after
+  // the unembed (and in training not before the micro-step ends: backward needs it first).
+  const bool done = rt.token_input ? (&unit == rt.token_unit && rt.token_uses == 2) : &unit == rt.members.back();
   if (eval_) {
-    if (!rt.token_input || rt.eval_uses >= 2) buffers_->release(u);
+    if (done) buffers_->release(u);
     return y;
   }
-  // The token-input unit stays gathered through the micro-step (it is needed again at the end).
-  if (policy_.shard_params && !rt.token_input) buffers_->release(u);
+  if (policy_.shard_params && !rt.token_input && done) buffers_->release(u);
   return signal_after_backward(y, this, tag_of(u, true));
 }
 
@@ -218,14 +247,14 @@ void ShardedEngine::on_backward(int64_t tag) {
   int u = int(tag / 2);
   UnitRuntime& rt = units_[size_t(u)];
   const auto prefetch = policy_.prefetch.backward;
-  if (tag % 2 == 1) {  // before the unit's backward: its parameters are needed again
+  if (tag % 2 == 1) {  // before a member's backward: the unit's parameters are needed again
+    if (++rt.pre_fired > 1) return;  // the unit's first member in backward order did it all
     trace(TraceEvent::backward_begin, u);
     ensure_grad_buffer(u);
     buffers_->wait(u);
     // The next unit in backward order: after the tied unembed (the token-input unit's first
-    // backward) it is the last unit; after the token-input unit's own backward there is none.
-    if (prefetch == PrefetchPolicy::Backward::pre && (!rt.token_input || ++rt.pre_fired == 1))
-      buffers_->prefetch_from(rt.token_input ? buffers_->size() : u, -1);
+    // backward) it is the last unit; the token-input unit's own later backward prefetches nothing.
+    if (prefetch == PrefetchPolicy::Backward::pre) buffers_->prefetch_from(rt.token_input ? buffers_->size() : u, -1);
     return;
   }
   if (++rt.fired < rt.uses || rt.token_input) return;  // the token-input unit finishes after backward()

@@ -56,6 +56,8 @@ struct ShardingPolicy {
   // G consecutive ranks (one machine) and replicates across blocks: gradients are reduce-scattered
   // in the block, then the shard is all-reduced across blocks (docs/design/0009).
   int shard_group_size = 0;
+  // Model units per engine unit (unit_grouping.hpp: FSDP's wrap policies); empty: one each.
+  std::vector<std::vector<int>> unit_groups;
   std::string nvme_dir;
   int nvme_buffer_count = 5;
   std::string notes;
@@ -81,13 +83,16 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
 
  private:
   struct UnitRuntime {
-    train::Unit* unit = nullptr;
+    std::vector<train::Unit*> members;  // the model units sharing this engine unit, in forward order
+    std::string name;                   // group_name() of the members
+    train::Unit* token_unit = nullptr;  // the member that took the token ids (the embedding), if any
     std::vector<int> params;  // indices into params_
     at::Tensor grad_flat;     // shard_grads == false: persistent [P]; the params' .grad are views
     at::Tensor grad_buffer;   // shard_grads: this micro-step's [P] gradients until reduced (.grad are views)
     at::Tensor compute_shard; // this rank's shard in the compute dtype (the master itself in fp32)
-    bool token_input = false; // used on integer token ids (the embedding): kept gathered across its two uses
-    int uses = 0, fired = 0, pre_fired = 0, eval_uses = 0;
+    bool token_input = false; // holds the embedding: kept gathered from its first use to the tied unembed
+    int uses = 0, fired = 0, pre_fired = 0;
+    int token_uses = 0;       // uses of token_unit in this forward (2: the unembed)
     bool reduced = false;
   };
   struct PendingReduce {
@@ -109,7 +114,7 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   // step does it unit by unit) and re-gather the units that keep their storage.
   void masters_changed(bool copy_shards);
   void trace(TraceEvent event, int u) {
-    if (trace_) trace_->record(event, units_[size_t(u)].unit->unit_name());
+    if (trace_) trace_->record(event, units_[size_t(u)].name);
   }
   int shard_rank() const { return policy_.shard_optimizer ? shard_comm().rank() : 0; }
   // The ranks one copy of the model states is split over: every rank, or this rank's machine.

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "backends/core/sharded_engine.hpp"
+#include "backends/core/unit_grouping.hpp"
 #include "backends/ddp/ddp_backend.hpp"
 #include "backends/fsdp/fsdp_policy.hpp"
 #include "runtime/common/errors.hpp"
@@ -17,14 +18,34 @@ std::string join_notes(const std::vector<std::string>& notes) {
   return s;
 }
 
-// The largest unit's flat buffer, padded to a multiple of the world size: the gradients one unit
-// holds while they are reduce-scattered.
-int64_t largest_padded_unit(train::Model& model, int world) {
-  int64_t largest = 0;
+std::vector<int64_t> unit_numels(train::Model& model) {
+  std::vector<int64_t> numels;
   for (train::Unit* unit : model.units()) {
     int64_t n = 0;
     for (const auto& p : unit->parameters()) n += p.numel();
-    largest = std::max(largest, (n + world - 1) / world * world);
+    numels.push_back(n);
+  }
+  return numels;
+}
+
+// The engine units the wrap policy asks for (unit_grouping.hpp).
+UnitGroups wrap_units(const FsdpPlan& plan, const std::vector<int64_t>& numels) {
+  switch (plan.wrap) {
+    case config::AutoWrapPolicy::NO_WRAP: return one_group_for_all(int(numels.size()));
+    case config::AutoWrapPolicy::SIZE_BASED_WRAP: return group_by_size(numels, plan.min_num_params);
+    case config::AutoWrapPolicy::TRANSFORMER_BASED_WRAP: break;
+  }
+  return one_group_per_unit(int(numels.size()));
+}
+
+// The largest engine unit's flat buffer, padded to a multiple of the shard count: the gradients
+// one unit holds while they are reduce-scattered.
+int64_t largest_padded_unit(const UnitGroups& groups, const std::vector<int64_t>& numels, int shards) {
+  int64_t largest = 0;
+  for (const auto& group : groups) {
+    int64_t n = 0;
+    for (int u : group) n += numels[size_t(u)];
+    largest = std::max(largest, (n + shards - 1) / shards * shards);
   }
   return largest;
 }
@@ -60,8 +81,10 @@ std::unique_ptr<Backend> make_fsdp_backend(const config::JobConfig& job, comm::C
   // One unit's reduce-scatter in flight while the next unit computes its gradients (FSDP overlaps
   // them on its own stream): room for the two largest full-gradient buffers.
   policy.shard_group_size = plan.shard_group_size;
-  policy.reduce_bucket_numel =
-      2 * largest_padded_unit(model, plan.shard_group_size > 0 ? plan.shard_group_size : comm.size());
+  const std::vector<int64_t> numels = unit_numels(model);
+  policy.unit_groups = wrap_units(plan, numels);
+  policy.reduce_bucket_numel = 2 * largest_padded_unit(
+      policy.unit_groups, numels, plan.shard_group_size > 0 ? plan.shard_group_size : comm.size());
   policy.notes = join_notes(plan.notes);
   return std::make_unique<ShardedEngine>(job, comm, model, policy);
 }

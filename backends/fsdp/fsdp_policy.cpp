@@ -31,15 +31,25 @@ std::string join(const std::vector<std::string>& v) {
 
 void check_wrap(const config::JobConfig& job, FsdpPlan& plan) {
   const auto& f = job.fsdp;
-  if (f.auto_wrap_policy != AutoWrapPolicy::TRANSFORMER_BASED_WRAP) {
-    plan.refusals.push_back(
-        {"fsdp.auto_wrap_policy",
-         config::to_string(f.auto_wrap_policy) + " is not built: accel's units are the model's units (embedding, "
-             "each layer, final), and merging them into " +
-             (f.auto_wrap_policy == AutoWrapPolicy::NO_WRAP ? std::string("one unit for the whole model")
-                                                            : std::string("units of min_num_params parameters")) +
-             " (unit grouping) does not exist yet",
-         "TRANSFORMER_BASED_WRAP", "use auto_wrap_policy: TRANSFORMER_BASED_WRAP with transformer_layer_cls_to_wrap: Block"});
+  plan.wrap = f.auto_wrap_policy;
+  if (f.auto_wrap_policy == AutoWrapPolicy::NO_WRAP) {
+    plan.notes.push_back("NO_WRAP: the whole model is one unit, gathered for each micro-step");
+    if (f.min_num_params != config::FsdpSection{}.min_num_params)
+      plan.warnings.push_back({"fsdp.min_num_params", "acts with auto_wrap_policy SIZE_BASED_WRAP only; it has no "
+                               "effect under NO_WRAP", "", "remove it"});
+    return;
+  }
+  if (f.auto_wrap_policy == AutoWrapPolicy::SIZE_BASED_WRAP) {
+    if (f.min_num_params < 1) {
+      plan.refusals.push_back({"fsdp.min_num_params", "must be at least 1 under SIZE_BASED_WRAP, got " +
+                                                          std::to_string(f.min_num_params),
+                               "an integer >= 1", "set min_num_params to the smallest unit size to wrap, e.g. 1000000"});
+      return;
+    }
+    plan.min_num_params = f.min_num_params;
+    plan.notes.push_back("SIZE_BASED_WRAP: consecutive layers are wrapped together once they hold at least " +
+                         std::to_string(f.min_num_params) + " parameters; the embedding and any smaller tail "
+                         "form the root unit");
     return;
   }
   const auto allowed = layer_classes(job.model.name);

@@ -32,6 +32,10 @@ struct FsdpPlan {
   // HYBRID_SHARD across machines: the processes of one machine (shard within, replicate across);
   // 0: shard over every rank.
   int shard_group_size = 0;
+  // auto_wrap_policy: TRANSFORMER_BASED_WRAP (the model's units), NO_WRAP (one unit) or
+  // SIZE_BASED_WRAP (units of at least min_num_params values); fsdp_backend groups the units.
+  config::AutoWrapPolicy wrap = config::AutoWrapPolicy::TRANSFORMER_BASED_WRAP;
+  int64_t min_num_params = 0;
   PrefetchPolicy prefetch;   // acts when shard_params
   // precision_mode low with a model loaded in bf16: the masters (and gradient shards) stay in the
   // parameters' dtype; mixed: fp32 masters (DeepSpeed's rule too).

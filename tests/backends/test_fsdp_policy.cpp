@@ -109,16 +109,28 @@ TEST_CASE("fsdp plan: prefetch enums, one unit ahead, limit_all_gathers is two l
   CHECK(issue(grad_op.warnings, "fsdp.limit_all_gathers"));
 }
 
-TEST_CASE("fsdp plan: wrapping is the model's units, other policies and classes are refused", "[fsdp]") {
+TEST_CASE("fsdp plan: NO_WRAP and SIZE_BASED_WRAP group the model's units, other layer classes are refused", "[fsdp]") {
   auto job = fsdp_job();
-  for (auto policy : {AutoWrapPolicy::NO_WRAP, AutoWrapPolicy::SIZE_BASED_WRAP}) {
-    job.fsdp.auto_wrap_policy = policy;
-    auto plan = plan_fsdp(job);
-    const auto* r = issue(plan.refusals, "fsdp.auto_wrap_policy");
-    REQUIRE(r);
-    CHECK_THAT(r->message, Catch::Contains(to_string(policy) + " is not built") && Catch::Contains("unit grouping"));
-    CHECK(r->allowed == "TRANSFORMER_BASED_WRAP");
-  }
+  job.fsdp.auto_wrap_policy = AutoWrapPolicy::NO_WRAP;
+  auto whole = plan_fsdp(job);
+  CHECK(whole.refusals.empty());
+  CHECK(whole.wrap == AutoWrapPolicy::NO_WRAP);
+  CHECK(has_note(whole, "NO_WRAP: the whole model is one unit"));
+  job.fsdp.min_num_params = 5000;
+  CHECK(issue(plan_fsdp(job).warnings, "fsdp.min_num_params"));
+
+  job.fsdp.auto_wrap_policy = AutoWrapPolicy::SIZE_BASED_WRAP;
+  auto sized = plan_fsdp(job);
+  CHECK(sized.refusals.empty());
+  CHECK(sized.wrap == AutoWrapPolicy::SIZE_BASED_WRAP);
+  CHECK(sized.min_num_params == 5000);
+  CHECK(has_note(sized, "at least 5000 parameters"));
+  job.fsdp.min_num_params = 0;  // the schema refuses it first; the plan is the safety net
+  auto unbounded = plan_fsdp(job);
+  const auto* zero = issue(unbounded.refusals, "fsdp.min_num_params");
+  REQUIRE(zero);
+  CHECK_THAT(zero->message, Catch::Contains("must be at least 1"));
+
   job.fsdp.auto_wrap_policy = AutoWrapPolicy::TRANSFORMER_BASED_WRAP;
   job.fsdp.transformer_layer_cls_to_wrap = "GPT2Block";
   auto bad = plan_fsdp(job);
@@ -201,7 +213,7 @@ TEST_CASE("fsdp engine: the label, bf16 masters under precision_mode low, refusa
   // bf16 masters are the shards gathers read: no separate compute-dtype copy.
   CHECK(memory[0]["param_shards"].get<int64_t>() == 0);
 
-  job.fsdp.auto_wrap_policy = AutoWrapPolicy::NO_WRAP;
+  job.fsdp.transformer_layer_cls_to_wrap = "GPT2Block";
   accel::comm::FakeWorld one(1);
   auto refused = accel::test::run_ranks(
       1, [&](int r) { return one.communicator(r); },
@@ -210,7 +222,7 @@ TEST_CASE("fsdp engine: the label, bf16 masters under precision_mode low, refusa
         accel::backends::make_fsdp_backend(job, comm, *model);
       });
   REQUIRE(refused.size() == 1);
-  CHECK_THAT(refused[0], Catch::Contains("backend fsdp: fsdp.auto_wrap_policy: NO_WRAP is not built"));
+  CHECK_THAT(refused[0], Catch::Contains("backend fsdp: fsdp.transformer_layer_cls_to_wrap: 'GPT2Block' is not a layer class"));
 }
 
 ACCEL_ASSERT_CHECK_IS_CATCH();

@@ -6,6 +6,7 @@
 
 #include "backends/core/flat_layout.hpp"
 #include "backends/core/sharded_engine.hpp"
+#include "backends/core/unit_grouping.hpp"
 #include "runtime/comm/fake_communicator.hpp"
 #include "tests/comm/comm_test_support.hpp"
 
@@ -36,6 +37,19 @@ TEST_CASE("flat layout: equal padded shards, segments cover every parameter elem
   CHECK(first[0].param == 0);
   CHECK(first[1].param == 1);
   CHECK(first[1].shard_offset == 1);
+}
+
+TEST_CASE("unit grouping: one per unit, whole model, and by size with the tail in the root", "[sharding][wrap]") {
+  using accel::backends::UnitGroups;
+  CHECK(accel::backends::one_group_per_unit(3) == UnitGroups{{0}, {1}, {2}});
+  CHECK(accel::backends::one_group_for_all(3) == UnitGroups{{0, 1, 2}});
+  // embedding 100, four layers of 50, final 2: at 100, layers pair up and the final joins the root.
+  const std::vector<int64_t> numels{100, 50, 50, 50, 50, 2};
+  CHECK(accel::backends::group_by_size(numels, 100) == UnitGroups{{0, 5}, {1, 2}, {3, 4}});
+  CHECK(accel::backends::group_by_size(numels, 1) == UnitGroups{{0}, {1}, {2}, {3}, {4}, {5}});
+  CHECK(accel::backends::group_by_size(numels, 150) == UnitGroups{{0, 4, 5}, {1, 2, 3}});
+  CHECK(accel::backends::group_by_size(numels, 1000) == UnitGroups{{0, 1, 2, 3, 4, 5}});  // FSDP: all in the root
+  CHECK(accel::backends::group_name({"h.0", "h.1"}) == "h.0+h.1");
 }
 
 namespace {

@@ -92,11 +92,11 @@ TEST_CASE("accel launch prints every translated option and every option with no 
   // An fsdp option that is not built is refused at launch (exit 2, naming the key), but only after
   // the translation has been printed.
   auto run = run_accel("launch " + shell_quote(template_path("deepspeed_zero3_offload_cpu.yaml")) +
-                       " --set backend=fsdp --set device=cpu --set num_processes=1 --set fsdp.auto_wrap_policy=NO_WRAP");
+                       " --set backend=fsdp --set device=cpu --set num_processes=1 --set fsdp.transformer_layer_cls_to_wrap=GPT2Block");
   INFO(run.output);
   CHECK(run.exit_code == 2);
   CHECK_THAT(run.output, Catch::Contains(kZero3OffloadCpuToFsdp));
-  const std::string refusal = "fsdp.auto_wrap_policy: NO_WRAP is not built";
+  const std::string refusal = "fsdp.transformer_layer_cls_to_wrap: 'GPT2Block' is not a layer class";
   CHECK_THAT(run.output, Catch::Contains(refusal));
   CHECK(run.output.find(kZero3OffloadCpuToFsdp) < run.output.find(refusal));
 

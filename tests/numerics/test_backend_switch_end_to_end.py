@@ -6,8 +6,8 @@
 - TemplatesSwitched: every config_templates/deepspeed_*.yaml runs with `--set backend=fsdp` and every
   fsdp_*.yaml with `--set backend=deepspeed` (and natively), for 2 steps of a tiny model: exit 0,
   and the start-up log names the strategy it ran. What is not built is refused at launch, exit 2,
-  naming the key and its file:line:col: deepspeed nvme parameter offload, wrap policies other
-  than the model's units. The HYBRID_SHARD template runs on two machines (two launchers on loopback).
+  naming the key and its file:line:col: deepspeed nvme parameter offload, layer classes the
+  model does not have. The HYBRID_SHARD template runs on two machines (two launchers on loopback).
 - FsdpOptionsAtLaunch: fsdp keys with no effect on this path are warnings naming the key.
 
 The templates' own sizes (4 ranks, a 4-layer 128-wide model, 100 steps) are overridden with --set:
@@ -141,18 +141,22 @@ class TemplatesSwitched(_Base):
         self.assertRefused(p, "deepspeed_zero3_offload_nvme.yaml", "deepspeed.offload_param_device",
                            "parameter offload to nvme is not built yet")
 
-    def test_wrap_policies_other_than_the_models_units_are_refused(self):
-        for sets, key, text in (
-                (("fsdp.auto_wrap_policy=NO_WRAP",), "fsdp.auto_wrap_policy", "NO_WRAP is not built"),
-                (("fsdp.auto_wrap_policy=SIZE_BASED_WRAP",), "fsdp.auto_wrap_policy", "SIZE_BASED_WRAP is not built"),
-                (("fsdp.transformer_layer_cls_to_wrap=GPT2Block",), "fsdp.transformer_layer_cls_to_wrap",
-                 "'GPT2Block' is not a layer class of the gpt model")):
+    def test_layer_classes_other_than_the_models_are_refused(self):
+        p, out = self.launch("fsdp_full_shard.yaml", "fsdp.transformer_layer_cls_to_wrap=GPT2Block")
+        self.assertEqual(p.returncode, 2, ts.describe(p))
+        self.assertIn("error: fsdp.transformer_layer_cls_to_wrap: 'GPT2Block' is not a layer class of the gpt model",
+                      p.stderr)
+        self.assertIn("allowed:", p.stderr)
+        self.assertFalse(os.path.exists(out), "nothing may run")
+
+    def test_no_wrap_and_size_based_wrap_run(self):
+        for sets, units in ((("fsdp.auto_wrap_policy=NO_WRAP",), "1 units"),
+                            (("fsdp.auto_wrap_policy=SIZE_BASED_WRAP", "fsdp.min_num_params=1"), "4 units")):
             with self.subTest(sets=sets):
                 p, out = self.launch("fsdp_full_shard.yaml", *sets)
-                self.assertEqual(p.returncode, 2, ts.describe(p))
-                self.assertIn(f"error: {key}: {text}", p.stderr)
-                self.assertIn("allowed:", p.stderr)
-                self.assertFalse(os.path.exists(out), "nothing may run")
+                self.assertRan(p, out, "fsdp FULL_SHARD", " ".join(sets))
+                with open(os.path.join(out, "logs", "rank_0.log")) as f:
+                    self.assertIn(f"fsdp FULL_SHARD: {units}", f.read())
 
 
 class FsdpOptionsAtLaunch(_Base):

@@ -267,6 +267,19 @@ class FsdpStrategiesAgreement(_ReferenceBase):
         self.assertIn("in 2 shards", log)
         self.assertIn("replicated on 2 machines", log)
 
+    def test_full_shard_no_wrap_world2(self):
+        # One unit for the whole model: gathered at the embedding, released after the micro-step.
+        log = self._strategy("FULL_SHARD", "w2_b4", extra=("fsdp.auto_wrap_policy=NO_WRAP",))
+        self.assertIn("fsdp FULL_SHARD: 1 units", log)
+
+    def test_full_shard_size_based_wrap_world2_accum2(self):
+        # A Block of the test model holds 49,984 parameters: 60,000 wraps h.0+h.1 together, and the
+        # final norm (a tail below the bound) joins the embedding in the root unit.
+        log = self._strategy("FULL_SHARD", "w2_b2_g2", extra=("fsdp.auto_wrap_policy=SIZE_BASED_WRAP",
+                                                               "fsdp.min_num_params=60000"))
+        self.assertIn("fsdp FULL_SHARD: 2 units", log)
+        self.assertIn("SIZE_BASED_WRAP: consecutive layers are wrapped together", log)
+
     def test_no_shard_world2(self):
         log = self._strategy("NO_SHARD", "w2_b4")
         self.assertIn("replicated on 2 rank(s)", log)  # the ddp engine

@@ -1,0 +1,44 @@
+// Unit groupings for the wrap policies (see unit_grouping.hpp).
+#include "backends/core/unit_grouping.hpp"
+
+namespace accel::backends {
+
+UnitGroups one_group_per_unit(int units) {
+  UnitGroups groups;
+  for (int u = 0; u < units; ++u) groups.push_back({u});
+  return groups;
+}
+
+UnitGroups one_group_for_all(int units) {
+  UnitGroups groups(1);
+  for (int u = 0; u < units; ++u) groups[0].push_back(u);
+  return groups;
+}
+
+UnitGroups group_by_size(const std::vector<int64_t>& unit_numels, int64_t min_numel) {
+  const int n = int(unit_numels.size());
+  UnitGroups groups;
+  if (n == 0) return groups;
+  groups.push_back({0});
+  std::vector<int> open;
+  int64_t open_numel = 0;
+  for (int u = 1; u < n; ++u) {
+    open.push_back(u);
+    open_numel += unit_numels[size_t(u)];
+    if (open_numel >= min_numel) {
+      groups.push_back(open);
+      open.clear();
+      open_numel = 0;
+    }
+  }
+  for (int u : open) groups[0].push_back(u);  // the tail below the bound: the root keeps it
+  return groups;
+}
+
+std::string group_name(const std::vector<std::string>& member_names) {
+  std::string name;
+  for (size_t i = 0; i < member_names.size(); ++i) name += (i ? "+" : "") + member_names[i];
+  return name;
+}
+
+}  // namespace accel::backends

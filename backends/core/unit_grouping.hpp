@@ -1,0 +1,33 @@
+// Which model units share one engine unit: FSDP's auto-wrap policy in accel's terms. An engine unit
+// is one flat buffer, gathered, released and reduce-scattered as a whole; the model's units
+// (docs/design/0003) are the finest grain.
+// Invariants of every grouping: each model unit is in exactly one group; members of a group are
+// ascending; groups are ordered by their first member; group 0 holds model unit 0 (the embedding,
+// which takes the token ids and is used again by the tied head), so it is FSDP's root unit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace accel::backends {
+
+using UnitGroups = std::vector<std::vector<int>>;
+
+// TRANSFORMER_BASED_WRAP with the model's layer class: every model unit is its own engine unit.
+UnitGroups one_group_per_unit(int units);
+
+// NO_WRAP: one engine unit holds the whole model (gathered for the whole micro-step).
+UnitGroups one_group_for_all(int units);
+
+// SIZE_BASED_WRAP: after the root (unit 0), consecutive units are wrapped together as soon as they
+// hold at least `min_numel` values; what is left at the end (fewer values) stays in the root, as
+// FSDP's root module keeps every parameter no wrapped child holds. A unit at or above the bound
+// is a group of its own.
+UnitGroups group_by_size(const std::vector<int64_t>& unit_numels, int64_t min_numel);
+
+// "h.0" for one member, "h.0+h.1+h.2" for several: the engine unit's name in logs, traces and the
+// checkpoint's layout record.
+std::string group_name(const std::vector<std::string>& member_names);
+
+}  // namespace accel::backends
