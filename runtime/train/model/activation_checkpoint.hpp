@@ -8,7 +8,9 @@
 //  - Same ops on the same values: the gradients equal those of a plain body(x) bit for bit on CPU.
 //  - The recompute sees the random-number state the first run saw (the default generator of x's
 //    device is saved and restored around it), so a random op (dropout) draws the same values; the
-//    generator's state after the recompute is what it was before it.
+//    generator's state after the recompute is what it was before it. The swap is on the
+//    process-wide generator, as torch's checkpoint does: other threads drawing meanwhile would see
+//    it (a rank is one process with one backward thread; accel's models draw nothing in forward).
 //  - body must not depend on anything that changes between forward and backward other than the
 //    parameters' storage (a sharding engine may free it and gather it back before the backward).
 //  - Without grad mode, or when x does not require grad, this is body(x): a graph whose only
