@@ -55,6 +55,8 @@ int64_t largest_padded_unit(const UnitGroups& groups, const std::vector<int64_t>
 std::unique_ptr<Backend> make_fsdp_backend(const config::JobConfig& job, comm::Communicator& comm, train::Model& model) {
   FsdpPlan plan = plan_fsdp(job);
   if (!plan.refusals.empty()) throw RunError("backend fsdp: " + describe_issue(plan.refusals.front()));
+  // A property of the model's forward, so it holds for whichever engine runs below.
+  model.set_activation_checkpointing(plan.activation_checkpointing);
   // Compute in bf16 when mixed precision asks for it or the model is loaded in bf16 (as deepspeed).
   const at::ScalarType compute = job.mixed_precision == config::MixedPrecision::bf16 ||
                                          job.model.dtype == config::ParamDtype::bf16

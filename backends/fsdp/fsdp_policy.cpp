@@ -1,6 +1,7 @@
 // The fsdp block -> the sharding engine's policy (see fsdp_policy.hpp; decisions in docs/design/0007).
 #include "backends/fsdp/fsdp_policy.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 namespace accel::backends {
@@ -152,10 +153,18 @@ void plan_other_keys(const config::JobConfig& job, FsdpPlan& plan) {
   if (!f.sync_module_states)
     plan.warnings.push_back({"fsdp.sync_module_states", "false has no effect: accel always broadcasts rank 0's "
                              "initial parameters, so every rank starts equal", "true", "remove the key"});
-  if (f.activation_checkpointing)
-    plan.warnings.push_back({"fsdp.activation_checkpointing", "true has no effect: activation recomputation is not "
-                             "built yet, every unit's activations are stored for backward", "false",
-                             "remove the key (or lower training.micro_batch_size to save activation memory)"});
+  if (f.activation_checkpointing) {
+    // The layer units recompute (Model::set_activation_checkpointing); the rest store activations.
+    const bool gpt = job.model.name == config::ModelName::gpt;
+    const std::string prefix = gpt ? "h." : "layer.";
+    const std::string last = prefix + std::to_string(std::max(job.model.n_layer - 1, 0));
+    plan.activation_checkpointing = true;
+    plan.notes.push_back(std::string("activation_checkpointing: each ") + (gpt ? "Block" : "layer") + " (" + prefix +
+                         "0" + (last == prefix + "0" ? "" : " .. " + last) +
+                         ") keeps only its input and recomputes its forward in backward (about one more forward "
+                         "per step); " + (gpt ? "the embedding and the final norm store their" : "the embedding stores its") +
+                         " activations");
+  }
   if (f.cpu_ram_efficient_loading)
     plan.warnings.push_back({"fsdp.cpu_ram_efficient_loading", "true has no effect: every rank builds the full model, "
                              "then rank 0's values are broadcast", "false", "remove the key"});

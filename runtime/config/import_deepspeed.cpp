@@ -165,7 +165,10 @@ void import_deepspeed(const YAML::Node& root, const std::string& file, ImportRes
       r.unused(value, k, "no effect in accel", {"false", "true"});
     else if (k == "gradient_predivide_factor") r.unused(value, k, "accel averages gradients once, after reduction", {"1", "1.0"});
     else if (k == "communication_data_type") r.unused(value, k, "accel communicates in the compute dtype");
-    else if (k == "activation_checkpointing" || k == "flops_profiler" || k == "tensorboard" || k == "wandb" ||
+    else if (k == "activation_checkpointing")
+      r.unused(value, k, "accel recomputes activations under backend fsdp (fsdp.activation_checkpointing: true), "
+                         "not under deepspeed");
+    else if (k == "flops_profiler" || k == "tensorboard" || k == "wandb" ||
              k == "csv_monitor" || k == "comms_logger" || k == "aio" || k == "autotuning" || k == "elasticity" ||
              k == "compression_training" || k == "data_efficiency" || k == "amp" || k == "sparse_attention")
       r.unused(value, k, "accel has no equivalent of this DeepSpeed feature");

@@ -217,8 +217,9 @@ std::vector<FieldSpec> build_schema() {
       field(KEY(fsdp.sync_module_states), "Broadcast rank 0's initial parameters so every rank starts equal."),
       field(KEY(fsdp.cpu_ram_efficient_loading), "Only rank 0 materialises full weights at load; others receive "
                                                  "shards (Accelerate's name; DeepSpeed's zero3_init_flag)."),
-      field(KEY(fsdp.activation_checkpointing), "Recompute each unit's activations in backward instead of storing "
-                                                "them."),
+      field(KEY(fsdp.activation_checkpointing), "Store only each layer unit's input (gpt Blocks, mlp layers) and "
+                                                "recompute its activations in backward: much less activation "
+                                                "memory for about one more forward per step."),
       field(KEY(fsdp.precision_mode), "With a model loaded in bf16: mixed upcasts the sharded parameters to fp32 "
                                       "for the optimizer (Accelerate's default); low keeps parameters, master "
                                       "shards and gradients in bf16 (AdamW moments stay fp32)."),

@@ -142,7 +142,8 @@ void units_and_startup(TranslationBuilder& b) {
     b.no_equivalent("fsdp.sync_module_states", "DeepSpeed always broadcasts rank 0's initial parameters");
   }
   b.no_equivalent("fsdp.activation_checkpointing",
-                  "accel's deepspeed block has no activation checkpointing key (DeepSpeed configures it outside ZeRO)");
+                  "accel's deepspeed block has no activation checkpointing key (DeepSpeed configures it outside ZeRO): "
+                  "the deepspeed backend stores every unit's activations");
 }
 
 }  // namespace

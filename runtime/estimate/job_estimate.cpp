@@ -65,6 +65,8 @@ ActivationHint activation_hint(const config::JobConfig& job) {
   const double s = double(a.seq_len), b = double(a.micro_batch_size), h = double(a.n_embd), heads = double(a.n_head);
   a.per_layer_bytes = int64_t(std::llround(s * b * h * (34.0 + 5.0 * heads * s / h)));
   a.total_bytes = a.per_layer_bytes * a.n_layer;
+  a.recomputed = job.backend == config::Backend::fsdp && job.fsdp.activation_checkpointing;
+  if (a.recomputed) a.recomputed_total_bytes = int64_t(std::llround(2.0 * s * b * h)) * a.n_layer + a.per_layer_bytes;
   return a;
 }
 

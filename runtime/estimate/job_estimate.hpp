@@ -31,6 +31,11 @@ struct ActivationHint {
   int64_t seq_len = 0, micro_batch_size = 0, n_embd = 0, n_head = 0, n_layer = 0;
   int64_t per_layer_bytes = 0;
   int64_t total_bytes = 0;  // per_layer_bytes * n_layer
+  // fsdp.activation_checkpointing (docs/design/0010): each layer keeps only its input, 2*s*b*h bytes
+  // (Korthikanti et al.'s full recomputation), and one layer's full activations exist during its
+  // recompute: 2*s*b*h * n_layer + per_layer_bytes.
+  bool recomputed = false;
+  int64_t recomputed_total_bytes = 0;
 };
 
 struct JobEstimate {

@@ -156,7 +156,10 @@ std::string render_memory_table(const JobEstimate& e) {
            std::to_string(a.n_embd) + ", a = " + std::to_string(a.n_head) + ": " + glued(human_bytes(a.per_layer_bytes)) +
            " per layer, " + glued(human_bytes(a.total_bytes)) + " for " + std::to_string(a.n_layer) +
            " layers (about twice that in fp32).";
-  else
+  if (a.available && a.recomputed)
+    act += " With fsdp.activation_checkpointing each layer keeps only its input (2*s*b*h bytes) and one layer's "
+           "activations exist during its recompute: about " + glued(human_bytes(a.recomputed_total_bytes)) + ".";
+  else if (!a.available)
     act += ".";
   s << wrap(act, "");
   if (!e.notes.empty()) s << "\n";
@@ -209,6 +212,8 @@ nlohmann::json memory_estimate_json(const JobEstimate& e) {
     activations["n_layer"] = a.n_layer;
     activations["per_layer_16bit_bytes"] = a.per_layer_bytes;
     activations["total_16bit_bytes"] = a.total_bytes;
+    activations["recomputed"] = a.recomputed;
+    if (a.recomputed) activations["recomputed_total_16bit_bytes"] = a.recomputed_total_bytes;
   }
   return {{"model", model},
           {"world", e.world},

@@ -152,15 +152,32 @@ TEST_CASE("fsdp plan: keys with no effect here are warnings, offload and full st
   job.fsdp.state_dict_type = StateDictType::SHARDED_STATE_DICT;
   job.fsdp.offload_params = true;
   job.fsdp.sync_module_states = false;
-  job.fsdp.activation_checkpointing = true;
   job.fsdp.cpu_ram_efficient_loading = true;
   auto plan = plan_fsdp(job);
   CHECK(plan.refusals.empty());
   CHECK_FALSE(has_note(plan, "FULL_STATE_DICT"));
   CHECK(has_note(plan, "offload_params: a no-op on a CPU run"));
   CHECK_THAT(issue(plan.warnings, "fsdp.sync_module_states")->message, Catch::Contains("always broadcasts"));
-  CHECK_THAT(issue(plan.warnings, "fsdp.activation_checkpointing")->message, Catch::Contains("has no effect"));
   CHECK(issue(plan.warnings, "fsdp.cpu_ram_efficient_loading"));
+}
+
+TEST_CASE("fsdp plan: activation_checkpointing recomputes the layer units, stated in a note", "[fsdp]") {
+  auto job = fsdp_job();
+  auto off = plan_fsdp(job);
+  CHECK_FALSE(off.activation_checkpointing);
+  CHECK_FALSE(has_note(off, "activation_checkpointing"));
+  job.fsdp.activation_checkpointing = true;
+  auto gpt = plan_fsdp(job);
+  CHECK(gpt.activation_checkpointing);
+  CHECK(gpt.warnings.empty());  // it has an effect now: no "no effect" warning
+  CHECK(has_note(gpt, "activation_checkpointing: each Block (h.0 .. h.1) keeps only its input and recomputes its "
+                      "forward in backward"));
+  CHECK(has_note(gpt, "the embedding and the final norm store their activations"));
+  job.model.name = ModelName::mlp;
+  job.model.n_layer = 1;
+  auto mlp = plan_fsdp(job);
+  CHECK(has_note(mlp, "activation_checkpointing: each layer (layer.0) keeps only its input"));
+  CHECK(has_note(mlp, "the embedding stores its activations"));
 }
 
 TEST_CASE("fsdp plan: precision_mode low keeps bf16 masters for a bf16 model, and warns for an fp32 one", "[fsdp]") {

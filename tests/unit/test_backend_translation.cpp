@@ -417,7 +417,7 @@ TEST_CASE("the printed translation of the two showcase templates is pinned") {
       "  fsdp.transformer_layer_cls_to_wrap: Block  (DeepSpeed has no wrapping policy: accel's deepspeed backend always "
       "shards by the model's own units (embedding, each transformer block, final))",
       "  fsdp.activation_checkpointing: false  (accel's deepspeed block has no activation checkpointing key (DeepSpeed "
-      "configures it outside ZeRO))",
+      "configures it outside ZeRO): the deepspeed backend stores every unit's activations)",
   };
   CHECK(describe_translation(hybrid.translation, "accel launch: ") == expected_hybrid);
 }

@@ -197,6 +197,15 @@ TEST_CASE("the activation hint follows Korthikanti et al. for gpt", "[estimate]"
   REQUIRE(a.available);
   CHECK(a.per_layer_bytes == 1024LL * 768 * (34 + 80));
   CHECK(a.total_bytes == 12 * a.per_layer_bytes);
+  CHECK_FALSE(a.recomputed);
+  // Full recomputation (fsdp.activation_checkpointing): 2sbh per layer plus one layer during its recompute.
+  job.fsdp.activation_checkpointing = true;
+  CHECK_FALSE(activation_hint(job).recomputed);  // the fsdp key acts under backend fsdp only
+  job.backend = config::Backend::fsdp;
+  auto r = activation_hint(job);
+  REQUIRE(r.recomputed);
+  CHECK(r.recomputed_total_bytes == 12 * 2LL * 1024 * 768 + r.per_layer_bytes);
+  CHECK(r.total_bytes == a.total_bytes);
   job.model.name = config::ModelName::mlp;
   CHECK_FALSE(activation_hint(job).available);
 }

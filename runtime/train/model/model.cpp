@@ -50,6 +50,17 @@ at::Tensor Model::loss(const at::Tensor& logits, const at::Tensor& targets) cons
   return at::cross_entropy_loss(logits.reshape({-1, vocab}).to(at::kFloat), targets.reshape({-1}));
 }
 
+void Model::set_activation_checkpointing(bool on) {
+  activation_checkpointing_ = on;
+  for (auto& unit : layer_units_) unit->set_recompute_in_backward(on);
+}
+
+std::vector<std::string> Model::layer_unit_names() const {
+  std::vector<std::string> out;
+  for (const auto& unit : layer_units_) out.push_back(unit->unit_name());
+  return out;
+}
+
 void Model::initialize(uint64_t seed) { initialize_in_spec_order(named_parameters(), section_.n_layer, seed); }
 
 }  // namespace accel::train

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/config/job.hpp"
@@ -42,6 +43,15 @@ class Model {
   // Until then (or a weights load) every parameter is zero.
   void initialize(uint64_t seed);
 
+  // Activation checkpointing (FSDP's activation_checkpointing): the layer units (gpt's Blocks,
+  // mlp's layers) keep only their input and recompute their forward in backward. The embedding
+  // (used twice, tied with the head) and gpt's final norm store theirs: they are a small part of
+  // the activations. Off by default; a backend turns it on (fsdp.activation_checkpointing).
+  void set_activation_checkpointing(bool on);
+  bool activation_checkpointing() const { return activation_checkpointing_; }
+  // Names of the units that recompute when activation checkpointing is on ("h.0", ...).
+  std::vector<std::string> layer_unit_names() const;
+
   const config::ModelSection& section() const { return section_; }
   at::ScalarType dtype() const { return dtype_; }
 
@@ -52,11 +62,19 @@ class Model {
     units_.push_back(unit);
     return unit;
   }
+  // The same, for a layer unit (one whose forward activation checkpointing recomputes).
+  template <class U>
+  std::shared_ptr<U> add_layer_unit(std::shared_ptr<U> unit) {
+    layer_units_.push_back(unit);
+    return add_unit(std::move(unit));
+  }
 
  private:
   config::ModelSection section_;
   at::ScalarType dtype_;
   std::vector<std::shared_ptr<Unit>> units_;
+  std::vector<std::shared_ptr<Unit>> layer_units_;
+  bool activation_checkpointing_ = false;
 };
 
 // The torch dtype of a model.dtype value (fp32 -> Float, bf16 -> BFloat16).

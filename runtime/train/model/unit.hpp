@@ -10,6 +10,8 @@
 
 #include <torch/nn/module.h>
 
+#include "runtime/train/model/activation_checkpoint.hpp"
+
 namespace accel::train {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
@@ -27,9 +29,15 @@ class Unit : public torch::nn::Module {
   // unit's constructor builds to follow spec/training.md.
   NamedTensors named_parameters_in_order() const;
 
+  // Activation checkpointing: run_unit recomputes this unit's forward in backward instead of
+  // storing its activations (activation_checkpoint.hpp). Model::set_activation_checkpointing sets it.
+  void set_recompute_in_backward(bool on) { recompute_in_backward_ = on; }
+  bool recomputes_in_backward() const { return recompute_in_backward_; }
+
  private:
   std::string unit_name_;
   std::string param_prefix_;
+  bool recompute_in_backward_ = false;
 };
 
 // Called by a model's forward at every unit boundary: x = pre_forward(unit, x) before the unit
@@ -50,11 +58,14 @@ class UnitHooks {
 };
 
 // Runs `body` as one use of `unit`, with the hooks (if any) around it:
-// post_forward(unit, body(pre_forward(unit, x))).
+// post_forward(unit, body(pre_forward(unit, x))). A unit that recomputes in backward runs body
+// again there, between the hooks' backward Functions (after post_forward's, before pre_forward's),
+// so the hooks run once per use and a sharding backend has gathered the parameters by then. The
+// graph keeps a copy of body until that backward: capture by value.
 template <class Body>
 at::Tensor run_unit(Unit& unit, UnitHooks* hooks, at::Tensor x, Body&& body) {
   if (hooks) x = hooks->pre_forward(unit, std::move(x));
-  at::Tensor y = body(x);
+  at::Tensor y = unit.recomputes_in_backward() ? recompute_in_backward(UnitBody(body), x) : body(x);
   if (hooks) y = hooks->post_forward(unit, std::move(y));
   return y;
 }
