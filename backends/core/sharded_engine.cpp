@@ -117,7 +117,10 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
       }
     }
     bool keeps = !policy_.shard_params || layout.numel() < policy_.persistence_threshold;
-    buffers_->add_unit(rt.name, full, rt.compute_shard, keeps);
+    int index = buffers_->add_unit(rt.name, full, rt.compute_shard, keeps);
+    // Stage 3: free the gathered copy now, so the model's fp32 values are replaced unit by unit by
+    // shards instead of being held whole until every unit is built (the start-up peak).
+    if (!keeps) buffers_->release(index);
     for (train::Unit* member : rt.members) unit_index_[member] = int(units_.size());
     units_.push_back(std::move(rt));
   }
