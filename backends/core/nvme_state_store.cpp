@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <future>
 
+#include "backends/core/unit_block_allocator.hpp"
 #include "runtime/common/errors.hpp"
 
 namespace accel::backends {
@@ -80,7 +81,7 @@ void NvmeStateStore::write(int unit, const at::Tensor& values, int64_t offset) {
 }
 
 at::Tensor NvmeStateStore::read(int unit) {
-  at::Tensor t = at::empty({units_[size_t(unit)].floats}, at::kFloat);
+  at::Tensor t = unit_empty(units_[size_t(unit)].floats, at::kFloat);
   read_into(unit, t);
   return t;
 }
@@ -92,7 +93,7 @@ void NvmeStateStore::for_each_unit(const std::function<void(int, at::Tensor&)>& 
   for (const auto& u : units_) largest = std::max(largest, u.floats);
   const int pool = std::min(buffer_count_, n);
   std::vector<at::Tensor> buffers(static_cast<size_t>(pool));
-  for (auto& b : buffers) b = at::empty({largest}, at::kFloat);
+  for (auto& b : buffers) b = unit_empty(largest, at::kFloat);
   // Buffer b serves units b, b + pool, ...: unit u's read starts (on its I/O thread) once the
   // write-back of unit u - pool from the same buffer has completed.
   std::vector<std::future<void>> reads(static_cast<size_t>(n));

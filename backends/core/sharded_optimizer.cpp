@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 
+#include "backends/core/unit_block_allocator.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/train/model/safetensors.hpp"
 #include "runtime/train/optim/adamw_step.hpp"
@@ -19,9 +20,8 @@ ShardedOptimizer::ShardedOptimizer(const config::OptimizerSection& section, int 
 UnitShardState& ShardedOptimizer::add_unit(const std::string& name, const FlatLayout& layout, std::vector<bool> decay,
                                            const at::Tensor& master) {
   const int64_t S = layout.shard_numel();
-  auto opts = at::TensorOptions(master_dtype_).device(master.device());
-  auto state_opts = opts.dtype(train::optimizer_math_dtype(master_dtype_));
-  UnitShardState u{name, layout, layout.segments(rank_), std::move(decay), {}, at::zeros({S}, opts), {}, {}, {}, 0};
+  const at::ScalarType state_dtype = train::optimizer_math_dtype(master_dtype_);
+  UnitShardState u{name, layout, layout.segments(rank_), std::move(decay), {}, unit_zeros(S, master_dtype_), {}, {}, {}, 0};
   if (nvme_) {
     // Offloaded: the master goes straight from the caller's tensor to its file, and the moments
     // are the new file's zeros; nothing unit-sized is allocated but the gradient shard.
@@ -31,12 +31,12 @@ UnitShardState& ShardedOptimizer::add_unit(const std::string& name, const FlatLa
     nvme_->write(index, master.to(master_dtype_));
     return units_.back();
   }
-  u.master = master.to(master_dtype_).clone();
+  u.master = unit_empty(S, master_dtype_).copy_(master);
   if (section_.name == config::OptimizerName::adamw) {
-    u.exp_avg = at::zeros({S}, state_opts);
-    u.exp_avg_sq = at::zeros({S}, state_opts);
+    u.exp_avg = unit_zeros(S, state_dtype);
+    u.exp_avg_sq = unit_zeros(S, state_dtype);
   } else if (section_.momentum != 0) {
-    u.momentum = at::zeros({S}, state_opts);
+    u.momentum = unit_zeros(S, state_dtype);
   }
   units_.push_back(std::move(u));
   return units_.back();
@@ -208,7 +208,7 @@ void ShardedOptimizer::materialize() {
     auto slots = state_slots(units_[i]);
     at::Tensor all = nvme_->read(int(i));
     const int64_t S = units_[i].layout.shard_numel();
-    for (size_t k = 0; k < slots.size(); ++k) *slots[k] = all.narrow(0, int64_t(k) * S, S).clone();
+    for (size_t k = 0; k < slots.size(); ++k) *slots[k] = unit_empty(S, at::kFloat).copy_(all.narrow(0, int64_t(k) * S, S));
   }
   spilled_ = false;
 }
