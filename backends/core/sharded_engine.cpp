@@ -300,7 +300,9 @@ void ShardedEngine::reduce_unit(int u) {
     pr.accumulate = true;
   }
   trace(TraceEvent::reduce_issued, u);
-  pr.work = shard_comm().reduce_scatter(pr.input, pr.output, comm::ReduceOp::Avg);
+  // Stages 2-3 free the gradient buffer after its reduction: the ring may reduce in it.
+  pr.work = policy_.shard_grads ? shard_comm().reduce_scatter_consuming(pr.input, pr.output, comm::ReduceOp::Avg)
+                                : shard_comm().reduce_scatter(pr.input, pr.output, comm::ReduceOp::Avg);
   pending_.push_back(std::move(pr));
 }
 
