@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "backends/core/unit_block_allocator.hpp"
+
 namespace accel::train {
 namespace {
 
@@ -37,13 +39,14 @@ MemoryProbe probe_memory() {
   m.heap_in_use = int64_t(info.uordblks);
   m.heap_free = int64_t(info.fordblks);
   m.heap_mmapped = int64_t(info.hblkhd);
+  m.unit_blocks = backends::UnitBlockAllocator::instance().mapped_bytes();
   return m;
 }
 
 std::string describe_memory(int rank, int world, const std::string& phase, const MemoryProbe& m) {
   return "[rank " + std::to_string(rank) + "/" + std::to_string(world) + "] memory after " + phase + ": rss " +
          mib(m.rss_bytes) + ", peak " + mib(m.peak_rss_bytes) + "; heap in use " + mib(m.heap_in_use) + ", free " +
-         mib(m.heap_free) + ", mmapped " + mib(m.heap_mmapped);
+         mib(m.heap_free) + ", mmapped " + mib(m.heap_mmapped) + "; unit blocks " + mib(m.unit_blocks);
 }
 
 void log_memory(int rank, int world, const std::string& phase) {

@@ -25,4 +25,5 @@ TEST_CASE("memory probe: resident now and at peak, heap figures, one line per ph
   CHECK(line.rfind("[rank 1/2] memory after engine construction: rss ", 0) == 0);
   CHECK(line.find(", peak ") != std::string::npos);
   CHECK(line.find("; heap in use ") != std::string::npos);
+  CHECK(line.find("; unit blocks ") != std::string::npos);
 }
