@@ -106,7 +106,7 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
     // The parameters' storage from now on (a copy unless fp32).
     at::Tensor full = compute == at::kFloat ? flat : unit_empty(layout.padded_numel(), compute).copy_(flat);
     // With nvme offload the master lives in a file between steps: gathers need their own copy.
-    rt.compute_shard = (compute == st.master.scalar_type() && !optimizer_->offloaded())
+    rt.compute_shard = (!optimizer_->offloaded() && compute == st.master.scalar_type())
                            ? st.master
                            : unit_empty(layout.shard_numel(), compute).copy_(my_shard);
     for (size_t k = 0; k < rt.params.size(); ++k) {
