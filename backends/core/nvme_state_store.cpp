@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <future>
 
+#include "backends/core/unit_block_allocator.hpp"
 #include "runtime/common/errors.hpp"
 
 namespace accel::backends {
@@ -47,10 +48,9 @@ int NvmeStateStore::add_unit(const std::string& name, int64_t floats) {
   return int(units_.size()) - 1;
 }
 
-// pread/pwrite the whole unit file, resuming after short transfers.
+// pread/pwrite `left` bytes from byte `at` of a unit file, resuming after short transfers.
 template <typename Io, typename Ptr>
-void transfer_all(Io io, int fd, Ptr p, size_t left, const std::string& what, const std::string& path) {
-  off_t at = 0;
+void transfer_all(Io io, int fd, Ptr p, size_t left, off_t at, const std::string& what, const std::string& path) {
   while (left > 0) {
     ssize_t n = io(fd, p, left, at);
     if (n <= 0) throw RunError(io_error(what, path));
@@ -62,24 +62,26 @@ void transfer_all(Io io, int fd, Ptr p, size_t left, const std::string& what, co
 
 void NvmeStateStore::read_into(int unit, at::Tensor& dst) const {
   const UnitFile& f = units_[size_t(unit)];
-  transfer_all(::pread, f.fd, static_cast<char*>(dst.data_ptr()), size_t(f.floats) * 4, "read", f.path);
+  transfer_all(::pread, f.fd, static_cast<char*>(dst.data_ptr()), size_t(f.floats) * 4, 0, "read", f.path);
 }
 
-void NvmeStateStore::write_from(int unit, const at::Tensor& src) const {
+void NvmeStateStore::write_from(int unit, const at::Tensor& src, int64_t offset) const {
   const UnitFile& f = units_[size_t(unit)];
-  transfer_all(::pwrite, f.fd, static_cast<const char*>(src.data_ptr()), size_t(f.floats) * 4, "write", f.path);
+  transfer_all(::pwrite, f.fd, static_cast<const char*>(src.data_ptr()), size_t(src.numel()) * 4, off_t(offset) * 4,
+               "write", f.path);
 }
 
-void NvmeStateStore::write(int unit, const at::Tensor& values) {
+void NvmeStateStore::write(int unit, const at::Tensor& values, int64_t offset) {
   at::Tensor v = values.contiguous();
-  if (v.scalar_type() != at::kFloat || v.numel() != units_[size_t(unit)].floats)
-    throw RunError("nvme offload: unit " + std::to_string(unit) + " expects " +
-                   std::to_string(units_[size_t(unit)].floats) + " fp32 values");
-  write_from(unit, v);
+  const int64_t floats = units_[size_t(unit)].floats;
+  if (v.scalar_type() != at::kFloat || offset < 0 || offset + v.numel() > floats)
+    throw RunError("nvme offload: unit " + std::to_string(unit) + " holds " + std::to_string(floats) +
+                   " fp32 values; cannot write " + std::to_string(v.numel()) + " at " + std::to_string(offset));
+  write_from(unit, v, offset);
 }
 
 at::Tensor NvmeStateStore::read(int unit) {
-  at::Tensor t = at::empty({units_[size_t(unit)].floats}, at::kFloat);
+  at::Tensor t = unit_empty(units_[size_t(unit)].floats, at::kFloat);
   read_into(unit, t);
   return t;
 }
@@ -91,7 +93,7 @@ void NvmeStateStore::for_each_unit(const std::function<void(int, at::Tensor&)>& 
   for (const auto& u : units_) largest = std::max(largest, u.floats);
   const int pool = std::min(buffer_count_, n);
   std::vector<at::Tensor> buffers(static_cast<size_t>(pool));
-  for (auto& b : buffers) b = at::empty({largest}, at::kFloat);
+  for (auto& b : buffers) b = unit_empty(largest, at::kFloat);
   // Buffer b serves units b, b + pool, ...: unit u's read starts (on its I/O thread) once the
   // write-back of unit u - pool from the same buffer has completed.
   std::vector<std::future<void>> reads(static_cast<size_t>(n));
@@ -120,7 +122,7 @@ void NvmeStateStore::for_each_unit(const std::function<void(int, at::Tensor&)>& 
       at::Tensor v = view(u);
       fn(u, v);
       if (write_back)
-        writes[size_t(u % pool)] = std::async(std::launch::async, [this, u, v]() { write_from(u, v); }).share();
+        writes[size_t(u % pool)] = std::async(std::launch::async, [this, u, v]() { write_from(u, v, 0); }).share();
     }
     for (auto& w : writes)
       if (w.valid()) w.get();

@@ -23,11 +23,13 @@ class NvmeStateStore {
   NvmeStateStore(const NvmeStateStore&) = delete;
   NvmeStateStore& operator=(const NvmeStateStore&) = delete;
 
-  // A unit of `floats` fp32 values; returns its index.
+  // A unit of `floats` fp32 values, all zero until written; returns its index.
   int add_unit(const std::string& name, int64_t floats);
   int size() const { return int(units_.size()); }
 
-  void write(int unit, const at::Tensor& values);  // values: contiguous fp32 [floats]
+  // Writes contiguous fp32 `values` at value `offset` of the unit (a part of it: no staging copy
+  // of the whole unit is needed to set one of its tensors).
+  void write(int unit, const at::Tensor& values, int64_t offset = 0);
   at::Tensor read(int unit);                       // a new tensor (outside the buffer pool)
 
   // Streams every unit, in order, through the buffer pool: `fn(unit, buffer)` sees the unit's
@@ -45,7 +47,7 @@ class NvmeStateStore {
     int fd = -1;
   };
   void read_into(int unit, at::Tensor& dst) const;
-  void write_from(int unit, const at::Tensor& src) const;
+  void write_from(int unit, const at::Tensor& src, int64_t offset) const;
 
   std::string dir_;
   int buffer_count_;

@@ -6,6 +6,8 @@
 
 #include "backends/core/checkpoint_reshard.hpp"
 #include "backends/core/model_replicas.hpp"
+#include "backends/core/phase_memory.hpp"
+#include "backends/core/unit_block_allocator.hpp"
 #include "backends/core/unit_grouping.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/train/model/safetensors.hpp"
@@ -96,32 +98,38 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
     FlatLayout layout(numels, shards);
     // The masters start from the model's values: fp32 whatever the load dtype (DeepSpeed; FSDP
     // mixed), or the load dtype itself (FSDP precision_mode low).
-    at::Tensor flat = at::zeros({layout.padded_numel()}, at::kFloat);
+    at::Tensor flat = unit_zeros(layout.padded_numel(), at::kFloat);
     for (size_t k = 0; k < rt.params.size(); ++k)
       flat.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).copy_(params_[size_t(rt.params[k])].second.reshape(-1));
     at::Tensor my_shard = flat.narrow(0, int64_t(shard_rank()) * layout.shard_numel(), layout.shard_numel());
     UnitShardState& st = optimizer_->add_unit(rt.name, layout, decay, my_shard);
-    at::Tensor full = flat.to(compute);  // the parameters' storage from now on (a copy unless fp32)
+    // The parameters' storage from now on (a copy unless fp32).
+    at::Tensor full = compute == at::kFloat ? flat : unit_empty(layout.padded_numel(), compute).copy_(flat);
     // With nvme offload the master lives in a file between steps: gathers need their own copy.
-    rt.compute_shard = (compute == st.master.scalar_type() && !optimizer_->offloaded()) ? st.master
-                                                                                       : my_shard.to(compute, false, true);
+    rt.compute_shard = (!optimizer_->offloaded() && compute == st.master.scalar_type())
+                           ? st.master
+                           : unit_empty(layout.shard_numel(), compute).copy_(my_shard);
     for (size_t k = 0; k < rt.params.size(); ++k) {
       at::Tensor& p = params_[size_t(rt.params[k])].second;
       p.set_data(full.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).view(p.sizes()));
     }
     if (!policy_.shard_grads) {
-      rt.grad_flat = at::zeros({layout.padded_numel()}, compute);
+      rt.grad_flat = unit_zeros(layout.padded_numel(), compute);
       for (size_t k = 0; k < rt.params.size(); ++k) {
         at::Tensor& p = params_[size_t(rt.params[k])].second;
         p.mutable_grad() = rt.grad_flat.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).view(p.sizes());
       }
     }
     bool keeps = !policy_.shard_params || layout.numel() < policy_.persistence_threshold;
-    buffers_->add_unit(rt.name, full, rt.compute_shard, keeps);
+    int index = buffers_->add_unit(rt.name, full, rt.compute_shard, keeps);
+    // Stage 3: free the gathered copy now, so the model's fp32 values are replaced unit by unit by
+    // shards instead of being held whole until every unit is built (the start-up peak).
+    if (!keeps) buffers_->release(index);
     for (train::Unit* member : rt.members) unit_index_[member] = int(units_.size());
     units_.push_back(std::move(rt));
   }
   buffers_->release_all();
+  end_memory_phase();  // the model's own parameter storage, replaced by the units' buffers
 }
 
 std::string ShardedEngine::describe() const {
@@ -282,17 +290,19 @@ void ShardedEngine::reduce_unit(int u) {
   if (!policy_.shard_grads) {
     pr.input = rt.grad_flat;  // accumulated over the micro-steps in place
     pr.accumulate = compute != st.grad.scalar_type();
-    pr.output = pr.accumulate ? at::empty({st.layout.shard_numel()}, compute) : st.grad;
+    pr.output = pr.accumulate ? unit_empty(st.layout.shard_numel(), compute) : st.grad;
   } else {
     ensure_grad_buffer(u);  // a unit whose backward never ran reduces zeros, like every other rank
     pr.input = std::move(rt.grad_buffer);
     rt.grad_buffer = at::Tensor();
     for (int index : rt.params) params_[size_t(index)].second.mutable_grad() = at::Tensor();
-    pr.output = at::empty({st.layout.shard_numel()}, compute);
+    pr.output = unit_empty(st.layout.shard_numel(), compute);
     pr.accumulate = true;
   }
   trace(TraceEvent::reduce_issued, u);
-  pr.work = shard_comm().reduce_scatter(pr.input, pr.output, comm::ReduceOp::Avg);
+  // Stages 2-3 free the gradient buffer after its reduction: the ring may reduce in it.
+  pr.work = policy_.shard_grads ? shard_comm().reduce_scatter_consuming(pr.input, pr.output, comm::ReduceOp::Avg)
+                                : shard_comm().reduce_scatter(pr.input, pr.output, comm::ReduceOp::Avg);
   pending_.push_back(std::move(pr));
 }
 
@@ -307,7 +317,7 @@ void ShardedEngine::ensure_grad_buffer(int u) {
   peak_grad_buffer_bytes_ = std::max(peak_grad_buffer_bytes_, pending_numel_ * int64_t(c10::elementSize(policy_.compute_dtype)));
   // Autograd accumulates into defined gradients in place: the unit's gradients land in one flat
   // buffer that is reduce-scattered as it is, with no copy.
-  rt.grad_buffer = at::zeros({layout.padded_numel()}, policy_.compute_dtype);
+  rt.grad_buffer = unit_zeros(layout.padded_numel(), policy_.compute_dtype);  // the last unit's pages, reused
   for (size_t k = 0; k < rt.params.size(); ++k) {
     at::Tensor& p = params_[size_t(rt.params[k])].second;
     p.mutable_grad() = rt.grad_buffer.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).view(p.sizes());
@@ -340,6 +350,7 @@ void ShardedEngine::end_micro_step(bool /*sync*/) {
     wait_reductions();
   }
   if (policy_.shard_params) buffers_->release_all();
+  end_memory_phase();  // gradient buffers, gathers, autograd's temporaries: not under the step's buffers
 }
 
 double ShardedEngine::clip_grad_norm(double max_norm) {
@@ -377,6 +388,7 @@ void ShardedEngine::optimizer_step(double lr) {
   for (auto& rt : units_)
     if (rt.grad_flat.defined()) rt.grad_flat.zero_();
   if (trace_) trace_->record(TraceEvent::optimizer_step, "");
+  end_memory_phase();  // the nvme staging buffers
   masters_changed(false);
 }
 
@@ -397,6 +409,7 @@ train::NamedTensors ShardedEngine::full_parameters() {
       out.emplace_back(name, full.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).view(p.sizes()).clone());
     }
   });
+  end_memory_phase();
   return out;
 }
 
@@ -408,6 +421,7 @@ nlohmann::json ShardedEngine::save_state(const std::string& dir) {
   // HYBRID_SHARD the first machine's ranks write their shards; the other machines hold copies.
   if ((policy_.shard_optimizer && replica_rank() == 0) || comm_.rank() == 0)
     optimizer_->save_state_file(dir + "/" + zero_shard_file(shard_rank()));
+  end_memory_phase();
   std::vector<ZeroUnitRecord> records;
   for (size_t u = 0; u < units_.size(); ++u)
     records.push_back({shard(int(u)).unit, shard(int(u)).layout, param_records(params_, units_[u].params)});
@@ -433,6 +447,7 @@ void ShardedEngine::load_state(const std::string& dir, const nlohmann::json& lay
     restore_shards(*CanonicalState::open(dir, layout), optimizer_->units(), unit_params, policy_.label);
   }
   masters_changed(true);
+  end_memory_phase();
 }
 
 }  // namespace accel::backends

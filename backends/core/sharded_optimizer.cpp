@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 
+#include "backends/core/unit_block_allocator.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/train/model/safetensors.hpp"
 #include "runtime/train/optim/adamw_step.hpp"
@@ -18,21 +19,26 @@ ShardedOptimizer::ShardedOptimizer(const config::OptimizerSection& section, int 
 
 UnitShardState& ShardedOptimizer::add_unit(const std::string& name, const FlatLayout& layout, std::vector<bool> decay,
                                            const at::Tensor& master) {
-  auto opts = at::TensorOptions(master_dtype_).device(master.device());
-  auto state_opts = opts.dtype(train::optimizer_math_dtype(master_dtype_));
-  UnitShardState u{name, layout, layout.segments(rank_), std::move(decay), master.to(master_dtype_).clone(),
-                   at::zeros({layout.shard_numel()}, opts), {}, {}, {}, 0};
+  const int64_t S = layout.shard_numel();
+  const at::ScalarType state_dtype = train::optimizer_math_dtype(master_dtype_);
+  UnitShardState u{name, layout, layout.segments(rank_), std::move(decay), {}, unit_zeros(S, master_dtype_), {}, {}, {}, 0};
+  if (nvme_) {
+    // Offloaded: the master goes straight from the caller's tensor to its file, and the moments
+    // are the new file's zeros; nothing unit-sized is allocated but the gradient shard.
+    units_.push_back(std::move(u));
+    const int slots = int(state_slots(units_.back()).size());
+    int index = nvme_->add_unit(units_.back().unit, int64_t(slots) * S);
+    nvme_->write(index, master.to(master_dtype_));
+    return units_.back();
+  }
+  u.master = unit_empty(S, master_dtype_).copy_(master);
   if (section_.name == config::OptimizerName::adamw) {
-    u.exp_avg = at::zeros({layout.shard_numel()}, state_opts);
-    u.exp_avg_sq = at::zeros({layout.shard_numel()}, state_opts);
+    u.exp_avg = unit_zeros(S, state_dtype);
+    u.exp_avg_sq = unit_zeros(S, state_dtype);
   } else if (section_.momentum != 0) {
-    u.momentum = at::zeros({layout.shard_numel()}, state_opts);
+    u.momentum = unit_zeros(S, state_dtype);
   }
   units_.push_back(std::move(u));
-  if (nvme_) {  // offloaded: the new unit's initial state goes straight to its file
-    nvme_->add_unit(units_.back().unit, int64_t(state_slots(units_.back()).size()) * layout.shard_numel());
-    spill_unit(units_.size() - 1);
-  }
   return units_.back();
 }
 
@@ -107,10 +113,11 @@ void ShardedOptimizer::offload_to_nvme(const std::string& dir, int buffer_count)
 
 void ShardedOptimizer::spill_unit(size_t i) {
   auto slots = state_slots(units_[i]);
-  std::vector<at::Tensor> parts;
-  for (auto* slot : slots) parts.push_back(*slot);
-  nvme_->write(int(i), at::cat(parts));
-  for (auto* slot : slots) *slot = at::Tensor();
+  const int64_t S = units_[i].layout.shard_numel();
+  for (size_t k = 0; k < slots.size(); ++k) {  // each state at its place: no staging copy of the unit
+    nvme_->write(int(i), *slots[k], int64_t(k) * S);
+    *slots[k] = at::Tensor();
+  }
 }
 
 void ShardedOptimizer::spill() {
@@ -180,10 +187,9 @@ void ShardedOptimizer::load_state_file(const std::string& path) {
   };
   for (size_t i = 0; i < units_.size(); ++i) {
     UnitShardState& u = units_[i];
-    std::vector<at::Tensor> parts;
-    for (const auto& suffix : suffixes) parts.push_back(read(u.unit + suffix, at::kFloat, {u.layout.shard_numel()}));
+    const int64_t S = u.layout.shard_numel();
+    for (size_t k = 0; k < suffixes.size(); ++k) nvme_->write(int(i), read(u.unit + suffixes[k], at::kFloat, {S}), int64_t(k) * S);
     u.step = read(u.unit + ".step", at::kLong, step_shape()).item<int64_t>();
-    nvme_->write(int(i), at::cat(parts));
   }
 }
 
@@ -202,7 +208,7 @@ void ShardedOptimizer::materialize() {
     auto slots = state_slots(units_[i]);
     at::Tensor all = nvme_->read(int(i));
     const int64_t S = units_[i].layout.shard_numel();
-    for (size_t k = 0; k < slots.size(); ++k) *slots[k] = all.narrow(0, int64_t(k) * S, S).clone();
+    for (size_t k = 0; k < slots.size(); ++k) *slots[k] = unit_empty(S, at::kFloat).copy_(all.narrow(0, int64_t(k) * S, S));
   }
   spilled_ = false;
 }

@@ -70,6 +70,12 @@ class Communicator {
   // `input` is the full flat buffer (numel N, the same on every rank); `output` receives this
   // rank's shard of the reduction: shard_range(N, size(), rank()).size() elements.
   virtual WorkPtr reduce_scatter(at::Tensor input, at::Tensor output, ReduceOp op) = 0;
+  // The same, but the caller gives `input` up (a unit's gradient buffer, freed afterwards): its
+  // values are undefined after the op, so an implementation may reduce in it instead of in a
+  // copy of it (a unit-sized allocation per op). The default is reduce_scatter.
+  virtual WorkPtr reduce_scatter_consuming(at::Tensor input, at::Tensor output, ReduceOp op) {
+    return reduce_scatter(std::move(input), std::move(output), op);
+  }
   // `input` is this rank's shard (shard_range(N, size(), rank()).size() elements); `output` is the
   // full flat buffer of N elements, filled with every rank's shard in rank order.
   virtual WorkPtr all_gather(at::Tensor input, at::Tensor output) = 0;

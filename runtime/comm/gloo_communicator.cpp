@@ -118,16 +118,26 @@ class GlooCommunicator final : public Communicator {
   }
 
   WorkPtr reduce_scatter(at::Tensor input, at::Tensor output, ReduceOp op) override {
+    return reduce_scatter_impl(std::move(input), std::move(output), op, false);
+  }
+
+  WorkPtr reduce_scatter_consuming(at::Tensor input, at::Tensor output, ReduceOp op) override {
+    return reduce_scatter_impl(std::move(input), std::move(output), op, true);
+  }
+
+  WorkPtr reduce_scatter_impl(at::Tensor input, at::Tensor output, ReduceOp op, bool consume_input) {
     const ShardRange shard = check_reduce_scatter_args(input, output, rank_, size_);
     const int64_t numel = input.numel();
     stats_.record(CollectiveKind::ReduceScatter, tensor_bytes(input));
-    return enqueue("reduce_scatter", [this, input, output, op, numel, shard]() mutable {
+    // The ring clobbers its buffer: it may be `input` itself only when the caller gave it up and
+    // `output` is not a view of it.
+    const bool in_place = consume_input && input.is_contiguous() && !input.is_alias_of(output);
+    return enqueue("reduce_scatter", [this, input, output, op, numel, shard, in_place]() mutable {
       const uint32_t tag = next_tag_++;
       if (size_ == 1 || numel == 0) {
         output.view(-1).copy_(input.view(-1));
       } else {
-        // The ring clobbers its buffer, and `output` may alias `input`: reduce in a private copy.
-        at::Tensor accumulator = input.reshape(-1).clone();
+        at::Tensor accumulator = in_place ? input.view(-1) : input.reshape(-1).clone();
         RingReduceScatterArgs args;
         args.context = context_;
         args.accumulator = accumulator.data_ptr();

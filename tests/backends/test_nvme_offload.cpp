@@ -66,6 +66,51 @@ TEST_CASE("nvme store: a failure inside the stream propagates after in-flight I/
   CHECK(at::equal(store.read(0), at::ones({32})));
 }
 
+TEST_CASE("nvme store: a new unit reads as zeros, and a part of a unit can be written in place", "[offload]") {
+  accel::test::TempDir dir;
+  NvmeStateStore store(dir.path().string(), 0, 2);
+  store.add_unit("u", 12);
+  CHECK(at::equal(store.read(0), at::zeros({12})));
+  store.write(0, at::full({4}, 2.0f), 4);
+  store.write(0, at::full({4}, 3.0f), 8);
+  CHECK(at::equal(store.read(0), at::cat({at::zeros({4}), at::full({4}, 2.0f), at::full({4}, 3.0f)})));
+  CHECK_THROWS_WITH(store.write(0, at::ones({4}), 9), Catch::Contains("holds 12 fp32 values"));
+  CHECK_THROWS_WITH(store.write(0, at::ones({4}, at::kDouble)), Catch::Contains("holds 12 fp32 values"));
+}
+
+TEST_CASE("sharded optimizer: units added after offloading start like units in memory", "[offload]") {
+  // The engine offloads first and adds units after, so that no unit's states are ever all in
+  // memory: each master goes straight to its file and the moments are the file's zeros.
+  accel::test::TempDir dir;
+  accel::config::OptimizerSection section;  // adamw defaults
+  section.weight_decay = 0.1;
+  FlatLayout a({6, 10}, 2), b({7}, 2);
+  ShardedOptimizer in_memory(section, 1), on_disk(section, 1);
+  on_disk.offload_to_nvme(dir.path().string(), 2);
+  for (auto* opt : {&in_memory, &on_disk}) {
+    opt->add_unit("a", a, {true, false}, at::linspace(-1, 1, a.shard_numel()));
+    opt->add_unit("b", b, {true}, at::linspace(0, 2, b.shard_numel()));
+  }
+  for (const auto& u : on_disk.units()) {
+    CHECK_FALSE(u.master.defined());
+    CHECK_FALSE(u.exp_avg.defined());
+  }
+  for (int step = 0; step < 3; ++step) {
+    for (auto* opt : {&in_memory, &on_disk})
+      for (auto& u : opt->units()) u.grad.copy_(at::linspace(-0.5, 0.5 + step, u.grad.numel()));
+    on_disk.step(1e-2);
+    in_memory.step(1e-2);
+  }
+  on_disk.materialize();
+  auto disk = on_disk.state_tensors(), memory = in_memory.state_tensors();
+  REQUIRE(disk.size() == memory.size());
+  for (size_t i = 0; i < disk.size(); ++i) {
+    INFO(disk[i].first);
+    CHECK(disk[i].first == memory[i].first);
+    CHECK(at::equal(disk[i].second, memory[i].second));
+  }
+}
+
 TEST_CASE("sharded optimizer: states in files update exactly like states in memory", "[offload]") {
   accel::test::TempDir dir;
   accel::config::OptimizerSection section;  // adamw defaults

@@ -82,6 +82,28 @@ TEST_CASE("gloo: large uneven buffers (multi-segment transfers)", "[gloo]") {
         }) == no_errors(4));
 }
 
+TEST_CASE("gloo: reduce_scatter_consuming reduces in the given-up input, with the same result", "[gloo]") {
+  const int world = GENERATE(2, 3);
+  CAPTURE(world);
+  CHECK(run_gloo(world, [](Communicator& c) {
+          const int w = c.size(), r = c.rank();
+          for (int64_t n : {int64_t(1000), int64_t(7)}) {  // even and uneven (padded) shards
+            const ShardRange shard = shard_range(n, w, r);
+            at::Tensor full = contribution(r, n, at::kFloat);
+            at::Tensor copied = at::empty({shard.size()}, at::kFloat), consumed = at::empty({shard.size()}, at::kFloat);
+            c.reduce_scatter(full, copied, ReduceOp::Avg)->wait();
+            c.reduce_scatter_consuming(full, consumed, ReduceOp::Avg)->wait();
+            const auto want = reduced(ReduceOp::Avg, w, shard.begin, shard.end, at::kFloat);
+            expect_values(consumed, want, tolerance(ReduceOp::Avg, at::kFloat), "reduce_scatter_consuming");
+            if (!at::equal(consumed, copied)) fail("reduce_scatter_consuming differs from reduce_scatter");
+            // A view of the input as the output still works (the ring then reduces in a copy).
+            at::Tensor again = contribution(r, n, at::kFloat);
+            c.reduce_scatter_consuming(again, again.narrow(0, 0, shard.size()), ReduceOp::Avg)->wait();
+            if (!at::equal(again.narrow(0, 0, shard.size()), copied)) fail("consuming into a view of the input");
+          }
+        }) == no_errors(world));
+}
+
 TEST_CASE("gloo: all_gather, even and uneven sizes", "[gloo]") {
   const int world = GENERATE(1, 2, 4);
   CAPTURE(world);

@@ -19,6 +19,7 @@
 #include "runtime/train/trainer/checkpointer.hpp"
 #include "runtime/train/trainer/evaluation.hpp"
 #include "runtime/train/trainer/fault_injection.hpp"
+#include "runtime/train/trainer/memory_probe.hpp"
 #include "runtime/train/trainer/step_metrics.hpp"
 
 namespace accel::train {
@@ -94,8 +95,10 @@ void Trainer::build() {
   model_ = make_model(job_.model);
   model_->initialize(uint64_t(t_.seed));
   if (!t_.init_from.empty()) load_weights_into(*model_, t_.init_from);
+  log_memory(rank_, world_, "model build");
   data_ = make_dataset(job_.data, job_.model.vocab_size, t_.seq_len, uint64_t(t_.seed));
   backend_ = backends::make_backend(job_, comm_, *model_);
+  log_memory(rank_, world_, "backend build");
   checkpointer_ = std::make_unique<Checkpointer>(ctx_.job, comm_, *backend_, *data_, faults_);
 }
 
@@ -171,6 +174,7 @@ void Trainer::run() {
     const comm::CommStats before = comm_.stats();
     StepMetrics m = train_step(step);
     step_comm.add(before, comm_.stats());
+    log_memory(rank_, world_, "step " + std::to_string(step + 1));
     faults_.at("after_step", step);
     train_seconds += m.step_time_s;
     tokens += m.tokens;
@@ -184,8 +188,10 @@ void Trainer::run() {
       log(format_step_line(m, t_.max_steps, options_.progress_bar));
     if (!first) first = m;
     last = m;
-    if (final_step || (t_.checkpoint_every > 0 && (step + 1) % t_.checkpoint_every == 0))
+    if (final_step || (t_.checkpoint_every > 0 && (step + 1) % t_.checkpoint_every == 0)) {
       last_checkpoint = checkpointer_->save(step + 1);
+      log_memory(rank_, world_, "checkpoint " + std::to_string(step + 1));
+    }
   }
 
   if (!options_.trace_path.empty()) backend_->write_trace(trace_file_for_rank(options_.trace_path, rank_));
@@ -214,6 +220,14 @@ void Trainer::run() {
 
 void run_training(worker::WorkerContext& ctx, const TrainerOptions& options) {
   spdlog::set_pattern("%v");
+  // ACCEL_LOG_LEVEL (reserved for log verbosity): debug adds per-phase memory lines.
+  if (const char* level = std::getenv("ACCEL_LOG_LEVEL"); level && *level) {
+    auto parsed = spdlog::level::from_str(level);  // unknown names parse as "off": say so instead
+    if (parsed != spdlog::level::off || std::string(level) == "off")
+      spdlog::set_level(parsed);
+    else
+      spdlog::warn("ACCEL_LOG_LEVEL={} is not a level (trace, debug, info, warn, error, critical, off); using info", level);
+  }
   Trainer(ctx, options).run();
 }
 

@@ -1,0 +1,14 @@
+#include "backends/core/phase_memory.hpp"
+
+#include <malloc.h>
+
+#include "backends/core/unit_block_allocator.hpp"
+
+namespace accel::backends {
+
+void end_memory_phase() {
+  UnitBlockAllocator::instance().trim();
+  malloc_trim(0);
+}
+
+}  // namespace accel::backends

@@ -1,0 +1,52 @@
+// Host memory for the sharding engine's unit-sized buffers (gathered parameters, gradient buffers,
+// reduce outputs, shards, optimizer states, nvme staging), kept apart from the malloc heap.
+// Why: glibc carves blocks below its (dynamic, up to 32 MiB) mmap threshold from its arenas; a
+// freed unit buffer there gets split by small activations, the next unit's buffer no longer fits
+// and the heap grows, so freed memory stays resident and sets the peak (docs/design/0008).
+// Invariants: every block is its own anonymous mapping, unmapped when released; a released block
+// is kept for reuse by a request of the same size until trim(), which the engine calls at the end
+// of each phase (micro-step, optimizer step), so at rest the process holds only live blocks, and
+// within a phase the next unit's buffer reuses the previous unit's pages instead of faulting in
+// new ones. Process-wide: tensors may outlive the engine (the model's parameters are views of its
+// buffers). Thread-safe (buffers are freed on communication threads too).
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/core/Allocator.h>
+
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+namespace accel::backends {
+
+class UnitBlockAllocator final : public c10::Allocator {
+ public:
+  static UnitBlockAllocator& instance();
+
+  c10::DataPtr allocate(size_t nbytes) const override;
+  void trim();                  // unmaps the blocks kept for reuse
+  int64_t mapped_bytes() const; // live and kept
+  int64_t kept_bytes() const;
+
+ private:
+  struct Block {
+    UnitBlockAllocator* owner;
+    void* base;
+    size_t bytes;  // the mapping's length (whole pages)
+  };
+  static void release(void* block);
+  void give_back(Block* block);
+
+  static constexpr size_t kMaxKept = 8;  // more released blocks than this are unmapped at once
+  mutable std::mutex mu_;
+  mutable std::vector<Block*> kept_;
+  mutable int64_t mapped_ = 0;
+};
+
+// Uninitialised / zeroed CPU tensors [numel] whose storage comes from the allocator (resizable:
+// UnitParamBuffers frees and regrows it through the same allocator).
+at::Tensor unit_empty(int64_t numel, at::ScalarType dtype);
+at::Tensor unit_zeros(int64_t numel, at::ScalarType dtype);
+
+}  // namespace accel::backends
