@@ -12,6 +12,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -64,6 +66,9 @@ class Backend {
   // optimizer_states, live_params_peak / live_grads_peak (transient unit buffers), and, when
   // offloaded, nvme_bytes / nvme_buffer_bytes. For `accel bench` and estimate-memory checks.
   virtual nlohmann::json memory_report() const { return nlohmann::json::object(); }
+  // Communicators this backend split from the world (HYBRID_SHARD's machine and replica groups),
+  // by name: their traffic is not in the world's counters, so the run report adds it from these.
+  virtual std::vector<std::pair<std::string, const comm::Communicator*>> group_communicators() const { return {}; }
   virtual void write_trace(const std::string& /*path*/) {}
 };
 

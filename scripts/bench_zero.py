@@ -20,6 +20,12 @@ nothing (tests do); the timings need an otherwise idle machine.
   /usr/bin/python3 scripts/bench_zero.py --worlds 1,2,4 --json /tmp/bench_zero.json
   /usr/bin/python3 scripts/bench_zero.py --worlds 2 --stages 0,3 --steps 10     # stage 3 vs 0 timing
   /usr/bin/python3 scripts/bench_zero.py --worlds 2 --stages 2 --offload nvme   # NVMe optimizer offload
+  /usr/bin/python3 scripts/bench_zero.py --backend fsdp --worlds 4 --stages 3,h  # HYBRID_SHARD, 2 machines x 2
+
+Stage `h` (with --backend fsdp) is HYBRID_SHARD over --machines launchers on loopback, each running
+world / machines ranks: FULL_SHARD within a machine, the gradient shards all-reduced across machines.
+Its theory is 3 x params x (g-1)/g within the machine (g ranks) plus 2 x params/g x (m-1)/m across
+the m machines; the run report counts both groups' traffic.
 """
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ import argparse
 import json
 import os
 import statistics
+import socket
 import subprocess
 import sys
 import tempfile
@@ -34,14 +41,25 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 COMPONENTS = ("params", "grads", "grad_shard", "master", "optimizer_states")
-FSDP_STRATEGY = {0: "NO_SHARD", 2: "SHARD_GRAD_OP", 3: "FULL_SHARD"}  # --backend fsdp: the stage with its memory
+FSDP_STRATEGY = {"0": "NO_SHARD", "2": "SHARD_GRAD_OP", "3": "FULL_SHARD",  # --backend fsdp: the stage with its memory
+                 "h": "HYBRID_SHARD"}
 
 
 def block_numel(n_embd: int) -> int:
     return 12 * n_embd * n_embd + 13 * n_embd
 
 
-def write_job(a, d: str, stage: int, world: int) -> str:
+def machines_of(a, stage: str) -> int:
+    return a.machines if stage == "h" else 1
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_job(a, d: str, stage: str, world: int) -> str:
     unit = block_numel(a.n_embd)
     offload = ""
     if a.offload == "nvme":
@@ -58,6 +76,7 @@ def write_job(a, d: str, stage: int, world: int) -> str:
     with open(job, "w") as f:
         f.write(f"""backend: {a.backend}
 num_processes: {world}
+num_machines: {machines_of(a, stage)}
 device: cpu
 main_process_port: 0
 mixed_precision: "{a.mixed_precision}"
@@ -71,28 +90,41 @@ training: {{max_steps: {a.warmup_steps + a.steps}, micro_batch_size: {a.micro_ba
     return job
 
 
-def estimate(a, job: str, stage: int) -> dict:
+def estimate(a, job: str, stage: str) -> dict:
     path = job + ".estimate.json"
     p = subprocess.run([a.accel, "estimate-memory", job, "--json", path], capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"accel estimate-memory failed:\n{p.stderr}")
     with open(path) as f:
         rows = json.load(f)["strategies"]
-    want = "ddp / zero-0" if stage == 0 else f"zero-{stage}"
+    want = "ddp / zero-0" if stage == "0" else f"zero-{stage}"
     if a.backend == "fsdp":
         want = FSDP_STRATEGY[stage]
     row = next(r for r in rows if r["name"] == want)
     return row
 
 
-def run_one(a, stage: int, world: int) -> dict:
+def launch(a, job: str, stage: str, world: int) -> None:
+    """One launcher, or --machines launchers on loopback (HYBRID_SHARD), all waited for."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+    machines = machines_of(a, stage)
+    commands = [[a.accel, "launch", job]]
+    if machines > 1:
+        port = free_port()
+        commands = [[a.accel, "launch", job, "--set", f"machine_rank={m}", "--set", "main_process_ip=127.0.0.1",
+                     "--set", f"main_process_port={port}"] for m in range(machines)]
+    procs = [subprocess.Popen(c, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in commands]
+    for m, p in enumerate(procs):
+        _, err = p.communicate()
+        if p.returncode != 0:
+            sys.exit(f"accel launch failed (stage {stage}, world {world}, machine {m}):\n{err[-3000:]}")
+
+
+def run_one(a, stage: str, world: int) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"bench_zero_s{stage}_w{world}_") as d:
         job = write_job(a, d, stage, world)
         est = estimate(a, job, stage)
-        env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
-        p = subprocess.run([a.accel, "launch", job], env=env, capture_output=True, text=True)
-        if p.returncode != 0:
-            sys.exit(f"accel launch failed (stage {stage}, world {world}):\n{p.stderr[-3000:]}")
+        launch(a, job, stage, world)
         with open(os.path.join(d, "run", "metrics.jsonl")) as f:
             metrics = [json.loads(line) for line in f if line.strip()]
         reports = []
@@ -120,11 +152,15 @@ def run_one(a, stage: int, world: int) -> dict:
     }
 
 
-def theory_bus_bytes(a, stage: int, world: int, numel: int) -> float:
+def theory_bus_bytes(a, stage: str, world: int, numel: int) -> float:
     if world == 1:
         return 0.0
     dtype_bytes = 2 if a.mixed_precision in ("bf16", "fp16") else 4
-    factor = 3.0 if stage == 3 else 2.0
+    if stage == "h":
+        m = a.machines
+        g = world // m
+        return (3.0 * numel * (g - 1) / g + 2.0 * numel / g * (m - 1) / m) * dtype_bytes
+    factor = 3.0 if stage == "3" else 2.0
     return factor * numel * dtype_bytes * (world - 1) / world
 
 
@@ -158,12 +194,20 @@ def main() -> int:
     ap.add_argument("--deepspeed-defaults", action="store_true",
                     help="leave reduce_bucket_size and the stage-3 prefetch/live bounds at DeepSpeed's defaults "
                          "(gathers are prefetched; transient memory is then larger than the one-unit estimate)")
+    ap.add_argument("--machines", type=int, default=2, help="launchers on loopback for stage h (HYBRID_SHARD)")
     ap.add_argument("--json", help="write every figure here")
     a = ap.parse_args()
+    stages = a.stages.split(",")
+    for stage in stages:
+        allowed = ("0", "2", "3", "h") if a.backend == "fsdp" else ("0", "1", "2", "3")
+        if stage not in allowed:
+            ap.error(f"--stages: {stage!r} is not one of {', '.join(allowed)} for --backend {a.backend}")
     numel = model_numel(a)
     rows = []
     for world in [int(w) for w in a.worlds.split(",")]:
-        for stage in [int(s) for s in a.stages.split(",")]:
+        for stage in stages:
+            if machines_of(a, stage) > 1 and world % a.machines != 0:
+                ap.error(f"stage h at world {world}: --machines {a.machines} must divide the world")
             r = run_one(a, stage, world)
             r["theory_bus_bytes_per_step"] = theory_bus_bytes(a, stage, world, numel)
             rows.append(r)
@@ -179,7 +223,8 @@ def main() -> int:
         th = r["theory_bus_bytes_per_step"]
         cd = f"{(r['comm_bus_bytes_per_step'] - th) / th:+.1%}" if th > 0 else "-"
         label = FSDP_STRATEGY[r["stage"]] if a.backend == "fsdp" else r["stage"]
-        print(f"| {label} | {r['world']} | {mib(r['measured_bytes'])} | {mib(r['estimate_bytes'])} | {md:+.1%} "
+        world = f"{r['world']} ({a.machines} x {r['world'] // a.machines})" if r["stage"] == "h" else r["world"]
+        print(f"| {label} | {world} | {mib(r['measured_bytes'])} | {mib(r['estimate_bytes'])} | {md:+.1%} "
               f"| {mib(r['comm_bus_bytes_per_step'])} | {mib(th)} | {cd} | {r['step_time_s'] * 1e3:.0f} "
               f"| {r['tokens_per_s']:.0f} | {mib(r['peak_rss_bytes'])} | {mib(r['rss_bytes_at_end'])} |")
     if a.json:

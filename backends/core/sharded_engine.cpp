@@ -132,6 +132,11 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
   end_memory_phase();  // the model's own parameter storage, replaced by the units' buffers
 }
 
+std::vector<std::pair<std::string, const comm::Communicator*>> ShardedEngine::group_communicators() const {
+  if (!shard_group_) return {};
+  return {{"shard_group", shard_group_.get()}, {"replica_group", replica_group_.get()}};
+}
+
 std::string ShardedEngine::describe() const {
   std::ostringstream s;
   int64_t numel = 0, padded = 0;

@@ -79,6 +79,7 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   void load_state(const std::string& dir, const nlohmann::json& layout) override;
   bool start_trace() override;
   nlohmann::json memory_report() const override;
+  std::vector<std::pair<std::string, const comm::Communicator*>> group_communicators() const override;
   void write_trace(const std::string& path) override;
 
  private:

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -13,16 +14,25 @@
 
 namespace accel::train {
 
-// Sums the collectives issued between two snapshots of a communicator's counters.
+// Sums the collectives issued between snapshots of each communicator's counters: the world's and
+// those of the backend's groups, each kept with its own size (the bus-byte factor depends on it).
 class StepCommCounter {
  public:
-  void add(const comm::CommStats& before, const comm::CommStats& after);
-  const comm::CommStats& total() const { return total_; }
+  struct Group {
+    std::string name;
+    int size = 1;
+    comm::CommStats total;
+  };
+  // Adds what communicator `name` (of `size` ranks) issued between `before` and `after`.
+  void add(const std::string& name, int size, const comm::CommStats& before, const comm::CommStats& after);
+  const std::vector<Group>& groups() const { return groups_; }
 
  private:
-  comm::CommStats total_;
+  std::vector<Group> groups_;
 };
 
+// comm_per_step sums every group: bus_bytes and by_kind (calls, payload and bus bytes, each group
+// at its own size), and by_group gives each communicator's share.
 nlohmann::json make_run_report(int rank, int world, const std::string& backend, const nlohmann::json& memory,
                                const StepCommCounter& comm, int64_t steps, int64_t peak_rss_bytes);
 

@@ -170,10 +170,14 @@ void Trainer::run() {
   int64_t tokens = 0;
   std::string last_checkpoint;
   StepCommCounter step_comm;
+  std::vector<std::pair<std::string, const comm::Communicator*>> counted = {{"world", &comm_}};
+  for (const auto& group : backend_->group_communicators()) counted.push_back(group);
   for (int64_t step = start; step < t_.max_steps; ++step) {
-    const comm::CommStats before = comm_.stats();
+    std::vector<comm::CommStats> before;
+    for (const auto& [name, c] : counted) before.push_back(c->stats());
     StepMetrics m = train_step(step);
-    step_comm.add(before, comm_.stats());
+    for (size_t i = 0; i < counted.size(); ++i)
+      step_comm.add(counted[i].first, counted[i].second->size(), before[i], counted[i].second->stats());
     log_memory(rank_, world_, "step " + std::to_string(step + 1));
     faults_.at("after_step", step);
     train_seconds += m.step_time_s;
