@@ -41,4 +41,14 @@ std::string group_name(const std::vector<std::string>& member_names) {
   return name;
 }
 
+UnitGroups groups_for_wrap_policy(config::AutoWrapPolicy policy, int64_t min_num_params,
+                                  const std::vector<int64_t>& unit_numels) {
+  switch (policy) {
+    case config::AutoWrapPolicy::NO_WRAP: return one_group_for_all(int(unit_numels.size()));
+    case config::AutoWrapPolicy::SIZE_BASED_WRAP: return group_by_size(unit_numels, min_num_params);
+    case config::AutoWrapPolicy::TRANSFORMER_BASED_WRAP: break;
+  }
+  return one_group_per_unit(int(unit_numels.size()));
+}
+
 }  // namespace accel::backends

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/enums.hpp"
+
 namespace accel::backends {
 
 using UnitGroups = std::vector<std::vector<int>>;
@@ -25,6 +27,11 @@ UnitGroups one_group_for_all(int units);
 // FSDP's root module keeps every parameter no wrapped child holds. A unit at or above the bound
 // is a group of its own.
 UnitGroups group_by_size(const std::vector<int64_t>& unit_numels, int64_t min_numel);
+
+// The groups an fsdp.auto_wrap_policy asks for, over the model units' sizes: what the fsdp backend
+// builds and what `accel estimate-memory` counts for the FSDP rows.
+UnitGroups groups_for_wrap_policy(config::AutoWrapPolicy policy, int64_t min_num_params,
+                                  const std::vector<int64_t>& unit_numels);
 
 // "h.0" for one member, "h.0+h.1+h.2" for several: the engine unit's name in logs, traces and the
 // checkpoint's layout record.

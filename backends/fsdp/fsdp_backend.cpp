@@ -28,16 +28,6 @@ std::vector<int64_t> unit_numels(train::Model& model) {
   return numels;
 }
 
-// The engine units the wrap policy asks for (unit_grouping.hpp).
-UnitGroups wrap_units(const FsdpPlan& plan, const std::vector<int64_t>& numels) {
-  switch (plan.wrap) {
-    case config::AutoWrapPolicy::NO_WRAP: return one_group_for_all(int(numels.size()));
-    case config::AutoWrapPolicy::SIZE_BASED_WRAP: return group_by_size(numels, plan.min_num_params);
-    case config::AutoWrapPolicy::TRANSFORMER_BASED_WRAP: break;
-  }
-  return one_group_per_unit(int(numels.size()));
-}
-
 // The largest engine unit's flat buffer, padded to a multiple of the shard count: the gradients
 // one unit holds while they are reduce-scattered.
 int64_t largest_padded_unit(const UnitGroups& groups, const std::vector<int64_t>& numels, int shards) {
@@ -84,7 +74,7 @@ std::unique_ptr<Backend> make_fsdp_backend(const config::JobConfig& job, comm::C
   // them on its own stream): room for the two largest full-gradient buffers.
   policy.shard_group_size = plan.shard_group_size;
   const std::vector<int64_t> numels = unit_numels(model);
-  policy.unit_groups = wrap_units(plan, numels);
+  policy.unit_groups = groups_for_wrap_policy(plan.wrap, plan.min_num_params, numels);
   policy.reduce_bucket_numel = 2 * largest_padded_unit(
       policy.unit_groups, numels, plan.shard_group_size > 0 ? plan.shard_group_size : comm.size());
   policy.notes = join_notes(plan.notes);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/core/unit_grouping.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/estimate/model_shape.hpp"
 
@@ -49,6 +50,32 @@ std::string configured_row(const config::JobConfig& job, std::string& label, std
     }
   }
   return "ddp / zero-0";
+}
+
+// The FSDP rows' units: the engine units the job's auto_wrap_policy makes of the model's units
+// (each group's sizes summed; the group holding the tied unit is the tied one). Other backends'
+// jobs translate to TRANSFORMER_BASED_WRAP, one engine unit per model unit.
+MemoryInput fsdp_units(const config::JobConfig& job, const MemoryInput& in, std::vector<std::string>& notes) {
+  const auto policy = job.fsdp.auto_wrap_policy;
+  if (job.backend != config::Backend::fsdp || !in.units_known() ||
+      policy == config::AutoWrapPolicy::TRANSFORMER_BASED_WRAP)
+    return in;
+  const backends::UnitGroups groups = backends::groups_for_wrap_policy(policy, job.fsdp.min_num_params, in.unit_numels);
+  MemoryInput grouped = in;
+  grouped.unit_numels.clear();
+  grouped.tied_unit = -1;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    int64_t numel = 0;
+    for (int u : groups[g]) {
+      numel += in.unit_numels[size_t(u)];
+      if (u == in.tied_unit) grouped.tied_unit = int(g);
+    }
+    grouped.unit_numels.push_back(numel);
+  }
+  notes.push_back("FSDP rows: fsdp.auto_wrap_policy " + config::to_string(policy) + " makes " +
+                  std::to_string(groups.size()) + " engine unit(s) of the model's " +
+                  std::to_string(in.unit_numels.size()) + "; live buffers count those units.");
+  return grouped;
 }
 
 }  // namespace
@@ -154,10 +181,11 @@ JobEstimate estimate_job(const config::JobConfig& job, const JobEstimateOptions&
       plans[i].reduce_bucket_units = 2;
     }
   std::string own = configured_row(job, e.configured_label, e.notes);
+  const MemoryInput fsdp_in = fsdp_units(job, in, e.notes);
   for (size_t i = 0; i < plans.size(); ++i) {
     plans[i].configured = plans[i].name == own;
     if (plans[i].configured) e.configured = int(i);
-    e.strategies.push_back(estimate_memory(in, plans[i]));
+    e.strategies.push_back(estimate_memory(i >= 4 ? fsdp_in : in, plans[i]));  // rows 4+: the FSDP strategies
   }
 
   if (job.backend == config::Backend::fsdp && bf16_params && job.fsdp.precision_mode == config::PrecisionMode::low)

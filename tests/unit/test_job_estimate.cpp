@@ -104,6 +104,33 @@ TEST_CASE("every strategy side by side, the job's own marked", "[estimate]") {
   CHECK(row(e, "FULL_SHARD").plan.configured);
 }
 
+TEST_CASE("the FSDP rows count the engine units the wrap policy makes", "[estimate][wrap]") {
+  JobConfig job;  // gpt 4 x 128: units wte, h.0 .. h.3, ln_f
+  job.backend = config::Backend::fsdp;
+  job.num_processes = 2;
+  job.fsdp.sharding_strategy = config::ShardingStrategy::FULL_SHARD;
+  const auto per_layer = estimate_job(job);
+  const int64_t block = 12 * 128 * 128 + 13 * 128;
+  const int64_t total = per_layer.input.num_parameters();
+
+  job.fsdp.auto_wrap_policy = config::AutoWrapPolicy::NO_WRAP;
+  const auto whole = estimate_job(job);
+  // One engine unit: the whole model (padded to the 2 shards) is gathered through the step, in fp32.
+  CHECK(row(whole, "FULL_SHARD").live_params == 4 * (total + total % 2));
+  CHECK(row(whole, "FULL_SHARD").live_params > row(per_layer, "FULL_SHARD").live_params);
+  // The zero rows keep the model's units: the wrap policy is an fsdp key.
+  CHECK(row(whole, "zero-3").live_params == row(per_layer, "zero-3").live_params);
+
+  job.fsdp.auto_wrap_policy = config::AutoWrapPolicy::SIZE_BASED_WRAP;
+  job.fsdp.min_num_params = 2 * block;  // h.0+h.1, h.2+h.3; ln_f stays in the root with wte
+  const auto pairs = estimate_job(job);
+  CHECK(row(pairs, "FULL_SHARD").live_params > row(per_layer, "FULL_SHARD").live_params);
+  CHECK(row(pairs, "FULL_SHARD").live_params < row(whole, "FULL_SHARD").live_params);
+  bool noted = false;
+  for (const auto& n : pairs.notes) noted = noted || n.find("SIZE_BASED_WRAP makes 3 engine unit(s) of the model's 6") != std::string::npos;
+  CHECK(noted);
+}
+
 TEST_CASE("precision, optimizer and offload keys reach the estimate", "[estimate]") {
   JobConfig job;
   job.num_processes = 4;

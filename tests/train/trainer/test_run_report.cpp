@@ -1,8 +1,7 @@
 // The run report's communication figures: per-step traffic summed over the world and the backend's
 // groups, each at its own size (HYBRID_SHARD's machine and replica groups), so that bench_zero can
 // set a hybrid run's bytes beside theory.
-#include <catch2/catch_test_macros.hpp>
-#include <catch2/matchers/catch_matchers_floating_point.hpp>
+#include <catch2/catch.hpp>
 
 #include "runtime/train/trainer/run_report.hpp"
 
