@@ -15,6 +15,7 @@
 
 The models are tiny (2 layers, 64 wide, sequences of 32) so each class runs in seconds on 2 cores.
 """
+import json
 import os
 import sys
 import tempfile
@@ -233,6 +234,7 @@ class FsdpStrategiesAgreement(_ReferenceBase):
     def _strategy(self, strategy, name, extra=(), machines=1):
         out = self._check_split(name, sets=("backend=fsdp", f"fsdp.sharding_strategy={strategy}") + extra,
                                 machines=machines)
+        self.last_out = out
         with open(os.path.join(out, "logs", "rank_0.log")) as f:
             log = f.read()
         self.assertIn(f"fsdp {strategy}:", log, "the start-up log does not name the fsdp strategy")
@@ -266,6 +268,17 @@ class FsdpStrategiesAgreement(_ReferenceBase):
         log = self._strategy("HYBRID_SHARD", "w4_b2", machines=2)
         self.assertIn("in 2 shards", log)
         self.assertIn("replicated on 2 machines", log)
+        # The run report counts both groups' traffic, each at its own size. With 2 x 2, every unit's
+        # gradient is reduce-scattered over the machine (payload 4P bytes, bus x 1/2) and its shard
+        # all-reduced across machines (payload 2P, bus x 2 x 1/2): the two bus figures are equal.
+        with open(os.path.join(self.last_out, "report", "rank_0.json")) as f:
+            comm = json.load(f)["comm_per_step"]
+        groups = comm["by_group"]
+        self.assertEqual({k: v["size"] for k, v in groups.items()}, {"world": 4, "shard_group": 2, "replica_group": 2})
+        rs = comm["by_kind"]["reduce_scatter"]["bus_bytes"]
+        self.assertGreater(rs, 0)
+        self.assertAlmostEqual(groups["replica_group"]["bus_bytes"] / rs, 1.0, places=9)
+        self.assertAlmostEqual(comm["bus_bytes"], sum(g["bus_bytes"] for g in groups.values()), delta=1e-6 * comm["bus_bytes"])
 
     def test_full_shard_no_wrap_world2(self):
         # One unit for the whole model: gathered at the embedding, released after the micro-step.
