@@ -5,7 +5,8 @@
 //  - Every method is called by every rank, in the same order (they may run collectives).
 //  - After end_micro_step(sync=true) each rank holds the average over ranks of the summed
 //    micro-step gradients for the parameters (or the shards) it owns.
-//  - clip_grad_norm returns the same pre-clip norm on every rank, over the full model.
+//  - unscale_and_clip (and clip_grad_norm) return the same pre-clip norm on every rank, over the
+//    full model, so every rank takes the same overflow decision.
 //  - After optimizer_step the model's parameters (or their gathered form) are identical to what
 //    the unsharded spec trainer would hold, up to floating-point reassociation.
 #pragma once
@@ -39,10 +40,17 @@ class Backend {
   // reduction has completed.
   virtual void end_micro_step(bool sync) = 0;
 
-  // Pre-clip global L2 norm of the gradients of the full model; clips per spec when max_norm > 0.
-  virtual double clip_grad_norm(double max_norm) = 0;
+  // The gradients hold grad_scale x the true ones (fp16 loss scaling; 1 otherwise). Returns the
+  // true pre-clip global L2 norm of the full model's gradients. If it is not finite (an overflow)
+  // nothing is touched; otherwise the gradients are divided by grad_scale and clipped per spec
+  // when max_norm > 0 (train::unscale_and_clip_grad_norm).
+  virtual double unscale_and_clip(double max_norm, double grad_scale) = 0;
+  double clip_grad_norm(double max_norm) { return unscale_and_clip(max_norm, 1.0); }
   // Applies the optimizer at `lr` and zeroes the gradients for the next step.
   virtual void optimizer_step(double lr) = 0;
+  // An overflowed step: the gradients are dropped (zeroed for the next step); parameters, master
+  // weights and optimizer states (and the optimizer's step count) stay as they are.
+  virtual void skip_step() = 0;
 
   // Hooks for a no-grad forward (evaluation); nullptr: none.
   virtual train::UnitHooks* eval_hooks() = 0;
@@ -71,6 +79,10 @@ class Backend {
   virtual std::vector<std::pair<std::string, const comm::Communicator*>> group_communicators() const { return {}; }
   virtual void write_trace(const std::string& /*path*/) {}
 };
+
+// The dtype parameters, gradients and their collectives are computed in: bf16 (mixed_precision
+// bf16 or a model loaded in bf16), fp16 (mixed_precision fp16), fp32 otherwise.
+at::ScalarType compute_dtype(const config::JobConfig& job);
 
 // Builds the backend the job names (`backend:` key) over `model`, whose parameters must already
 // be initialised (identically on every rank, or broadcast by the backend). Throws RunError for a

@@ -11,15 +11,18 @@
 #include <limits>
 
 namespace accel::backends {
-namespace {
 
 // Parameters, gradients and their communication are bf16 when mixed precision asks for it or the
-// model is loaded in bf16; the masters and optimizer states stay fp32 (DeepSpeed's rule).
+// model is loaded in bf16, fp16 under mixed_precision fp16 (with loss scaling in the trainer); the
+// masters and optimizer states stay fp32 (DeepSpeed's rule).
 at::ScalarType compute_dtype(const config::JobConfig& job) {
   if (job.mixed_precision == config::MixedPrecision::bf16 || job.model.dtype == config::ParamDtype::bf16)
     return at::kBFloat16;
+  if (job.mixed_precision == config::MixedPrecision::fp16) return at::kHalf;
   return at::kFloat;
 }
+
+namespace {
 
 // Data parallelism with low-precision compute: replicated fp32 masters and optimizer states in the
 // sharding engine (the ddp engine keeps one copy of each parameter, in the model's dtype).

@@ -358,10 +358,10 @@ void ShardedEngine::end_micro_step(bool /*sync*/) {
   end_memory_phase();  // gradient buffers, gathers, autograd's temporaries: not under the step's buffers
 }
 
-double ShardedEngine::clip_grad_norm(double max_norm) {
+double ShardedEngine::unscale_and_clip(double max_norm, double grad_scale) {
   std::vector<at::Tensor> grads;
   for (auto& st : optimizer_->units()) grads.push_back(st.grad);
-  return train::clip_grad_norm(grads, max_norm, [this](double local) {
+  return train::unscale_and_clip_grad_norm(grads, grad_scale, max_norm, [this](double local) {
     if (!policy_.shard_optimizer) return local;  // every rank holds the whole (identical) gradient
     at::Tensor t = at::tensor({local}, at::kDouble);
     shard_comm().all_reduce(t, comm::ReduceOp::Sum)->wait();  // one copy's shards: the whole gradient
@@ -395,6 +395,13 @@ void ShardedEngine::optimizer_step(double lr) {
   if (trace_) trace_->record(TraceEvent::optimizer_step, "");
   end_memory_phase();  // the nvme staging buffers
   masters_changed(false);
+}
+
+void ShardedEngine::skip_step() {
+  // The masters did not change, so the gathered (and persistent) parameters stay valid.
+  optimizer_->zero_grads();
+  for (auto& rt : units_)
+    if (rt.grad_flat.defined()) rt.grad_flat.zero_();
 }
 
 train::NamedTensors ShardedEngine::full_parameters() {

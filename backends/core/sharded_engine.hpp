@@ -71,8 +71,9 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   std::string describe() const override;
   train::UnitHooks* begin_micro_step(int micro_step, bool sync) override;
   void end_micro_step(bool sync) override;
-  double clip_grad_norm(double max_norm) override;
+  double unscale_and_clip(double max_norm, double grad_scale) override;
   void optimizer_step(double lr) override;
+  void skip_step() override;
   train::UnitHooks* eval_hooks() override;
   train::NamedTensors full_parameters() override;
   nlohmann::json save_state(const std::string& dir) override;

@@ -117,15 +117,19 @@ void DdpBackend::end_micro_step(bool sync) {
   syncing_ = false;
 }
 
-double DdpBackend::clip_grad_norm(double max_norm) {
+double DdpBackend::unscale_and_clip(double max_norm, double grad_scale) {
   // Gradients are replicated after the all-reduce: the local norm is the global one.
   std::vector<at::Tensor> grads;
   for (auto& [name, p] : params_) grads.push_back(p.grad());
-  return train::clip_grad_norm(grads, max_norm);
+  return train::unscale_and_clip_grad_norm(grads, grad_scale, max_norm);
 }
 
 void DdpBackend::optimizer_step(double lr) {
   optimizer_->step(lr);
+  for (auto& flat : bucket_flats_) flat.zero_();
+}
+
+void DdpBackend::skip_step() {
   for (auto& flat : bucket_flats_) flat.zero_();
 }
 

@@ -33,8 +33,9 @@ class DdpBackend final : public Backend, private train::UnitHooks, private Backw
   std::string describe() const override;
   train::UnitHooks* begin_micro_step(int micro_step, bool sync) override;
   void end_micro_step(bool sync) override;
-  double clip_grad_norm(double max_norm) override;
+  double unscale_and_clip(double max_norm, double grad_scale) override;
   void optimizer_step(double lr) override;
+  void skip_step() override;
   nlohmann::json memory_report() const override;
   train::UnitHooks* eval_hooks() override { return nullptr; }
   train::NamedTensors full_parameters() override;

@@ -47,11 +47,7 @@ std::unique_ptr<Backend> make_fsdp_backend(const config::JobConfig& job, comm::C
   if (!plan.refusals.empty()) throw RunError("backend fsdp: " + describe_issue(plan.refusals.front()));
   // A property of the model's forward, so it holds for whichever engine runs below.
   model.set_activation_checkpointing(plan.activation_checkpointing);
-  // Compute in bf16 when mixed precision asks for it or the model is loaded in bf16 (as deepspeed).
-  const at::ScalarType compute = job.mixed_precision == config::MixedPrecision::bf16 ||
-                                         job.model.dtype == config::ParamDtype::bf16
-                                     ? at::kBFloat16
-                                     : at::kFloat;
+  const at::ScalarType compute = compute_dtype(job);  // as deepspeed: backend.hpp
   if (plan.replicated && compute == at::kFloat) {
     // FSDP NO_SHARD all-reduces each unit's gradients; the ddp engine's buckets (ddp.bucket_cap_mb)
     // do the same with fewer, larger messages.

@@ -6,6 +6,7 @@
 
 #include "backends/fsdp/fsdp_backend.hpp"
 #include "backends/fsdp/fsdp_policy.hpp"
+#include "tests/backends/tiny_job.hpp"
 #include "runtime/comm/fake_communicator.hpp"
 #include "runtime/train/model/model.hpp"
 #include "tests/comm/comm_test_support.hpp"
@@ -17,16 +18,7 @@ using namespace accel::config;
 
 namespace {
 
-JobConfig fsdp_job() {
-  JobConfig job;
-  job.backend = Backend::fsdp;
-  job.model.n_layer = 2;
-  job.model.n_head = 2;
-  job.model.n_embd = 16;
-  job.model.vocab_size = 32;
-  job.model.block_size = 8;
-  return job;
-}
+JobConfig fsdp_job() { return accel::test::tiny_job(Backend::fsdp); }
 
 bool has_note(const FsdpPlan& plan, const std::string& text) {
   for (const auto& n : plan.notes)

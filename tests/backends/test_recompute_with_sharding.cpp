@@ -14,6 +14,7 @@
 #include "backends/core/sharded_engine.hpp"
 #include "backends/fsdp/fsdp_backend.hpp"
 #include "runtime/comm/fake_communicator.hpp"
+#include "tests/backends/tiny_job.hpp"
 #include "runtime/train/model/model.hpp"
 #include "tests/comm/comm_test_support.hpp"
 
@@ -22,16 +23,7 @@ using accel::train::UnitHooks;
 
 namespace {
 
-accel::config::JobConfig tiny_fsdp_job() {
-  accel::config::JobConfig job;
-  job.backend = accel::config::Backend::fsdp;
-  job.model.n_layer = 2;
-  job.model.n_head = 2;
-  job.model.n_embd = 16;
-  job.model.vocab_size = 32;
-  job.model.block_size = 8;
-  return job;
-}
+accel::config::JobConfig tiny_fsdp_job() { return accel::test::tiny_job(accel::config::Backend::fsdp); }
 
 at::Tensor tokens(int rank, int micro_step) {
   return (at::arange(16, at::TensorOptions(at::kLong)) * 3 + rank + 5 * micro_step).remainder(32).view({2, 8});

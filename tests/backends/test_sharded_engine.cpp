@@ -8,6 +8,7 @@
 #include "backends/core/sharded_engine.hpp"
 #include "backends/core/unit_grouping.hpp"
 #include "runtime/comm/fake_communicator.hpp"
+#include "tests/backends/tiny_job.hpp"
 #include "tests/comm/comm_test_support.hpp"
 
 using accel::backends::FlatLayout;
@@ -54,15 +55,7 @@ TEST_CASE("unit grouping: one per unit, whole model, and by size with the tail i
 
 namespace {
 
-accel::config::JobConfig tiny_job() {
-  accel::config::JobConfig job;
-  job.model.n_layer = 2;
-  job.model.n_head = 2;
-  job.model.n_embd = 16;
-  job.model.vocab_size = 32;
-  job.model.block_size = 8;
-  return job;
-}
+using accel::test::tiny_job;
 
 at::Tensor tokens(int rows, int offset) {
   return (at::arange(rows * 8, at::TensorOptions(at::kLong)) * 5 + offset).remainder(32).view({rows, 8});

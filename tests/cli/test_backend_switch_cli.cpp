@@ -116,7 +116,7 @@ TEST_CASE("accel launch prints every translated option and every option with no 
   INFO(to_ds.output);
   CHECK(to_ds.exit_code == 2);
   CHECK_THAT(to_ds.output, Catch::Contains("fsdp.sharding_strategy: FULL_SHARD -> deepspeed.zero_stage: 3") &&
-                               Catch::Contains("fp16 (with dynamic loss scaling) is not built yet") &&
+                               Catch::Contains("fp16 compute is not built yet") &&
                                !Catch::Contains("has no effect yet"));
 
   // A job written for its own backend prints nothing about translation.

@@ -105,7 +105,8 @@ TEST_CASE("every strategy side by side, the job's own marked", "[estimate]") {
 }
 
 TEST_CASE("the FSDP rows count the engine units the wrap policy makes", "[estimate][wrap]") {
-  JobConfig job;  // gpt 4 x 128: units wte, h.0 .. h.3, ln_f
+  JobConfig job;
+  job.model.n_layer = 6;  // gpt 6 x 128: units wte, h.0 .. h.5, ln_f
   job.backend = config::Backend::fsdp;
   job.num_processes = 2;
   job.fsdp.sharding_strategy = config::ShardingStrategy::FULL_SHARD;
@@ -122,12 +123,15 @@ TEST_CASE("the FSDP rows count the engine units the wrap policy makes", "[estima
   CHECK(row(whole, "zero-3").live_params == row(per_layer, "zero-3").live_params);
 
   job.fsdp.auto_wrap_policy = config::AutoWrapPolicy::SIZE_BASED_WRAP;
-  job.fsdp.min_num_params = 2 * block;  // h.0+h.1, h.2+h.3; ln_f stays in the root with wte
+  job.fsdp.min_num_params = 2 * block;  // h.0+h.1, h.2+h.3, h.4+h.5; ln_f stays in the root with wte
   const auto pairs = estimate_job(job);
+  // Gathered at once: the root (wte + ln_f) and two pairs (limit_all_gathers), in fp32.
+  const int64_t root = total - 6 * block;
+  CHECK(row(pairs, "FULL_SHARD").live_params == 4 * (root + 4 * block));
   CHECK(row(pairs, "FULL_SHARD").live_params > row(per_layer, "FULL_SHARD").live_params);
   CHECK(row(pairs, "FULL_SHARD").live_params < row(whole, "FULL_SHARD").live_params);
   bool noted = false;
-  for (const auto& n : pairs.notes) noted = noted || n.find("SIZE_BASED_WRAP makes 3 engine unit(s) of the model's 6") != std::string::npos;
+  for (const auto& n : pairs.notes) noted = noted || n.find("SIZE_BASED_WRAP makes 4 engine unit(s) of the model's 8") != std::string::npos;
   CHECK(noted);
 }
 

@@ -60,8 +60,19 @@ double clip_gradients(const std::vector<at::Tensor>& grads, double norm, double 
 }
 
 double clip_grad_norm(const std::vector<at::Tensor>& grads, double max_norm, const SumOfSquaresReduce& reduce) {
-  const double norm = global_grad_norm(grads, reduce);
-  clip_gradients(grads, norm, max_norm);
+  return unscale_and_clip_grad_norm(grads, 1.0, max_norm, reduce);
+}
+
+double unscale_and_clip_grad_norm(const std::vector<at::Tensor>& grads, double grad_scale, double max_norm,
+                                  const SumOfSquaresReduce& reduce) {
+  const double norm = global_grad_norm(grads, reduce) / grad_scale;
+  if (!std::isfinite(norm)) return norm;  // overflow: the caller skips the step and drops the gradients
+  double coef = 1.0 / grad_scale;
+  if (max_norm > 0 && norm > max_norm) coef *= max_norm / (norm + 1e-6);
+  if (coef == 1.0) return norm;
+  at::NoGradGuard no_grad;
+  for (const auto& g : grads)
+    if (g.defined()) g.mul_(coef);
   return norm;
 }
 

@@ -37,4 +37,12 @@ double clip_gradients(const std::vector<at::Tensor>& grads, double norm, double 
 // training.max_grad_norm). Returns the norm before clipping, the value the metrics report.
 double clip_grad_norm(const std::vector<at::Tensor>& grads, double max_norm, const SumOfSquaresReduce& reduce = {});
 
+// fp16 loss scaling: the gradients hold grad_scale x the true ones. Returns the true norm (the
+// scaled norm / grad_scale). Non-finite (an overflow): nothing is touched. Otherwise the gradients
+// are unscaled and clipped in one multiply by (1 / grad_scale) x the clip factor. For a power-of-two
+// scale every step is exact, so the result is bitwise that of unscaled gradients (barring
+// underflow, which the scale exists to prevent, and overflow, which is detected).
+double unscale_and_clip_grad_norm(const std::vector<at::Tensor>& grads, double grad_scale, double max_norm,
+                                  const SumOfSquaresReduce& reduce = {});
+
 }  // namespace accel::train

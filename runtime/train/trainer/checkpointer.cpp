@@ -59,13 +59,15 @@ std::optional<std::string> Checkpointer::resume_dir() const {
   return resume;
 }
 
-nlohmann::json Checkpointer::trainer_state(int64_t steps_done, const nlohmann::json& backend_layout) const {
+nlohmann::json Checkpointer::trainer_state(int64_t steps_done, const nlohmann::json& backend_layout,
+                                           const nlohmann::json& loop_state) const {
   const auto& j = job_.job;
   const auto& t = j.training;
   return {{"steps_done", steps_done},
           {"max_steps", t.max_steps},
           {"backend", config::to_string(j.backend)},
           {"backend_state", backend_layout},
+          {"loop_state", loop_state},
           {"world_size", comm_.size()},
           {"micro_batch_size", t.micro_batch_size},
           {"gradient_accumulation_steps", t.gradient_accumulation_steps},
@@ -81,7 +83,7 @@ nlohmann::json Checkpointer::trainer_state(int64_t steps_done, const nlohmann::j
             {"block_size", j.model.block_size}}}};
 }
 
-std::string Checkpointer::save(int64_t steps_done) {
+std::string Checkpointer::save(int64_t steps_done, const nlohmann::json& loop_state) {
   int rank = comm_.rank();
   std::string staging = root_ + "/." + std::string("tmp.") + ckpt::step_dir_name(steps_done);
   if (rank == 0) staging = ckpt::begin_checkpoint(root_, steps_done);
@@ -90,7 +92,7 @@ std::string Checkpointer::save(int64_t steps_done) {
   nlohmann::json layout = backend_.save_state(staging);
   save_safetensors(staging + "/" + rng_file(rank), {{"torch_cpu", cpu_rng_state()}});
   if (rank == 0) {
-    ckpt::write_file_synced(staging + "/" + kTrainerFile, trainer_state(steps_done, layout).dump(2) + "\n");
+    ckpt::write_file_synced(staging + "/" + kTrainerFile, trainer_state(steps_done, layout, loop_state).dump(2) + "\n");
     if (!job_.file.empty()) fs::copy_file(job_.file, staging + "/" + kJobFile, fs::copy_options::overwrite_existing);
   }
   faults_.at("checkpoint_write", steps_done - 1);
@@ -119,6 +121,7 @@ int64_t Checkpointer::load(const std::string& dir) {
                                 " steps but the manifest says " + std::to_string(manifest.step));
   data_.check_state(state["data"]);
   backend_.load_state(dir, state.value("backend_state", nlohmann::json::object()));
+  loaded_loop_state_ = state.value("loop_state", nlohmann::json::object());
   std::string rng = dir + "/" + rng_file(comm_.rank());
   if (fs::exists(rng)) {
     auto tensors = load_safetensors(rng);

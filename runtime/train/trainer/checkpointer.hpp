@@ -30,15 +30,20 @@ class Checkpointer {
   // model, restores the backend's state and this rank's RNG, and returns the steps it holds.
   // Throws CheckpointError/RunError naming the file on any problem.
   int64_t load(const std::string& dir);
+  // The training loop's own state saved with the checkpoint load() read (the fp16 loss scaler;
+  // step_update.hpp): an empty object when it had none.
+  const nlohmann::json& loaded_loop_state() const { return loaded_loop_state_; }
 
   // Collective: writes the state after `steps_done` steps to <output_dir>/checkpoints/step_N,
-  // atomically, and moves `latest` to it. Returns the directory.
-  std::string save(int64_t steps_done);
+  // atomically, and moves `latest` to it, with `loop_state` (identical on every rank) in
+  // trainer.json. Returns the directory.
+  std::string save(int64_t steps_done, const nlohmann::json& loop_state = nlohmann::json::object());
 
   std::string root() const { return root_; }
 
  private:
-  nlohmann::json trainer_state(int64_t steps_done, const nlohmann::json& backend_layout) const;
+  nlohmann::json trainer_state(int64_t steps_done, const nlohmann::json& backend_layout,
+                               const nlohmann::json& loop_state) const;
 
   const config::LoadedJob& job_;
   comm::Communicator& comm_;
@@ -46,6 +51,7 @@ class Checkpointer {
   const Dataset& data_;
   const FaultInjector& faults_;
   std::string root_;
+  nlohmann::json loaded_loop_state_ = nlohmann::json::object();
 };
 
 }  // namespace accel::train

@@ -22,6 +22,10 @@ nlohmann::json to_json(const StepMetrics& m) {
                       {"step_time_s", m.step_time_s},
                       {"peak_mem_bytes", m.peak_mem_bytes}};
   if (m.eval_loss) j["eval_loss"] = *m.eval_loss;
+  if (m.loss_scale) {
+    j["loss_scale"] = *m.loss_scale;
+    j["skipped"] = m.skipped;
+  }
   return j;
 }
 
@@ -101,6 +105,10 @@ std::string format_step_line(const StepMetrics& m, int64_t total_steps, bool pro
   s << buf;
   if (m.eval_loss) {
     std::snprintf(buf, sizeof buf, " | eval_loss %.4f", *m.eval_loss);
+    s << buf;
+  }
+  if (m.loss_scale) {
+    std::snprintf(buf, sizeof buf, " | loss_scale %g%s", *m.loss_scale, m.skipped ? ", skipped: overflow" : "");
     s << buf;
   }
   return s.str();

@@ -23,6 +23,8 @@ struct StepMetrics {
   double tokens_per_s = 0;
   int64_t peak_mem_bytes = 0;  // max over ranks of each rank's peak
   std::optional<double> eval_loss;
+  std::optional<double> loss_scale;  // fp16 only: the scale this step's loss was multiplied by
+  bool skipped = false;              // fp16 only: the gradients overflowed, no optimizer step
 };
 
 nlohmann::json to_json(const StepMetrics& m);
@@ -46,7 +48,7 @@ class MetricsFile {
 };
 
 // "step   12/60 | loss 4.1234 | lr 1.00e-03 | grad_norm 0.532 | 12.3k tok/s | 85.1 ms | peak 312 MiB",
-// with " | eval_loss 4.2" on evaluation steps. With progress_bar, a bar and a percentage first.
+// with " | eval_loss 4.2" on evaluation steps and " | loss_scale 65536" (", skipped: overflow") under fp16. With progress_bar, a bar and a percentage first.
 std::string format_step_line(const StepMetrics& m, int64_t total_steps, bool progress_bar);
 
 // "1.23 GiB", "312 MiB", "12 KiB".

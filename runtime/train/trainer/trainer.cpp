@@ -21,6 +21,7 @@
 #include "runtime/train/trainer/fault_injection.hpp"
 #include "runtime/train/trainer/memory_probe.hpp"
 #include "runtime/train/trainer/step_metrics.hpp"
+#include "runtime/train/trainer/step_update.hpp"
 
 namespace accel::train {
 namespace {
@@ -40,11 +41,6 @@ int64_t peak_rss_bytes() {
 void apply_thread_count() {
   const char* omp = std::getenv("OMP_NUM_THREADS");
   if (omp && std::atoi(omp) > 0) at::set_num_threads(std::atoi(omp));
-}
-
-void check_supported(const config::JobConfig& job) {
-  if (job.mixed_precision == config::MixedPrecision::fp16)
-    throw RunError("mixed_precision: fp16 (dynamic loss scaling) is not built yet; use bf16 or no");
 }
 
 // Rank 0 writes FILE, rank r FILE with ".rank<r>" before its extension.
@@ -87,10 +83,10 @@ class Trainer {
   std::unique_ptr<Dataset> data_;
   std::unique_ptr<backends::Backend> backend_;
   std::unique_ptr<Checkpointer> checkpointer_;
+  std::unique_ptr<StepUpdater> updater_;
 };
 
 void Trainer::build() {
-  check_supported(job_);
   apply_thread_count();
   model_ = make_model(job_.model);
   model_->initialize(uint64_t(t_.seed));
@@ -100,6 +96,7 @@ void Trainer::build() {
   backend_ = backends::make_backend(job_, comm_, *model_);
   log_memory(rank_, world_, "backend build");
   checkpointer_ = std::make_unique<Checkpointer>(ctx_.job, comm_, *backend_, *data_, faults_);
+  updater_ = std::make_unique<StepUpdater>(job_, loss_scaler_settings(job_));
 }
 
 double Trainer::all_reduce_scalar(double value, comm::ReduceOp op) {
@@ -118,15 +115,25 @@ StepMetrics Trainer::train_step(int64_t step) {
     Batch batch = data_->train_batch(step, m, rank_, world_, t_.micro_batch_size, G);
     at::Tensor loss = model_->loss(model_->forward(batch.x, hooks), batch.y);
     // Mean over the global batch: each rank's micro loss / G here, the average over ranks in the backend.
-    (loss / double(G)).backward();
+    at::Tensor objective = loss / double(G);
+    // fp16 (step_update.hpp): the scaled loss in fp32, as DeepSpeed scales loss.float().
+    if (updater_->scaling()) objective = loss.to(at::kFloat) / double(G) * updater_->loss_multiplier();
+    objective.backward();
     loss_sum += loss.item<double>();
     backend_->end_micro_step(sync);
   }
   StepMetrics m;
   m.step = step;
-  m.grad_norm = backend_->clip_grad_norm(t_.max_grad_norm);
-  m.lr = learning_rate(job_.scheduler, job_.optimizer.lr, step, t_.max_steps);
-  backend_->optimizer_step(m.lr);
+  const StepOutcome outcome = updater_->finish_step(*backend_, step);
+  m.grad_norm = outcome.grad_norm;
+  m.lr = outcome.lr;
+  if (updater_->scaling()) {
+    m.loss_scale = outcome.loss_scale;
+    m.skipped = outcome.skipped;
+    if (outcome.skipped)
+      spdlog::warn("[rank {}] step {}: the gradients overflowed at loss scale {}: step skipped, loss scale now {}",
+                   rank_, step + 1, outcome.loss_scale, updater_->loss_multiplier());
+  }
   m.loss = all_reduce_scalar(loss_sum / G, comm::ReduceOp::Avg);
   m.peak_mem_bytes = int64_t(all_reduce_scalar(double(peak_rss_bytes()), comm::ReduceOp::Max));
   m.tokens = int64_t(world_) * t_.micro_batch_size * G * t_.seq_len;
@@ -141,6 +148,7 @@ void Trainer::run() {
   int64_t start = 0;
   if (auto dir = checkpointer_->resume_dir()) {
     start = checkpointer_->load(*dir);
+    updater_->restore(checkpointer_->loaded_loop_state());
     log("resumed from " + *dir + " (" + std::to_string(start) + " steps done)");
   }
   log(data_->describe());
@@ -193,7 +201,7 @@ void Trainer::run() {
     if (!first) first = m;
     last = m;
     if (final_step || (t_.checkpoint_every > 0 && (step + 1) % t_.checkpoint_every == 0)) {
-      last_checkpoint = checkpointer_->save(step + 1);
+      last_checkpoint = checkpointer_->save(step + 1, updater_->state());
       log_memory(rank_, world_, "checkpoint " + std::to_string(step + 1));
     }
   }

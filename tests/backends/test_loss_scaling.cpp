@@ -1,0 +1,143 @@
+// fp16 loss scaling through the backends (step_update.hpp), on fp32 compute so that it runs on the
+// CPU: libtorch's CPU kernels have no fp16 matmul or LayerNorm, so fp16 itself needs a GPU. What
+// scaling adds is checked here at world 2, for the ddp engine, ZeRO-1 and ZeRO-3:
+//  - a power-of-two scale changes nothing: every product and sum in backward, the gradient
+//    average, the unscale and the clip commute exactly with multiplying by 2^k, so norms and
+//    weights are bitwise those of the unscaled run;
+//  - an overflowed step (an infinite loss on one rank, so every rank's reduced gradients are
+//    non-finite) is skipped on every rank: weights, Adam's moments and step count, and the
+//    learning-rate schedule stay as they were, so the run equals one that never saw that batch;
+//    the scale halves (hysteresis 1).
+#include "tests/support/catch_with_torch.hpp"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "backends/backend.hpp"
+#include "runtime/comm/fake_communicator.hpp"
+#include "runtime/train/trainer/step_update.hpp"
+#include "tests/backends/tiny_job.hpp"
+#include "tests/comm/comm_test_support.hpp"
+
+using accel::comm::Communicator;
+using accel::config::Backend;
+using accel::config::JobConfig;
+using accel::train::LossScalerSettings;
+using accel::train::StepOutcome;
+using accel::train::StepUpdater;
+
+namespace {
+
+at::Tensor tokens(int rank, int batch) {
+  return (at::arange(16, at::TensorOptions(at::kLong)) * 3 + 7 * rank + 5 * batch).remainder(32).view({2, 8});
+}
+
+JobConfig job_for(Backend backend, int zero_stage) {
+  JobConfig job = accel::test::tiny_job(backend);
+  job.deepspeed.zero_stage = zero_stage;
+  job.training.max_steps = 4;
+  job.scheduler.warmup_steps = 3;  // the learning rate changes every step
+  job.optimizer.lr = 1e-2;
+  job.training.max_grad_norm = 0.5;  // some steps clip
+  return job;
+}
+
+struct Run {
+  std::vector<StepOutcome> steps;     // rank 0's
+  std::vector<bool> rank1_skipped;    // rank 1's decisions
+  std::vector<at::Tensor> weights;    // rank 0's full parameters at the end
+};
+
+// Trains `batches` (one micro-step each), multiplying the loss by infinity on rank 1 at step
+// `overflow_step` (-1: never), with an optional loss scaler.
+Run train(const JobConfig& job, std::optional<LossScalerSettings> scaler, const std::vector<int>& batches,
+          int overflow_step = -1) {
+  accel::comm::FakeWorld world(2);
+  Run run;
+  auto errors = accel::test::run_ranks(
+      2, [&](int r) { return world.communicator(r); },
+      [&](Communicator& comm) {
+        const int r = comm.rank();
+        auto model = accel::train::make_model(job.model);
+        model->initialize(11);
+        auto backend = accel::backends::make_backend(job, comm, *model);
+        StepUpdater updater(job, scaler);
+        for (size_t s = 0; s < batches.size(); ++s) {
+          auto* hooks = backend->begin_micro_step(0, true);
+          at::Tensor loss = model->loss(model->forward(tokens(r, batches[s]), hooks), tokens(r, batches[s] + 1));
+          at::Tensor objective = loss;  // as the trainer: (loss / G) x scale, G = 1
+          if (updater.scaling()) objective = loss.to(at::kFloat) / 1.0 * updater.loss_multiplier();
+          if (int(s) == overflow_step && r == 1) objective = objective * std::numeric_limits<double>::infinity();
+          objective.backward();
+          backend->end_micro_step(true);
+          StepOutcome out = updater.finish_step(*backend, int64_t(s));
+          if (r == 0) run.steps.push_back(out);
+          if (r == 1) run.rank1_skipped.push_back(out.skipped);
+        }
+        auto full = backend->full_parameters();
+        if (r == 0)
+          for (auto& [n, t] : full) run.weights.push_back(t);
+      });
+  CHECK(errors == std::vector<std::string>{"", ""});
+  return run;
+}
+
+bool same_weights(const Run& a, const Run& b) {
+  if (a.weights.size() != b.weights.size() || a.weights.empty()) return false;
+  for (size_t i = 0; i < a.weights.size(); ++i)
+    if (!at::equal(a.weights[i], b.weights[i])) return false;
+  return true;
+}
+
+LossScalerSettings dynamic_scaler() {
+  LossScalerSettings s;
+  s.initial_scale_power = 10;
+  s.window = 100;
+  s.hysteresis = 1;
+  s.min_scale = 1;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a power-of-two loss scale leaves norms and weights bitwise unchanged", "[loss_scaling]") {
+  for (auto [backend, stage] : {std::pair{Backend::ddp, 0}, std::pair{Backend::deepspeed, 1},
+                                std::pair{Backend::deepspeed, 3}, std::pair{Backend::fsdp, 0}}) {
+    JobConfig job = job_for(backend, stage);
+    CAPTURE(accel::config::to_string(backend), stage);
+    const Run plain = train(job, std::nullopt, {0, 1, 2, 3});
+    const Run scaled = train(job, dynamic_scaler(), {0, 1, 2, 3});
+    REQUIRE(scaled.steps.size() == 4);
+    for (size_t s = 0; s < 4; ++s) {
+      CHECK(scaled.steps[s].loss_scale == 1024);
+      CHECK_FALSE(scaled.steps[s].skipped);
+      CHECK(scaled.steps[s].grad_norm == plain.steps[s].grad_norm);  // exactly
+      CHECK(scaled.steps[s].lr == plain.steps[s].lr);
+    }
+    CHECK(std::any_of(plain.steps.begin(), plain.steps.end(), [](const StepOutcome& o) { return o.grad_norm > 0.5; }));
+    CHECK(same_weights(scaled, plain));
+  }
+}
+
+TEST_CASE("an overflowed step is skipped on every rank and leaves no trace", "[loss_scaling]") {
+  for (auto [backend, stage] : {std::pair{Backend::ddp, 0}, std::pair{Backend::deepspeed, 1},
+                                std::pair{Backend::deepspeed, 3}}) {
+    JobConfig job = job_for(backend, stage);
+    CAPTURE(accel::config::to_string(backend), stage);
+    const Run overflowed = train(job, dynamic_scaler(), {0, 1, 2, 3}, /*overflow_step=*/1);
+    const Run without_batch_1 = train(job, std::nullopt, {0, 2, 3});
+    REQUIRE(overflowed.steps.size() == 4);
+    CHECK_FALSE(std::isfinite(overflowed.steps[1].grad_norm));
+    CHECK(overflowed.steps[1].skipped);
+    CHECK(overflowed.rank1_skipped == std::vector<bool>{false, true, false, false});
+    CHECK(overflowed.steps[1].loss_scale == 1024);
+    CHECK(overflowed.steps[2].loss_scale == 512);  // halved after the overflow (hysteresis 1)
+    // The schedule did not advance over the skipped step: step 2 runs at the lr of applied step 1.
+    CHECK(overflowed.steps[2].lr == without_batch_1.steps[1].lr);
+    CHECK(overflowed.steps[3].grad_norm == without_batch_1.steps[2].grad_norm);
+    CHECK(same_weights(overflowed, without_batch_1));
+  }
+}
+
+ACCEL_ASSERT_CHECK_IS_CATCH();
