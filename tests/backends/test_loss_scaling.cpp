@@ -140,4 +140,22 @@ TEST_CASE("an overflowed step is skipped on every rank and leaves no trace", "[l
   }
 }
 
+TEST_CASE("the step updater's checkpoint state: the scale and the skipped count come back", "[loss_scaling]") {
+  JobConfig job = job_for(Backend::deepspeed, 1);
+  accel::train::LossScaler scaler(dynamic_scaler());
+  scaler.update(true);  // 1024 -> 512
+  StepUpdater resumed(job, dynamic_scaler());
+  resumed.restore({{"loss_scaler", scaler.state()}, {"skipped_steps", 3}});
+  CHECK(resumed.loss_multiplier() == 512);
+  CHECK(resumed.skipped_steps() == 3);
+  CHECK(resumed.state()["skipped_steps"] == 3);
+  // A checkpoint written without fp16 starts the scaler afresh; without fp16 there is no state.
+  StepUpdater fresh(job, dynamic_scaler());
+  fresh.restore(nlohmann::json::object());
+  CHECK(fresh.loss_multiplier() == 1024);
+  StepUpdater plain(job, std::nullopt);
+  CHECK(plain.state().empty());
+  CHECK_FALSE(plain.scaling());
+}
+
 ACCEL_ASSERT_CHECK_IS_CATCH();
