@@ -4,6 +4,8 @@
 #include <fstream>
 #include <iostream>
 
+#include <unistd.h>
+
 #include "runtime/config/dump.hpp"
 #include "runtime/launch/cluster_env.hpp"
 #include "runtime/launch/launch_plan.hpp"
@@ -16,11 +18,17 @@ namespace fs = std::filesystem;
 namespace accel::cli {
 namespace {
 
+// Machine 0 writes <output_dir>/job.resolved.yaml, machine k job.resolved.machine<k>.yaml: the
+// launchers of one job may share the output directory (loopback, or a shared filesystem), and
+// their resolved jobs differ (machine_rank). The temporary name is the process's own, so two
+// launchers never rename each other's file.
 std::string write_resolved_job(const config::LoadedJob& loaded) {
   fs::path dir = fs::absolute(loaded.job.training.output_dir);
   fs::create_directories(dir);
-  fs::path path = dir / "job.resolved.yaml";
-  fs::path tmp = dir / "job.resolved.yaml.tmp";
+  const int machine = loaded.job.machine_rank;
+  fs::path path = dir / (machine == 0 ? std::string("job.resolved.yaml")
+                                      : "job.resolved.machine" + std::to_string(machine) + ".yaml");
+  fs::path tmp = dir / (path.filename().string() + ".tmp." + std::to_string(::getpid()));
   {
     std::ofstream out(tmp);
     out << "# the job as accel launch resolved it (defaults, file, ACCEL_* environment, --set); "

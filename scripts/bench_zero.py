@@ -78,7 +78,8 @@ def write_job(a, d: str, stage: str, world: int) -> str:
 num_processes: {world}
 num_machines: {machines_of(a, stage)}
 device: cpu
-main_process_port: 0
+main_process_ip: 127.0.0.1
+main_process_port: {free_port() if machines_of(a, stage) > 1 else 0}
 mixed_precision: "{a.mixed_precision}"
 {backend_block}
 model: {{name: gpt, n_layer: {a.n_layer}, n_head: {a.n_head}, n_embd: {a.n_embd}, vocab_size: {a.vocab_size}, block_size: {a.seq_len}}}
@@ -108,16 +109,13 @@ def launch(a, job: str, stage: str, world: int) -> None:
     """One launcher, or --machines launchers on loopback (HYBRID_SHARD), all waited for."""
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
     machines = machines_of(a, stage)
-    commands = [[a.accel, "launch", job]]
-    if machines > 1:
-        port = free_port()
-        commands = [[a.accel, "launch", job, "--set", f"machine_rank={m}", "--set", "main_process_ip=127.0.0.1",
-                     "--set", f"main_process_port={port}"] for m in range(machines)]
+    # Several machines: the job names a free loopback port (port 0 works on one machine only).
+    commands = [[a.accel, "launch", job, "--set", f"machine_rank={m}"] for m in range(machines)]
     procs = [subprocess.Popen(c, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in commands]
-    for m, p in enumerate(procs):
-        _, err = p.communicate()
-        if p.returncode != 0:
-            sys.exit(f"accel launch failed (stage {stage}, world {world}, machine {m}):\n{err[-3000:]}")
+    errors = [p.communicate()[1] for p in procs]
+    failed = [f"machine {m}:\n{err[-3000:]}" for m, (p, err) in enumerate(zip(procs, errors)) if p.returncode != 0]
+    if failed:
+        sys.exit(f"accel launch failed (stage {stage}, world {world}):\n" + "\n".join(failed))
 
 
 def run_one(a, stage: str, world: int) -> dict:

@@ -271,6 +271,10 @@ class FsdpStrategiesAgreement(_ReferenceBase):
         # The run report counts both groups' traffic, each at its own size. With 2 x 2, every unit's
         # gradient is reduce-scattered over the machine (payload 4P bytes, bus x 1/2) and its shard
         # all-reduced across machines (payload 2P, bus x 2 x 1/2): the two bus figures are equal.
+        # Both launchers share the output directory: each writes its own resolved job.
+        for machine, name in enumerate(("job.resolved.yaml", "job.resolved.machine1.yaml")):
+            with open(os.path.join(self.last_out, name)) as f:
+                self.assertIn(f"machine_rank: {machine}", f.read(), name)
         with open(os.path.join(self.last_out, "report", "rank_0.json")) as f:
             comm = json.load(f)["comm_per_step"]
         groups = comm["by_group"]
