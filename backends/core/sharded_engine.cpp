@@ -423,9 +423,11 @@ nlohmann::json ShardedEngine::save_state(const std::string& dir) {
     optimizer_->save_state_file(dir + "/" + zero_shard_file(shard_rank()));
   end_memory_phase();
   std::vector<ZeroUnitRecord> records;
+  // The state kinds come from the optimizer's configuration: with nvme offload no unit holds its
+  // state tensors between steps, and a layout naming none could not be resharded.
   for (size_t u = 0; u < units_.size(); ++u)
     records.push_back({shard(int(u)).unit, shard(int(u)).layout, param_records(params_, units_[u].params)});
-  return zero_layout_json(policy_.label, shard(0).layout.world(), records, shard_state_kinds(shard(0)),
+  return zero_layout_json(policy_.label, shard(0).layout.world(), records, optimizer_->state_kinds(),
                           master_dtype_name());
 }
 
