@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 using namespace accel::backends;
 using accel::comm::Communicator;
 
-TEST_CASE("nvme param store: shards in files of their dtype, or read from the master file; a bounded pool",
+TEST_CASE("nvme param store: shards in files of their dtype, or read from the master file, through a bounded pool",
           "[offload][param_offload]") {
   accel::test::TempDir dir;
   NvmeStateStore states(dir.path().string(), 0, 2);
