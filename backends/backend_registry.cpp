@@ -37,8 +37,6 @@ std::unique_ptr<Backend> make_replicated_mixed(const config::JobConfig& job, com
 
 std::unique_ptr<Backend> make_deepspeed(const config::JobConfig& job, comm::Communicator& comm, train::Model& model) {
   const auto& ds = job.deepspeed;
-  if (ds.offload_param_device == config::OffloadDevice::nvme)
-    throw RunError("deepspeed offload_param_device: nvme is not built yet; use cpu or none");
   const bool offload = ds.offload_optimizer_device != config::OffloadDevice::none ||
                        ds.offload_param_device != config::OffloadDevice::none;
   if (offload && ds.zero_stage == 0)
@@ -58,10 +56,10 @@ std::unique_ptr<Backend> make_deepspeed(const config::JobConfig& job, comm::Comm
   policy.overlap_comm = ds.overlap_comm;
   policy.compute_dtype = compute_dtype(job);
   policy.reduce_bucket_numel = ds.reduce_bucket_size;
-  if (ds.offload_optimizer_device == config::OffloadDevice::nvme) {
-    policy.nvme_dir = ds.offload_optimizer_nvme_path;
-    policy.nvme_buffer_count = ds.buffer_count;
-  }
+  if (ds.offload_optimizer_device == config::OffloadDevice::nvme) policy.nvme_dir = ds.offload_optimizer_nvme_path;
+  // Stage 3 (validation requires it): partitioned units' compute shards in files, staged for gathers.
+  if (ds.offload_param_device == config::OffloadDevice::nvme) policy.param_nvme_dir = ds.offload_param_nvme_path;
+  policy.nvme_buffer_count = ds.buffer_count;
   // The sharding engine runs on the CPU so far: host memory is where "cpu" offload puts things.
   if (ds.offload_optimizer_device == config::OffloadDevice::cpu || ds.offload_param_device == config::OffloadDevice::cpu)
     policy.notes = "offload to cpu: a no-op on a CPU run (everything is in host memory already)";

@@ -52,10 +52,6 @@ void check_trainer_can_start(const config::LoadedJob& loaded) {
   const auto& j = loaded.job;
   if (j.backend == config::Backend::fsdp) check_fsdp(loaded);
   if (j.backend == config::Backend::deepspeed) {
-    if (j.deepspeed.offload_param_device == config::OffloadDevice::nvme)
-      throw ConfigError(diagnostic_for(loaded, "deepspeed.offload_param_device",
-                                       "parameter offload to nvme is not built yet in the deepspeed backend",
-                                       "use offload_param_device: cpu or none (offload_optimizer_device: nvme works)"));
     // Accepted keys the engine does not act on (yet): say so rather than ignore them silently. A value
     // translated from the fsdp block that equals DeepSpeed's default asks for nothing: no warning.
     auto asks_for_something = [&](const std::string& key) {

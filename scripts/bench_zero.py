@@ -20,6 +20,7 @@ nothing (tests do); the timings need an otherwise idle machine.
   /usr/bin/python3 scripts/bench_zero.py --worlds 1,2,4 --json /tmp/bench_zero.json
   /usr/bin/python3 scripts/bench_zero.py --worlds 2 --stages 0,3 --steps 10     # stage 3 vs 0 timing
   /usr/bin/python3 scripts/bench_zero.py --worlds 2 --stages 2 --offload nvme   # NVMe optimizer offload
+  /usr/bin/python3 scripts/bench_zero.py --worlds 2 --stages 3 --offload nvme --offload-param nvme  # + parameters
   /usr/bin/python3 scripts/bench_zero.py --backend fsdp --worlds 4 --stages 3,h  # HYBRID_SHARD, 2 machines x 2
 
 Stage `h` (with --backend fsdp) is HYBRID_SHARD over --machines launchers on loopback, each running
@@ -64,6 +65,8 @@ def write_job(a, d: str, stage: str, world: int) -> str:
     offload = ""
     if a.offload == "nvme":
         offload = f"offload_optimizer_device: nvme, offload_optimizer_nvme_path: {d}/nvme, "
+    if a.offload_param == "nvme":  # stage 3: parameter shards in files, staged for each gather
+        offload += f"offload_param_device: nvme, offload_param_nvme_path: {d}/param_nvme, "
     bounds = (f"reduce_bucket_size: {unit}, stage3_max_live_parameters: {unit}, stage3_prefetch_bucket_size: {unit}, "
               "stage3_param_persistence_threshold: 0")
     if a.deepspeed_defaults:  # DeepSpeed's own defaults: prefetch ahead, large buckets (timing runs)
@@ -186,6 +189,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS per rank")
     ap.add_argument("--mixed-precision", default="no", choices=("no", "bf16"))
     ap.add_argument("--offload", default="none", choices=("none", "nvme"))
+    ap.add_argument("--offload-param", default="none", choices=("none", "nvme"), help="stage 3 only")
     ap.add_argument("--backend", default="deepspeed", choices=("deepspeed", "fsdp"),
                     help="fsdp: stages 0, 2, 3 run as NO_SHARD, SHARD_GRAD_OP, FULL_SHARD (BACKWARD_PRE, "
                          "limit_all_gathers); no offload")
@@ -212,7 +216,7 @@ def main() -> int:
             print(f"stage {stage} world {world}: measured {mib(r['measured_bytes'])} MiB, estimate "
                   f"{mib(r['estimate_bytes'])} MiB, comm {mib(r['comm_bus_bytes_per_step'])} MiB/step", file=sys.stderr)
     print(f"\nbackend {a.backend}; GPT {a.n_layer} x {a.n_embd}, {numel:,} parameters, mixed_precision {a.mixed_precision}, "
-          f"offload {a.offload}; micro batch {a.micro_batch} x {a.seq_len} tokens; rank 0's figures\n")
+          f"offload {a.offload}, offload_param {a.offload_param}; micro batch {a.micro_batch} x {a.seq_len} tokens; rank 0's figures\n")
     print("| stage | world | model states measured (MiB) | estimate (MiB) | diff | comm/step measured (MiB) "
           "| theory (MiB) | diff | step time (ms) | tokens/s | peak RSS (MiB) | RSS at end (MiB) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")

@@ -80,6 +80,15 @@ void NvmeStateStore::write(int unit, const at::Tensor& values, int64_t offset) {
   write_from(unit, v, offset);
 }
 
+void NvmeStateStore::read_range(int unit, int64_t offset, at::Tensor& dst) const {
+  const UnitFile& f = units_.at(size_t(unit));
+  if (dst.scalar_type() != at::kFloat || !dst.is_contiguous() || offset < 0 || offset + dst.numel() > f.floats)
+    throw RunError("nvme offload: unit " + std::to_string(unit) + " holds " + std::to_string(f.floats) +
+                   " fp32 values; cannot read " + std::to_string(dst.numel()) + " at " + std::to_string(offset));
+  transfer_all(::pread, f.fd, static_cast<char*>(dst.data_ptr()), size_t(dst.numel()) * 4, off_t(offset) * 4, "read",
+               f.path);
+}
+
 at::Tensor NvmeStateStore::read(int unit) {
   at::Tensor t = unit_empty(units_[size_t(unit)].floats, at::kFloat);
   read_into(unit, t);

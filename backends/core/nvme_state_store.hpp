@@ -31,6 +31,9 @@ class NvmeStateStore {
   // of the whole unit is needed to set one of its tensors).
   void write(int unit, const at::Tensor& values, int64_t offset = 0);
   at::Tensor read(int unit);                       // a new tensor (outside the buffer pool)
+  // Reads dst.numel() fp32 values from value `offset` of the unit into `dst` (contiguous fp32):
+  // a part of a unit, e.g. its master for a parameter gather (nvme_param_store.hpp). Thread-safe.
+  void read_range(int unit, int64_t offset, at::Tensor& dst) const;
 
   // Streams every unit, in order, through the buffer pool: `fn(unit, buffer)` sees the unit's
   // values and may change them; changes are written back when `write_back`.

@@ -2,6 +2,7 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "backends/core/checkpoint_reshard.hpp"
@@ -76,6 +77,15 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
   // Offloaded states go to their files unit by unit as the units are added (never all in memory).
   if (!policy_.nvme_dir.empty()) optimizer_->offload_to_nvme(policy_.nvme_dir, policy_.nvme_buffer_count);
   const at::ScalarType compute = policy_.compute_dtype;
+  if (!policy_.param_nvme_dir.empty()) {
+    if (!policy_.shard_params)
+      throw RunError(policy_.label + ": parameter offload to nvme needs partitioned parameters (ZeRO stage 3)");
+    param_store_ = std::make_unique<NvmeParamStore>(policy_.param_nvme_dir, comm_.rank(), policy_.nvme_buffer_count, compute);
+    buffers_->set_shard_source(param_store_.get());
+  }
+  // fp32 compute with the masters in files: a gather reads the master's part of the optimizer's file.
+  const bool params_from_masters = param_store_ && optimizer_->offloaded() && compute == at::kFloat &&
+                                   policy_.master_dtype == at::kFloat;
   std::vector<train::Unit*> units = model.units();
   std::vector<std::vector<int>> unit_params = unit_parameter_indices(model, policy_.label);
   const UnitGroups groups = policy_.unit_groups.empty() ? one_group_per_unit(int(units.size())) : policy_.unit_groups;
@@ -105,10 +115,18 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
     UnitShardState& st = optimizer_->add_unit(rt.name, layout, decay, my_shard);
     // The parameters' storage from now on (a copy unless fp32).
     at::Tensor full = compute == at::kFloat ? flat : unit_empty(layout.padded_numel(), compute).copy_(flat);
-    // With nvme offload the master lives in a file between steps: gathers need their own copy.
-    rt.compute_shard = (!optimizer_->offloaded() && compute == st.master.scalar_type())
-                           ? st.master
-                           : unit_empty(layout.shard_numel(), compute).copy_(my_shard);
+    bool keeps = !policy_.shard_params || layout.numel() < policy_.persistence_threshold;
+    if (param_store_ && !keeps) {
+      // Parameter offload: a partitioned unit's shard lives in a file (persistent units keep theirs).
+      rt.param_file = params_from_masters
+                          ? param_store_->add_master_view(*optimizer_->nvme(), int(units_.size()), layout.shard_numel())
+                          : param_store_->add_unit(rt.name, my_shard);
+    } else {
+      // With nvme offload the master lives in a file between steps: gathers need their own copy.
+      rt.compute_shard = (!optimizer_->offloaded() && compute == st.master.scalar_type())
+                             ? st.master
+                             : unit_empty(layout.shard_numel(), compute).copy_(my_shard);
+    }
     for (size_t k = 0; k < rt.params.size(); ++k) {
       at::Tensor& p = params_[size_t(rt.params[k])].second;
       p.set_data(full.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).view(p.sizes()));
@@ -120,8 +138,8 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
         p.mutable_grad() = rt.grad_flat.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).view(p.sizes());
       }
     }
-    bool keeps = !policy_.shard_params || layout.numel() < policy_.persistence_threshold;
-    int index = buffers_->add_unit(rt.name, full, rt.compute_shard, keeps);
+    int index = rt.param_file >= 0 ? buffers_->add_staged_unit(rt.name, full, rt.param_file)
+                                   : buffers_->add_unit(rt.name, full, rt.compute_shard, keeps);
     // Stage 3: free the gathered copy now, so the model's fp32 values are replaced unit by unit by
     // shards instead of being held whole until every unit is built (the start-up peak).
     if (!keeps) buffers_->release(index);
@@ -161,6 +179,19 @@ std::string ShardedEngine::describe() const {
   if (const NvmeStateStore* nvme = optimizer_->nvme())
     s << "; master + optimizer states in files under " << nvme->directory() << " ("
       << nvme->bytes_on_disk() / 1024 << " KiB, streamed through " << nvme->buffer_bytes() / 1024 << " KiB of buffers)";
+  if (param_store_ && param_store_->size() == 0) {
+    s << "; parameter offload to nvme: no unit is partitioned (all under the persistence threshold), no files";
+  } else if (param_store_) {
+    s << "; parameter shards of " << param_store_->size() << " units ";
+    if (param_store_->has_own_file(0))
+      s << "in files under " << param_store_->directory() << " (" << param_store_->bytes_on_disk() / 1024 << " KiB";
+    else
+      s << "read from the masters' files (fp32: no second copy";
+    s << ", staged through at most " << std::min(param_store_->capacity(), param_store_->size()) << " buffers, "
+      << param_store_->buffer_bytes() / 1024 << " KiB)";
+    if (!optimizer_->offloaded() && policy_.compute_dtype == policy_.master_dtype)
+      s << " (the masters are in memory and are the shards' values: the files save no memory here)";
+  }
   if (!policy_.notes.empty()) s << "; " << policy_.notes;
   return s.str();
 }
@@ -184,9 +215,17 @@ nlohmann::json ShardedEngine::memory_report() const {
                       {"optimizer_states", states},
                       {"live_params_peak", buffers_->peak_transient_bytes()},
                       {"live_grads_peak", peak_grad_buffer_bytes_}};
+  // nvme: the files (optimizer states, parameter shards) and the host buffers that stage them.
   if (const NvmeStateStore* nvme = optimizer_->nvme()) {
     r["nvme_bytes"] = nvme->bytes_on_disk();
     r["nvme_buffer_bytes"] = nvme->buffer_bytes();
+  }
+  if (param_store_) {
+    r["param_nvme_bytes"] = param_store_->bytes_on_disk();
+    r["param_nvme_buffer_bytes"] = param_store_->buffer_bytes();
+    r["param_nvme_staged_peak"] = param_store_->peak_staged();  // shards staged at once, at most buffer_count
+    r["nvme_bytes"] = r.value("nvme_bytes", int64_t(0)) + param_store_->bytes_on_disk();
+    r["nvme_buffer_bytes"] = r.value("nvme_buffer_bytes", int64_t(0)) + param_store_->buffer_bytes();
   }
   return r;
 }
@@ -373,10 +412,7 @@ void ShardedEngine::masters_changed(bool copy_shards) {
   at::NoGradGuard no_grad;
   if (copy_shards) {
     optimizer_->spill();  // offloaded states that a reshard brought into memory go back to their files
-    optimizer_->visit_masters([this](int u, const at::Tensor& master) {
-      at::Tensor& compute_shard = units_[size_t(u)].compute_shard;
-      if (!compute_shard.is_same(master)) compute_shard.copy_(master);
-    });
+    optimizer_->visit_masters([this](int u, const at::Tensor& master) { update_compute_shard(u, master); });
   }
   buffers_->invalidate_all();
   // Replicated (and persistent) units are gathered now, overlapping whatever comes before their use.
@@ -384,11 +420,19 @@ void ShardedEngine::masters_changed(bool copy_shards) {
     if (buffers_->keeps_storage(u)) buffers_->issue(u);
 }
 
+void ShardedEngine::update_compute_shard(int u, const at::Tensor& master) {
+  UnitRuntime& rt = units_[size_t(u)];
+  if (rt.param_file >= 0) {
+    // The write-back: the file is what the next gather reads. A shard read from the master's own
+    // file needs none (the optimizer writes that file).
+    if (param_store_->has_own_file(rt.param_file)) param_store_->write(rt.param_file, master);
+    return;
+  }
+  if (!rt.compute_shard.is_same(master)) rt.compute_shard.copy_(master);
+}
+
 void ShardedEngine::optimizer_step(double lr) {
-  optimizer_->step(lr, [this](int u, UnitShardState& st) {
-    at::Tensor& compute_shard = units_[size_t(u)].compute_shard;
-    if (!compute_shard.is_same(st.master)) compute_shard.copy_(st.master);
-  });
+  optimizer_->step(lr, [this](int u, UnitShardState& st) { update_compute_shard(u, st.master); });
   optimizer_->zero_grads();
   for (auto& rt : units_)
     if (rt.grad_flat.defined()) rt.grad_flat.zero_();
@@ -435,9 +479,11 @@ nlohmann::json ShardedEngine::save_state(const std::string& dir) {
     optimizer_->save_state_file(dir + "/" + zero_shard_file(shard_rank()));
   end_memory_phase();
   std::vector<ZeroUnitRecord> records;
+  // The state kinds come from the optimizer's configuration: with nvme offload no unit holds its
+  // state tensors between steps, and a layout naming none could not be resharded.
   for (size_t u = 0; u < units_.size(); ++u)
     records.push_back({shard(int(u)).unit, shard(int(u)).layout, param_records(params_, units_[u].params)});
-  return zero_layout_json(policy_.label, shard(0).layout.world(), records, shard_state_kinds(shard(0)),
+  return zero_layout_json(policy_.label, shard(0).layout.world(), records, optimizer_->state_kinds(),
                           master_dtype_name());
 }
 

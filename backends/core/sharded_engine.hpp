@@ -27,6 +27,7 @@
 
 #include "backends/backend.hpp"
 #include "backends/core/backward_signal.hpp"
+#include "backends/core/nvme_param_store.hpp"
 #include "backends/core/sharded_optimizer.hpp"
 #include "backends/core/unit_param_buffers.hpp"
 #include "backends/core/unit_trace.hpp"
@@ -60,6 +61,10 @@ struct ShardingPolicy {
   std::vector<std::vector<int>> unit_groups;
   std::string nvme_dir;
   int nvme_buffer_count = 5;
+  // Parameter offload to files (DeepSpeed offload_param_device: nvme; shard_params only): the
+  // directory ("" = off). Partitioned units keep no compute shard in memory; each gather reads it
+  // into one of nvme_buffer_count staging buffers (nvme_param_store.hpp).
+  std::string param_nvme_dir;
   std::string notes;
 };
 
@@ -91,7 +96,9 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
     std::vector<int> params;  // indices into params_
     at::Tensor grad_flat;     // shard_grads == false: persistent [P]; the params' .grad are views
     at::Tensor grad_buffer;   // shard_grads: this micro-step's [P] gradients until reduced (.grad are views)
-    at::Tensor compute_shard; // this rank's shard in the compute dtype (the master itself in fp32)
+    at::Tensor compute_shard; // this rank's shard in the compute dtype (the master itself in fp32);
+                              // undefined when the shard is in a file (param_file >= 0)
+    int param_file = -1;      // parameter offload: the unit's index in param_store_ (else -1)
     bool token_input = false; // holds the embedding: kept gathered from its first use to the tied unembed
     int uses = 0, fired = 0, pre_fired = 0;
     int token_uses = 0;       // uses of token_unit in this forward (2: the unembed)
@@ -115,6 +122,8 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   // After a step or a load: refresh the compute shards from the masters (when `copy_shards`; the
   // step does it unit by unit) and re-gather the units that keep their storage.
   void masters_changed(bool copy_shards);
+  // The unit's gather source from its new master: into the compute shard, or to its file.
+  void update_compute_shard(int u, const at::Tensor& master);
   void trace(TraceEvent event, int u) {
     if (trace_) trace_->record(event, units_[size_t(u)].name);
   }
@@ -134,6 +143,7 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   train::NamedTensors params_;
   std::unique_ptr<ShardedOptimizer> optimizer_;
   std::unique_ptr<UnitParamBuffers> buffers_;
+  std::unique_ptr<NvmeParamStore> param_store_;  // parameter offload; may read optimizer_'s files (declared after it)
   std::unique_ptr<UnitTrace> trace_;
   std::vector<UnitRuntime> units_;
   std::unordered_map<const train::Unit*, int> unit_index_;

@@ -135,6 +135,13 @@ std::vector<std::string> ShardedOptimizer::slot_suffixes() const {
   return {".master"};
 }
 
+std::vector<std::string> ShardedOptimizer::state_kinds() const {
+  std::vector<std::string> kinds;
+  for (const auto& suffix : slot_suffixes())
+    if (suffix != ".master") kinds.push_back(suffix.substr(1));
+  return kinds;
+}
+
 void ShardedOptimizer::save_state_file(const std::string& path) {
   if (!spilled_) {
     train::save_safetensors(path, state_tensors());

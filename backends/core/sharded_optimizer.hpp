@@ -67,6 +67,10 @@ class ShardedOptimizer {
   // Each unit's master in turn (streamed from its file when offloaded), read-only.
   void visit_masters(const std::function<void(int, const at::Tensor&)>& fn);
 
+  // The optimizer states kept per unit besides the master ("exp_avg", "exp_avg_sq" | "momentum" |
+  // none), from the configuration: offloaded units hold no state tensors between steps.
+  std::vector<std::string> state_kinds() const;
+
   // Checkpoint tensors: "<unit>.master", "<unit>.exp_avg", "<unit>.exp_avg_sq" | "<unit>.momentum",
   // "<unit>.step". load_state checks names and shapes first (RunError naming `source`).
   train::NamedTensors state_tensors() const;

@@ -30,16 +30,40 @@ int UnitParamBuffers::add_unit(std::string name, at::Tensor full, at::Tensor sou
   return int(units_.size()) - 1;
 }
 
+int UnitParamBuffers::add_staged_unit(std::string name, at::Tensor full, int source_unit) {
+  int u = add_unit(std::move(name), std::move(full), at::Tensor(), /*keeps_storage=*/false);
+  units_[size_t(u)].source_unit = source_unit;
+  return u;
+}
+
+void UnitParamBuffers::unstage(Entry& e) {
+  if (!e.staged.defined()) return;
+  e.staged = at::Tensor();  // the buffer goes back to the pool
+  shard_source_->unstage(e.source_unit);
+  int u = int(&e - units_.data());
+  staged_in_flight_.erase(std::find(staged_in_flight_.begin(), staged_in_flight_.end(), u));
+}
+
 void UnitParamBuffers::issue(int u) {
   Entry& e = units_[size_t(u)];
   if (e.state != State::released) return;
+  at::Tensor source = e.source;
+  if (e.source_unit >= 0) {
+    // Every staging buffer held by a gather in flight: complete the oldest (a local wait).
+    while (!staged_in_flight_.empty() && int(staged_in_flight_.size()) >= shard_source_->capacity())
+      wait(staged_in_flight_.front());
+    e.staged = shard_source_->stage(e.source_unit);
+    staged_in_flight_.push_back(u);
+    source = e.staged;
+  }
   if (e.full.storage().nbytes() < full_bytes(e.full)) resize_storage(e.full, full_bytes(e.full));
-  if (e.source.numel() == e.full.numel()) {  // a replicated unit: its "shard" is the whole buffer
-    e.full.copy_(e.source);
+  if (source.numel() == e.full.numel()) {  // a replicated unit: its "shard" is the whole buffer
+    e.full.copy_(source);
     e.state = State::ready;
+    unstage(e);
     return;
   }
-  e.work = comm_.all_gather(e.source, e.full);
+  e.work = comm_.all_gather(source, e.full);
   e.state = State::in_flight;
   note(TraceEvent::gather_issued, e);
   if (!e.keeps_storage) peak_transient_bytes_ = std::max(peak_transient_bytes_, transient_bytes());
@@ -66,6 +90,7 @@ void UnitParamBuffers::wait(int u) {
   e.work->wait();
   e.work.reset();
   e.state = State::ready;
+  unstage(e);
   note(TraceEvent::gather_done, e);
 }
 

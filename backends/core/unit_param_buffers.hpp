@@ -11,10 +11,15 @@
 // collectives in the same order. The live limits count units that free their storage and are not
 // pinned (the token-input unit, kept gathered through a micro-step like FSDP's root); the unit about
 // to compute is always gathered, only prefetches are skipped when a limit would be exceeded.
+// Staged units (parameter offload) keep no shard in memory: issuing the gather reads the shard from
+// a ShardSource into one of its capacity() staging buffers, held until the gather completes. When
+// every buffer is held, the oldest staged gather is completed first (a local wait: the collectives
+// issued, and their order, do not change).
 #pragma once
 
 #include <ATen/ATen.h>
 
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -24,12 +29,25 @@
 
 namespace accel::backends {
 
+// Where staged units' shards come from (nvme_param_store.hpp): stage(unit) returns the shard in a
+// staging buffer, one of at most capacity() held at once; unstage(unit) gives the buffer back.
+class ShardSource {
+ public:
+  virtual ~ShardSource() = default;
+  virtual int capacity() const = 0;
+  virtual at::Tensor stage(int unit) = 0;
+  virtual void unstage(int unit) = 0;
+};
+
 class UnitParamBuffers {
  public:
   UnitParamBuffers(comm::Communicator& comm, PrefetchPolicy policy);
 
   // `full` holds the unit's gathered parameters now; `source` is this rank's shard to gather from.
   int add_unit(std::string name, at::Tensor full, at::Tensor source, bool keeps_storage);
+  // A unit that frees its storage and whose shard is unit `source_unit` of the shard source.
+  int add_staged_unit(std::string name, at::Tensor full, int source_unit);
+  void set_shard_source(ShardSource* source) { shard_source_ = source; }
   void set_trace(UnitTrace* trace) { trace_ = trace; }
   void set_pinned(int u, bool pinned) { units_[size_t(u)].pinned = pinned; }
   bool keeps_storage(int u) const { return units_[size_t(u)].keeps_storage; }
@@ -55,6 +73,8 @@ class UnitParamBuffers {
   struct Entry {
     std::string name;
     at::Tensor full, source;
+    int source_unit = -1;  // staged: the unit's index in the shard source (else -1)
+    at::Tensor staged;     // staged and in flight: the staging buffer the gather reads
     bool keeps_storage = false;
     bool pinned = false;
     State state = State::ready;
@@ -65,10 +85,14 @@ class UnitParamBuffers {
     if (trace_) trace_->record(event, e.name);
   }
 
+  void unstage(Entry& e);
+
   comm::Communicator& comm_;
   PrefetchPolicy policy_;
   UnitTrace* trace_ = nullptr;
+  ShardSource* shard_source_ = nullptr;
   std::vector<Entry> units_;
+  std::deque<int> staged_in_flight_;  // units holding a staging buffer, oldest first
   int64_t peak_transient_bytes_ = 0;
 };
 

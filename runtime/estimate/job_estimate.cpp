@@ -150,11 +150,21 @@ JobEstimate estimate_job(const config::JobConfig& job, const JobEstimateOptions&
   // Offload as the job configures it for each dialect; validation allows it only where it applies.
   const auto& ds = job.deepspeed;
   Placement ds_offload = placement_of(ds.offload_optimizer_device);
-  Placement ds_stage3 = ds_offload != Placement::device ? ds_offload : placement_of(ds.offload_param_device);
+  // offload_param_device: cpu moves what optimizer offload moves (accel's stage-3 shards are the
+  // masters); nvme puts the compute-dtype shards that gathers read in files (param_offload).
+  Placement ds_stage3 = ds_offload != Placement::device ? ds_offload
+                        : ds.offload_param_device == config::OffloadDevice::cpu ? Placement::cpu
+                                                                                 : Placement::device;
   Placement fsdp_offload = job.fsdp.offload_params ? Placement::cpu : Placement::device;
-  if (ds.offload_param_device != config::OffloadDevice::none)
+  if (ds.offload_param_device == config::OffloadDevice::cpu)
     e.notes.push_back("accel's stage-3 parameter shards are the fp32 master shards, so offload_param_device "
                       "moves them (with the gradient shard and optimizer states) as optimizer offload does.");
+  if (ds.offload_param_device == config::OffloadDevice::nvme)
+    e.notes.push_back("offload_param_device nvme (zero-3 row): each unit's parameter shard in the compute dtype "
+                      "is in a file (nvme column) and read for each gather into one of buffer_count host buffers; "
+                      "with fp32 compute and offload_optimizer_device nvme the gathers read the master's file, "
+                      "with fp32 compute and the masters in memory the file is a second copy that saves nothing. "
+                      "Units under stage3_param_persistence_threshold keep their shard in memory (not modelled).");
 
   std::vector<StrategyPlan> plans = {
       {"ddp / zero-0", Sharding::replicated, 1, Placement::device, false},
@@ -168,6 +178,7 @@ JobEstimate estimate_job(const config::JobConfig& job, const JobEstimateOptions&
   if (e.num_machines > 1)
     plans.push_back({"HYBRID_SHARD", Sharding::parameters, e.world / e.num_machines, fsdp_offload, false});
 
+  if (ds.offload_param_device == config::OffloadDevice::nvme) plans[3].param_offload = Placement::nvme;
   // DeepSpeed's knobs bound what accel's engine holds at once under the zero rows.
   for (int i : {1, 2, 3}) {
     plans[size_t(i)].reduce_bucket_numel = ds.reduce_bucket_size;

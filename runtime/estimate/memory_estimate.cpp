@@ -173,9 +173,13 @@ MemoryEstimate estimate_memory(const MemoryInput& in, const StrategyPlan& plan) 
       break;
   }
   const bool sharded = plan.sharding != Sharding::replicated;
+  const bool params_in_files = plan.sharding == Sharding::parameters && plan.param_offload == Placement::nvme;
   if (sharded && p < 4) e.param_shard = shard_sum * p;
   if (sharded && p == 4 && plan.offload == Placement::nvme) e.param_shard = shard_sum * 4;
-  e.device = e.params + e.param_shard + e.grads + e.live_params + e.live_grads;
+  // Parameter files: fp32 with nvme masters reads the master's file; fp32 with the masters in
+  // memory writes a file beside them.
+  if (params_in_files && p == 4) e.param_shard = plan.offload == Placement::nvme ? 0 : shard_sum * 4;
+  e.device = e.params + (params_in_files ? 0 : e.param_shard) + e.grads + e.live_params + e.live_grads;
   switch (plan.offload) {
     case Placement::device: e.device += e.master + e.optimizer_states + e.grad_shard; break;
     case Placement::cpu: e.host = e.master + e.optimizer_states + e.grad_shard; break;
@@ -186,6 +190,12 @@ MemoryEstimate estimate_memory(const MemoryInput& in, const StrategyPlan& plan) 
       e.host = e.grad_shard + std::min<int64_t>(std::max(2, in.nvme_buffer_count), units) * sizes.max_shard * (4 + s);
       break;
     }
+  }
+  if (params_in_files) {
+    // The shards in files; each gather stages one in a host buffer of the compute dtype.
+    e.nvme += e.param_shard;
+    const int64_t units = in.units_known() ? int64_t(in.unit_numels.size()) : int64_t(in.nvme_buffer_count);
+    e.host += std::min<int64_t>(in.nvme_buffer_count, units) * sizes.max_shard * p;
   }
   return e;
 }

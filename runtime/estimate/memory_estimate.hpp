@@ -23,6 +23,10 @@
 // Offload moves the master, the states and the gradient shard off the device to host memory (cpu).
 // nvme puts the master and states in files, streamed through min(buffer_count, units) host buffers
 // of the largest unit's master + states; the gradient shard and an fp32 param_shard stay in host memory.
+// Parameter offload to nvme (zero-3, param_offload) puts param_shard in files instead (counted in
+// nvme), read for each gather through min(buffer_count, units) host buffers of the largest shard in
+// the compute dtype; fp32 compute with nvme-offloaded masters reads the master's file (no param_shard),
+// and fp32 compute with the masters in memory keeps a file beside them (param_shard 4*sum(S) in nvme).
 // Invariants: every figure is a whole number of bytes; with one shard no padding is added; the
 // components of a result add up to device + host + nvme (nvme staging buffers excepted).
 #pragma once
@@ -74,6 +78,9 @@ struct StrategyPlan {
   // accumulates). 0: the bounds above decide.
   int live_units = 0;
   int reduce_bucket_units = 0;
+  // Where the compute-dtype parameter shard lives between gathers (stage 3; DeepSpeed
+  // offload_param_device nvme): device or nvme.
+  Placement param_offload = Placement::device;
 };
 
 // Bytes per rank, by component, wherever they live, then where they live.
@@ -81,7 +88,8 @@ struct MemoryEstimate {
   StrategyPlan plan;
   int64_t params = 0;            // replicated compute parameters
   int64_t param_shard = 0;       // sharded strategies: the compute-dtype copy of the rank's shard
-                                 // that gathers read (bf16/fp16 compute; fp32 beside nvme masters)
+                                 // that gathers read (bf16/fp16 compute; fp32 beside nvme masters),
+                                 // in files with param_offload nvme
   int64_t grads = 0;             // replicated gradients
   int64_t grad_shard = 0;        // fp32 gradient shard (receives the reduce-scatter)
   int64_t master = 0;            // fp32 master weights (a replicated copy or a shard)

@@ -53,7 +53,13 @@ std::string wrap(const std::string& text, const std::string& indent) {
   return out;
 }
 
+bool params_in_files(const MemoryEstimate& m) {
+  return m.plan.sharding == Sharding::parameters && m.plan.param_offload == Placement::nvme;
+}
+
 std::string offloaded_cell(const MemoryEstimate& m) {
+  if (params_in_files(m))
+    return "nvme " + human_bytes(m.nvme) + (m.unit_buffers_estimated ? " + host " + human_bytes(m.host) : "");
   switch (m.plan.offload) {
     case Placement::device: return "-";
     case Placement::cpu: return "cpu " + human_bytes(m.host);
@@ -110,7 +116,7 @@ std::string render_memory_table(const JobEstimate& e) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& m : e.strategies) {
     const bool on_device = m.plan.offload == Placement::device;
-    rows.push_back({m.plan.name, std::to_string(m.plan.shards), cell(m.params + m.param_shard),
+    rows.push_back({m.plan.name, std::to_string(m.plan.shards), cell(m.params + (params_in_files(m) ? 0 : m.param_shard)),
                     cell(m.grads + (on_device ? m.grad_shard : 0)),
                     cell(on_device ? m.master + m.optimizer_states : 0),
                     m.unit_buffers_estimated ? cell(m.live_params + m.live_grads) : "n/a", human_bytes(m.device),
@@ -186,6 +192,7 @@ nlohmann::json memory_estimate_json(const JobEstimate& e) {
                           {"zero_stage", int(m.plan.sharding)},
                           {"shards", m.plan.shards},
                           {"offload", to_string(m.plan.offload)},
+                          {"param_offload", to_string(m.plan.param_offload)},
                           {"configured", m.plan.configured},
                           {"unit_buffers_estimated", m.unit_buffers_estimated},
                           {"bytes",

@@ -123,6 +123,8 @@ TEST_CASE("sharded optimizer: states in files update exactly like states in memo
   }
   on_disk.offload_to_nvme(dir.path().string(), 2);
   CHECK_FALSE(on_disk.units()[0].master.defined());  // between steps the states are only in files
+  // The kinds a checkpoint layout records come from the configuration, not from tensors in memory.
+  CHECK(on_disk.state_kinds() == std::vector<std::string>{"exp_avg", "exp_avg_sq"});
   for (int step = 0; step < 4; ++step) {
     for (auto* opt : {&in_memory, &on_disk})
       for (auto& u : opt->units()) u.grad.copy_(at::linspace(-0.5, 0.5 + step, u.grad.numel()));

@@ -210,6 +210,7 @@ TEST_CASE("estimate-memory --json writes exact figures, and bad input exits 2") 
     CHECK(s.contains("name"));
     CHECK(s.contains("shards"));
     CHECK(s.contains("offload"));
+    CHECK(s.contains("param_offload"));
   }
   CHECK(j["model"]["parameters"].get<int64_t>() > 0);
   CHECK(j["activations"]["estimated"] == false);

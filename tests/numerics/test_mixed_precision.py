@@ -3,7 +3,8 @@ communication, fp32 master weights and optimizer states (DeepSpeed's rule, whate
 
 The quickstart GPT on the built-in synthetic data, 60 steps:
   - world 2: stages 1-3 reproduce stage 0's loss curve exactly (the grad norm to fp64 rounding, as
-    it is summed from shards). With two ranks every
+    it is summed from shards), stage 3 also with its bf16 parameter shards and its optimizer states
+    in files (offload_param_device and offload_optimizer_device nvme). With two ranks every
     gradient average is one bf16 addition (commutative) then a halving (exact), and every stage
     accumulates the averaged gradient into the same fp32 values, so nothing may differ.
   - world 4: the stages sum four bf16 terms in different orders (ring reduce-scatter vs ring
@@ -34,15 +35,15 @@ class MixedPrecisionAgreement(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
-    def run_job(self, stage, world, precision="bf16"):
-        key = (stage, world, precision)
+    def run_job(self, stage, world, precision="bf16", extra=(), tag=""):
+        key = (stage, world, precision, tag)
         if key in self.runs:
             return self.runs[key]
-        out = os.path.join(self.dir, f"s{stage}_w{world}_{precision}")
+        out = os.path.join(self.dir, f"s{stage}_w{world}_{precision}{tag}")
         sets = ["main_process_port=0", f"num_processes={world}", f"training.micro_batch_size={16 // world}",
                 "backend=deepspeed", f"deepspeed.zero_stage={stage}", f"mixed_precision={precision}",
                 f"training.max_steps={STEPS}", "training.eval_every=0", "training.resume=never",
-                f"training.output_dir={out}", "training.save_weights=false"]
+                f"training.output_dir={out}", "training.save_weights=false"] + list(extra)
         p = ts.run([ts.ACCEL, "launch", QUICKSTART] + [x for s in sets for x in ("--set", s)], cwd=self.dir)
         self.assertEqual(p.returncode, 0, ts.describe(p))
         with open(os.path.join(out, "logs", "rank_0.log")) as f:
@@ -68,6 +69,19 @@ class MixedPrecisionAgreement(unittest.TestCase):
             # The norm itself is combined from shards in fp64 (sum over ranks): only its last bit may move.
             self.assert_close(got, ref, 0.0, 1e-12, f"bf16 zero {stage} vs zero 0, world 2")
             self.assertLess(got[-1]["loss"], 0.75 * got[0]["loss"], f"zero {stage} did not converge")
+
+    def test_world2_zero3_nvme_offload_equals_stage0_exactly(self):
+        # bf16 parameter shards in files (read into staging buffers for each gather, written back
+        # after each step) and fp32 masters and moments in files: the same values, so stage 0's curve.
+        ref = self.run_job(0, 2)
+        nvme = os.path.join(self.dir, "nvme")
+        got = self.run_job(3, 2, tag="_nvme", extra=[
+            "deepspeed.stage3_param_persistence_threshold=0", "deepspeed.buffer_count=2",
+            "deepspeed.offload_param_device=nvme", f"deepspeed.offload_param_nvme_path={nvme}/params",
+            "deepspeed.offload_optimizer_device=nvme", f"deepspeed.offload_optimizer_nvme_path={nvme}/optimizer"])
+        with open(os.path.join(self.dir, "s3_w2_bf16_nvme", "logs", "rank_0.log")) as f:
+            self.assertIn("parameter shards of", f.read())
+        self.assert_close(got, ref, 0.0, 1e-12, "bf16 zero 3 with param + optimizer nvme vs zero 0, world 2")
 
     def test_world4_stages_within_bf16_reduction_order_tolerance(self):
         ref = self.run_job(0, 4)

@@ -6,7 +6,8 @@
 - ReshardResume: a run checkpoints at step 8 under one backend and world size; a second run resumes
   from that checkpoint under another (zero 2 at world 2 -> world 4, zero 3 at world 2 -> world 3
   with padding, ddp at world 2 -> zero 3 at world 4, zero 1 at world 4 -> ddp at world 2) with the
-  same global batch, and its steps 8..15 and final weights match the uninterrupted run's. fsdp
+  same global batch, and its steps 8..15 and final weights match the uninterrupted run's; zero 3
+  with nvme offload (optimizer states and parameter shards in files) resumes at world 3. fsdp
   writes the same sharded layout: zero 3 at world 2 -> fsdp FULL_SHARD at world 4, and fsdp
   FULL_SHARD / SHARD_GRAD_OP checkpoints resumed under deepspeed.
 - MergeWeights: `accel merge-weights` turns zero (padded, world 3) and ddp checkpoints into exactly
@@ -147,6 +148,20 @@ class ReshardResume(_Base):
         _, out_b = self._resume_elsewhere("zero 3, world 2 -> 3", (2, 3, ZERO[3]), (3, 2, ZERO[3]))
         with open(os.path.join(out_b, "logs", "rank_0.log")) as f:
             self.assertRegex(f.read(), r"deepspeed zero_stage 3: \d+ units, \d+ values \([1-9]\d* padding\)")
+
+    def test_zero3_nvme_world2_to_param_nvme_world3(self):
+        # Written with the optimizer states and the parameter shards in files (no state is in memory
+        # when the layout is recorded), resumed at world 3 with parameter files only: the resharded
+        # masters are written to the new parameter files before any gather reads them.
+        nvme = self.tmpdir()
+        params = ("deepspeed.stage3_param_persistence_threshold=0", "deepspeed.offload_param_device=nvme",
+                  f"deepspeed.offload_param_nvme_path={nvme}/params")
+        first = ZERO[3] + params + ("deepspeed.offload_optimizer_device=nvme",
+                                    f"deepspeed.offload_optimizer_nvme_path={nvme}/optimizer")
+        _, out_b = self._resume_elsewhere("zero 3 nvme world 2 -> zero 3 param nvme world 3", (2, 3, first),
+                                          (3, 2, ZERO[3] + params))
+        with open(os.path.join(out_b, "logs", "rank_0.log")) as f:
+            self.assertIn("parameter shards of", f.read())
 
     def test_ddp_world2_to_zero3_world4(self):
         self._resume_elsewhere("ddp world 2 -> zero 3 world 4", (2, 4, DDP), (4, 2, ZERO[3]))

@@ -17,6 +17,7 @@ The models are tiny (2 layers, 64 wide, sequences of 32) so each class runs in s
 """
 import json
 import os
+import re
 import sys
 import tempfile
 import unittest
@@ -213,6 +214,40 @@ class ZeroStagesAgreement(_ReferenceBase):
 
     def test_stage3_world2_nvme(self):
         self._nvme(3, "w2_b4", buffers=3)
+
+    # NVMe parameter offload: each unit's parameter shard lives in a file between gathers and is
+    # read into one of buffer_count staging buffers for its all-gather; the values gathered are the
+    # same as from memory, so the same tolerances hold. fp32 compute: with the optimizer in memory
+    # the shards have files of their own (written back after each step); with the optimizer in
+    # files too, the gathers read the masters' part of the optimizer's files.
+    def _param_nvme(self, name, buffers, optimizer_nvme):
+        d = self.tmpdir()
+        params = os.path.join(d, "params")
+        extra = ("deepspeed.offload_param_device=nvme", f"deepspeed.offload_param_nvme_path={params}",
+                 f"deepspeed.buffer_count={buffers}")
+        if optimizer_nvme:
+            extra += ("deepspeed.offload_optimizer_device=nvme",
+                      f"deepspeed.offload_optimizer_nvme_path={os.path.join(d, 'optimizer')}")
+        out = self._stage(3, name, extra=extra)
+        with open(os.path.join(out, "logs", "rank_0.log")) as f:
+            log = f.read()
+        self.assertRegex(log, r"parameter shards of \d+ units " +
+                         ("read from the masters' files" if optimizer_nvme else "in files under " + re.escape(params)))
+        self.assertEqual(os.listdir(params), [], "the scratch files outlive the run")
+        with open(os.path.join(out, "report", "rank_0.json")) as f:
+            memory = json.load(f)["memory"]
+        self.assertEqual(memory["param_shards"], 0, "a compute shard is resident")
+        self.assertLessEqual(memory["param_nvme_staged_peak"], buffers)
+        if optimizer_nvme:
+            self.assertEqual(memory["param_nvme_bytes"], 0, "fp32 beside nvme masters: no second copy")
+        else:
+            self.assertGreater(memory["param_nvme_bytes"], 0)
+
+    def test_stage3_world2_param_nvme(self):
+        self._param_nvme("w2_b4", buffers=2, optimizer_nvme=False)
+
+    def test_stage3_world2_accum2_param_and_optimizer_nvme(self):
+        self._param_nvme("w2_b2_g2", buffers=1, optimizer_nvme=True)
 
     def test_stage3_world3_padded(self):
         # 3 ranks do not divide the units' sizes (5 padding values in all), and 8 rows do not split

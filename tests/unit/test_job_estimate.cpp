@@ -176,9 +176,24 @@ TEST_CASE("precision, optimizer and offload keys reach the estimate", "[estimate
   job.deepspeed.offload_param_device = config::OffloadDevice::nvme;
   job.deepspeed.buffer_count = 4;
   auto nvme = estimate_job(job);
-  CHECK(row(nvme, "zero-3").plan.offload == Placement::nvme);
+  // Parameter files: the zero-3 row's parameter shards, not its masters (the optimizer is not offloaded).
+  CHECK(row(nvme, "zero-3").plan.offload == Placement::device);
+  CHECK(row(nvme, "zero-3").plan.param_offload == Placement::nvme);
+  CHECK(row(nvme, "zero-3").nvme > 0);
   CHECK(row(nvme, "zero-2").plan.offload == Placement::device);
+  CHECK(row(nvme, "zero-2").plan.param_offload == Placement::device);
+  CHECK(row(nvme, "FULL_SHARD").plan.param_offload == Placement::device);
   CHECK(nvme.input.nvme_buffer_count == 4);
+  job.deepspeed.offload_param_device = config::OffloadDevice::cpu;  // as optimizer offload (the shards are the masters)
+  CHECK(row(estimate_job(job), "zero-3").plan.offload == Placement::cpu);
+  job.deepspeed.offload_param_device = config::OffloadDevice::nvme;
+  job.deepspeed.offload_optimizer_device = config::OffloadDevice::nvme;
+  job.mixed_precision = config::MixedPrecision::bf16;
+  auto both = estimate_job(job);
+  CHECK(row(both, "zero-3").plan.offload == Placement::nvme);
+  CHECK(row(both, "zero-3").plan.param_offload == Placement::nvme);
+  CHECK(row(both, "zero-3").nvme == row(both, "zero-3").master + row(both, "zero-3").optimizer_states +
+                                        row(both, "zero-3").param_shard);
   job = JobConfig{};
   job.fsdp.offload_params = true;
   CHECK(row(estimate_job(job), "SHARD_GRAD_OP").plan.offload == Placement::cpu);

@@ -164,6 +164,50 @@ TEST_CASE("offload moves the master, states and gradient shard off the device", 
   CHECK(rep.device == 26 * 8);
 }
 
+TEST_CASE("parameter offload to nvme moves the stage-3 parameter shard into files", "[estimate]") {
+  MemoryInput in = small_fp32();  // at 4 shards: sum(S) = 3 + 2 + 1 + 2 = 8, the largest S 3
+  auto plan = [&](Sharding sharding, Placement offload, Placement params) {
+    StrategyPlan p{"test", sharding, 4, offload, false};
+    p.param_offload = params;
+    return estimate_memory(in, p);
+  };
+  const Sharding z3 = Sharding::parameters;
+  const Placement device = Placement::device, nvme = Placement::nvme;
+  in.param_bytes = 2;  // bf16: a bf16 copy of the shard is the gather source
+  auto on = plan(z3, device, device), files = plan(z3, device, nvme);
+  CHECK(on.param_shard == 8 * 2);
+  CHECK(files.param_shard == 8 * 2);
+  CHECK(files.nvme == 8 * 2);
+  CHECK(files.device == on.device - 8 * 2);
+  CHECK(files.host == 4 * 3 * 2);  // 4 units (< buffer_count 5): a staging buffer each, of the largest shard
+  auto opt = plan(z3, nvme, device), both = plan(z3, nvme, nvme);
+  CHECK(both.nvme == opt.nvme + 8 * 2);
+  CHECK(both.device == opt.device - 8 * 2);
+  CHECK(both.host == opt.host + 4 * 3 * 2);
+  in.nvme_buffer_count = 2;
+  CHECK(plan(z3, device, nvme).host == 2 * 3 * 2);
+  in.nvme_buffer_count = 5;
+  // Stages 1-2 keep their parameters whole: nothing moves.
+  CHECK(plan(Sharding::gradients, device, nvme).device == plan(Sharding::gradients, device, device).device);
+  CHECK(plan(Sharding::gradients, device, nvme).nvme == 0);
+
+  in.param_bytes = 4;
+  // fp32 beside nvme masters: the gathers read the master's file, so the in-memory copy goes and
+  // no second file is written.
+  auto fp32_opt = plan(z3, nvme, device), fp32_both = plan(z3, nvme, nvme);
+  CHECK(fp32_opt.param_shard == 8 * 4);
+  CHECK(fp32_both.param_shard == 0);
+  CHECK(fp32_both.nvme == fp32_opt.nvme);
+  CHECK(fp32_both.device == fp32_opt.device - 8 * 4);
+  CHECK(fp32_both.host == fp32_opt.host + 4 * 3 * 4);
+  // fp32 with the masters in memory: the masters are the shards' values; the files are a second
+  // copy and nothing leaves the device.
+  auto fp32_on = plan(z3, device, device), fp32_files = plan(z3, device, nvme);
+  CHECK(fp32_files.device == fp32_on.device);
+  CHECK(fp32_files.nvme == 8 * 4);
+  CHECK(fp32_files.param_shard == 8 * 4);
+}
+
 TEST_CASE("world 1 degenerates: no padding, every stage holds 16 bytes of states per parameter", "[estimate]") {
   MemoryInput in = small_fp32();
   for (auto sharding : {Sharding::optimizer, Sharding::gradients, Sharding::parameters}) {
