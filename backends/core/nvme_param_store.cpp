@@ -40,24 +40,16 @@ std::string dtype_suffix(at::ScalarType t) {
 }  // namespace
 
 NvmeParamStore::NvmeParamStore(const std::string& dir, int rank, int buffer_count, at::ScalarType dtype)
-    : buffer_count_(std::max(1, buffer_count)), dtype_(dtype) {
-  dir_ = (std::filesystem::path(dir) /
-          ("accel_params_rank" + std::to_string(rank) + "_pid" + std::to_string(getpid()))).string();
-  std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
-  if (ec) throw RunError("nvme parameter offload: cannot create " + dir_ + ": " + ec.message());
-}
+    : dir_(dir, "accel_params", rank, "nvme parameter offload"), buffer_count_(std::max(1, buffer_count)), dtype_(dtype) {}
 
 NvmeParamStore::~NvmeParamStore() {
   for (auto& u : units_)
     if (u.fd >= 0) ::close(u.fd);
-  std::error_code ec;
-  std::filesystem::remove_all(dir_, ec);  // scratch: nothing to keep
-}
+}  // dir_ then removes the files
 
 int NvmeParamStore::add_unit(const std::string& name, const at::Tensor& shard) {
   UnitFile f;
-  f.path = dir_ + "/" + std::to_string(units_.size()) + "_" + name + "." + dtype_suffix(dtype_);
+  f.path = dir_.path() + "/" + std::to_string(units_.size()) + "_" + name + "." + dtype_suffix(dtype_);
   f.numel = shard.numel();
   f.fd = ::open(f.path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
   if (f.fd < 0) throw RunError(io_error("create", f.path));

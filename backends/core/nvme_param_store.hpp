@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backends/core/nvme_state_store.hpp"
+#include "backends/core/offload_scratch_dir.hpp"
 #include "backends/core/unit_param_buffers.hpp"
 
 namespace accel::backends {
@@ -50,7 +51,7 @@ class NvmeParamStore final : public ShardSource {
   int staged() const { return staged_; }
   int peak_staged() const { return peak_staged_; }
 
-  const std::string& directory() const { return dir_; }
+  const std::string& directory() const { return dir_.path(); }
   at::ScalarType dtype() const { return dtype_; }
   int64_t bytes_on_disk() const;  // this store's own files (master views are the optimizer's)
   int64_t buffer_bytes() const;   // the pool's bound: min(buffer_count, units) x the largest shard
@@ -65,7 +66,7 @@ class NvmeParamStore final : public ShardSource {
   };
   void read_into(int unit, at::Tensor& dst) const;
 
-  std::string dir_;
+  OffloadScratchDir dir_;  // first: built before, and removed after, the files
   int buffer_count_;
   at::ScalarType dtype_;
   std::vector<UnitFile> units_;

@@ -23,23 +23,16 @@ std::string io_error(const std::string& what, const std::string& path) {
 }  // namespace
 
 NvmeStateStore::NvmeStateStore(const std::string& dir, int rank, int buffer_count)
-    : buffer_count_(std::max(2, buffer_count)) {
-  dir_ = (std::filesystem::path(dir) / ("accel_rank" + std::to_string(rank) + "_pid" + std::to_string(getpid()))).string();
-  std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
-  if (ec) throw RunError("nvme offload: cannot create " + dir_ + ": " + ec.message());
-}
+    : dir_(dir, "accel", rank, "nvme offload"), buffer_count_(std::max(2, buffer_count)) {}
 
 NvmeStateStore::~NvmeStateStore() {
   for (auto& u : units_)
     if (u.fd >= 0) ::close(u.fd);
-  std::error_code ec;
-  std::filesystem::remove_all(dir_, ec);  // scratch: nothing to keep
-}
+}  // dir_ then removes the files
 
 int NvmeStateStore::add_unit(const std::string& name, int64_t floats) {
   UnitFile f;
-  f.path = dir_ + "/" + std::to_string(units_.size()) + "_" + name + ".fp32";
+  f.path = dir_.path() + "/" + std::to_string(units_.size()) + "_" + name + ".fp32";
   f.floats = floats;
   f.fd = ::open(f.path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
   if (f.fd < 0) throw RunError(io_error("create", f.path));

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/core/offload_scratch_dir.hpp"
+
 namespace accel::backends {
 
 class NvmeStateStore {
@@ -39,7 +41,7 @@ class NvmeStateStore {
   // values and may change them; changes are written back when `write_back`.
   void for_each_unit(const std::function<void(int, at::Tensor&)>& fn, bool write_back);
 
-  const std::string& directory() const { return dir_; }
+  const std::string& directory() const { return dir_.path(); }
   int64_t bytes_on_disk() const;
   int64_t buffer_bytes() const;  // the pool's size: buffer_count x the largest unit
 
@@ -52,7 +54,7 @@ class NvmeStateStore {
   void read_into(int unit, at::Tensor& dst) const;
   void write_from(int unit, const at::Tensor& src, int64_t offset) const;
 
-  std::string dir_;
+  OffloadScratchDir dir_;  // first: built before, and removed after, the files
   int buffer_count_;
   std::vector<UnitFile> units_;
 };

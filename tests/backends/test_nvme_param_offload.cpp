@@ -22,6 +22,7 @@
 #include "backends/core/sharded_engine.hpp"
 #include "runtime/comm/fake_communicator.hpp"
 #include "runtime/train/model/model.hpp"
+#include "tests/backends/tiny_job.hpp"
 #include "tests/comm/comm_test_support.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -76,15 +77,7 @@ TEST_CASE("nvme param store: shards in files of their dtype, or read from the ma
 
 namespace {
 
-accel::config::JobConfig tiny_job() {
-  accel::config::JobConfig job;
-  job.model.n_layer = 2;
-  job.model.n_head = 2;
-  job.model.n_embd = 16;
-  job.model.vocab_size = 32;
-  job.model.block_size = 8;
-  return job;
-}
+using accel::test::tiny_job;
 
 at::Tensor tokens(int rows, int offset) {
   return (at::arange(rows * 8, at::TensorOptions(at::kLong)) * 5 + offset).remainder(32).view({rows, 8});
