@@ -1,35 +1,14 @@
 #include "backends/core/nvme_param_store.hpp"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
 
 #include "backends/core/unit_block_allocator.hpp"
 #include "runtime/common/errors.hpp"
 
 namespace accel::backends {
 namespace {
-
-std::string io_error(const std::string& what, const std::string& path) {
-  return "nvme parameter offload: cannot " + what + " " + path + ": " + std::strerror(errno) +
-         " (check deepspeed.offload_param_nvme_path: free space and permissions)";
-}
-
-// pread/pwrite all `left` bytes at byte `at`, resuming after short transfers.
-template <typename Io, typename Ptr>
-void transfer(Io io, int fd, Ptr p, size_t left, off_t at, const char* what, const std::string& path) {
-  while (left > 0) {
-    ssize_t n = io(fd, p, left, at);
-    if (n <= 0) throw RunError(io_error(what, path));
-    p += n;
-    at += n;
-    left -= size_t(n);
-  }
-}
 
 std::string dtype_suffix(at::ScalarType t) {
   if (t == at::kFloat) return "fp32";
@@ -40,7 +19,7 @@ std::string dtype_suffix(at::ScalarType t) {
 }  // namespace
 
 NvmeParamStore::NvmeParamStore(const std::string& dir, int rank, int buffer_count, at::ScalarType dtype)
-    : dir_(dir, "accel_params", rank, "nvme parameter offload"), buffer_count_(std::max(1, buffer_count)), dtype_(dtype) {}
+    : dir_(dir, "accel_params", rank, "deepspeed.offload_param_nvme_path"), buffer_count_(std::max(1, buffer_count)), dtype_(dtype) {}
 
 NvmeParamStore::~NvmeParamStore() {
   for (auto& u : units_)
@@ -51,8 +30,7 @@ int NvmeParamStore::add_unit(const std::string& name, const at::Tensor& shard) {
   UnitFile f;
   f.path = dir_.path() + "/" + std::to_string(units_.size()) + "_" + name + "." + dtype_suffix(dtype_);
   f.numel = shard.numel();
-  f.fd = ::open(f.path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
-  if (f.fd < 0) throw RunError(io_error("create", f.path));
+  f.fd = create_offload_file(dir_, f.path, 0);  // written whole just below
   units_.push_back(f);
   is_staged_.push_back(0);
   write(int(units_.size()) - 1, shard);
@@ -79,8 +57,7 @@ void NvmeParamStore::write(int unit, const at::Tensor& shard) {
                    "master file; it is not written here" : " holds " + std::to_string(f.numel) + " values, not " +
                    std::to_string(shard.numel())));
   at::Tensor v = shard.to(dtype_).contiguous();
-  transfer(::pwrite, f.fd, static_cast<const char*>(v.data_ptr()), size_t(v.numel()) * v.element_size(), 0, "write",
-           f.path);
+  write_offload_file(dir_, f.fd, f.path, v.data_ptr(), size_t(v.numel()) * v.element_size(), 0);
 }
 
 void NvmeParamStore::read_into(int unit, at::Tensor& dst) const {
@@ -89,7 +66,7 @@ void NvmeParamStore::read_into(int unit, at::Tensor& dst) const {
     f.states->read_range(f.state_unit, 0, dst);
     return;
   }
-  transfer(::pread, f.fd, static_cast<char*>(dst.data_ptr()), size_t(f.numel) * dst.element_size(), 0, "read", f.path);
+  read_offload_file(dir_, f.fd, f.path, dst.data_ptr(), size_t(f.numel) * dst.element_size(), 0);
 }
 
 at::Tensor NvmeParamStore::read(int unit) const {

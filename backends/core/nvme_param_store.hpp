@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "backends/core/nvme_state_store.hpp"
-#include "backends/core/offload_scratch_dir.hpp"
+#include "backends/core/offload_files.hpp"
 #include "backends/core/unit_param_buffers.hpp"
 
 namespace accel::backends {

@@ -1,12 +1,8 @@
 #include "backends/core/nvme_state_store.hpp"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
 #include <future>
 
 #include "backends/core/unit_block_allocator.hpp"
@@ -15,15 +11,10 @@
 namespace accel::backends {
 namespace {
 
-std::string io_error(const std::string& what, const std::string& path) {
-  return "nvme offload: cannot " + what + " " + path + ": " + std::strerror(errno) +
-         " (check deepspeed.offload_optimizer_nvme_path: free space and permissions)";
-}
-
 }  // namespace
 
 NvmeStateStore::NvmeStateStore(const std::string& dir, int rank, int buffer_count)
-    : dir_(dir, "accel", rank, "nvme offload"), buffer_count_(std::max(2, buffer_count)) {}
+    : dir_(dir, "accel", rank, "deepspeed.offload_optimizer_nvme_path"), buffer_count_(std::max(2, buffer_count)) {}
 
 NvmeStateStore::~NvmeStateStore() {
   for (auto& u : units_)
@@ -34,34 +25,19 @@ int NvmeStateStore::add_unit(const std::string& name, int64_t floats) {
   UnitFile f;
   f.path = dir_.path() + "/" + std::to_string(units_.size()) + "_" + name + ".fp32";
   f.floats = floats;
-  f.fd = ::open(f.path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
-  if (f.fd < 0) throw RunError(io_error("create", f.path));
-  if (::ftruncate(f.fd, off_t(floats * 4)) != 0) throw RunError(io_error("size", f.path));
+  f.fd = create_offload_file(dir_, f.path, size_t(floats) * 4);
   units_.push_back(f);
   return int(units_.size()) - 1;
 }
 
-// pread/pwrite `left` bytes from byte `at` of a unit file, resuming after short transfers.
-template <typename Io, typename Ptr>
-void transfer_all(Io io, int fd, Ptr p, size_t left, off_t at, const std::string& what, const std::string& path) {
-  while (left > 0) {
-    ssize_t n = io(fd, p, left, at);
-    if (n <= 0) throw RunError(io_error(what, path));
-    p += n;
-    at += n;
-    left -= size_t(n);
-  }
-}
-
 void NvmeStateStore::read_into(int unit, at::Tensor& dst) const {
   const UnitFile& f = units_[size_t(unit)];
-  transfer_all(::pread, f.fd, static_cast<char*>(dst.data_ptr()), size_t(f.floats) * 4, 0, "read", f.path);
+  read_offload_file(dir_, f.fd, f.path, dst.data_ptr(), size_t(f.floats) * 4, 0);
 }
 
 void NvmeStateStore::write_from(int unit, const at::Tensor& src, int64_t offset) const {
   const UnitFile& f = units_[size_t(unit)];
-  transfer_all(::pwrite, f.fd, static_cast<const char*>(src.data_ptr()), size_t(src.numel()) * 4, off_t(offset) * 4,
-               "write", f.path);
+  write_offload_file(dir_, f.fd, f.path, src.data_ptr(), size_t(src.numel()) * 4, off_t(offset) * 4);
 }
 
 void NvmeStateStore::write(int unit, const at::Tensor& values, int64_t offset) {
@@ -78,8 +54,7 @@ void NvmeStateStore::read_range(int unit, int64_t offset, at::Tensor& dst) const
   if (dst.scalar_type() != at::kFloat || !dst.is_contiguous() || offset < 0 || offset + dst.numel() > f.floats)
     throw RunError("nvme offload: unit " + std::to_string(unit) + " holds " + std::to_string(f.floats) +
                    " fp32 values; cannot read " + std::to_string(dst.numel()) + " at " + std::to_string(offset));
-  transfer_all(::pread, f.fd, static_cast<char*>(dst.data_ptr()), size_t(dst.numel()) * 4, off_t(offset) * 4, "read",
-               f.path);
+  read_offload_file(dir_, f.fd, f.path, dst.data_ptr(), size_t(dst.numel()) * 4, off_t(offset) * 4);
 }
 
 at::Tensor NvmeStateStore::read(int unit) {

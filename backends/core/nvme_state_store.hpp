@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/core/offload_scratch_dir.hpp"
+#include "backends/core/offload_files.hpp"
 
 namespace accel::backends {
 

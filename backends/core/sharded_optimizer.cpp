@@ -42,16 +42,6 @@ UnitShardState& ShardedOptimizer::add_unit(const std::string& name, const FlatLa
   return units_.back();
 }
 
-double ShardedOptimizer::grad_sum_of_squares() const {
-  double sum = 0;
-  for (const auto& u : units_) sum += u.grad.to(at::kDouble).square().sum().item<double>();
-  return sum;
-}
-
-void ShardedOptimizer::scale_grads(double factor) {
-  for (auto& u : units_) u.grad.mul_(factor);
-}
-
 void ShardedOptimizer::zero_grads() {
   for (auto& u : units_) u.grad.zero_();
 }

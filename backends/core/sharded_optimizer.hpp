@@ -47,8 +47,6 @@ class ShardedOptimizer {
                            const at::Tensor& master);
   std::deque<UnitShardState>& units() { return units_; }  // stable references
 
-  double grad_sum_of_squares() const;  // this rank's part, fp64
-  void scale_grads(double factor);
   void zero_grads();
   // Updates every unit; `after_unit` (optional) sees each unit right after its update, while its
   // master is in memory (with nvme offload, the only moment it is).

@@ -1,7 +1,7 @@
 // NVMe optimizer offload: the state store streams units through a bounded buffer pool (read ahead,
 // write behind) and keeps every unit's values; a sharded optimizer whose states live in files
 // updates exactly like one that keeps them in memory. End to end (accel launch, agreement with the
-// reference and resident memory): tests/numerics/test_trainer_end_to_end.py, scripts/bench_offload.py.
+// reference and resident memory): tests/numerics/test_trainer_end_to_end.py, scripts/bench_zero.py --offload nvme.
 #include "tests/support/catch_with_torch.hpp"
 
 #include <filesystem>
@@ -78,29 +78,27 @@ TEST_CASE("nvme store: a new unit reads as zeros, and a part of a unit can be wr
   CHECK_THROWS_WITH(store.write(0, at::ones({4}, at::kDouble)), Catch::Contains("holds 12 fp32 values"));
 }
 
-TEST_CASE("sharded optimizer: units added after offloading start like units in memory", "[offload]") {
-  // The engine offloads first and adds units after, so that no unit's states are ever all in
-  // memory: each master goes straight to its file and the moments are the file's zeros.
-  accel::test::TempDir dir;
+namespace {
+
+// Two AdamW units (one with a decay mask) over 2 shards, as the engine adds them.
+void add_two_units(ShardedOptimizer& opt) {
+  static const FlatLayout a({6, 10}, 2), b({7}, 2);
+  opt.add_unit("a", a, {true, false}, at::linspace(-1, 1, a.shard_numel()));
+  opt.add_unit("b", b, {true}, at::linspace(0, 2, b.shard_numel()));
+}
+
+accel::config::OptimizerSection adamw_with_decay() {
   accel::config::OptimizerSection section;  // adamw defaults
   section.weight_decay = 0.1;
-  FlatLayout a({6, 10}, 2), b({7}, 2);
-  ShardedOptimizer in_memory(section, 1), on_disk(section, 1);
-  on_disk.offload_to_nvme(dir.path().string(), 2);
-  for (auto* opt : {&in_memory, &on_disk}) {
-    opt->add_unit("a", a, {true, false}, at::linspace(-1, 1, a.shard_numel()));
-    opt->add_unit("b", b, {true}, at::linspace(0, 2, b.shard_numel()));
-  }
-  for (const auto& u : on_disk.units()) {
-    CHECK_FALSE(u.master.defined());
-    CHECK_FALSE(u.exp_avg.defined());
-  }
-  for (int step = 0; step < 3; ++step) {
-    for (auto* opt : {&in_memory, &on_disk})
-      for (auto& u : opt->units()) u.grad.copy_(at::linspace(-0.5, 0.5 + step, u.grad.numel()));
-    on_disk.step(1e-2);
-    in_memory.step(1e-2);
-  }
+  return section;
+}
+
+void set_grads(ShardedOptimizer& opt, int step) {
+  for (auto& u : opt.units()) u.grad.copy_(at::linspace(-0.5, 0.5 + step, u.grad.numel()));
+}
+
+// Every state tensor (after materialize) equal, name by name.
+void check_same_states(ShardedOptimizer& on_disk, ShardedOptimizer& in_memory) {
   on_disk.materialize();
   auto disk = on_disk.state_tensors(), memory = in_memory.state_tensors();
   REQUIRE(disk.size() == memory.size());
@@ -111,23 +109,43 @@ TEST_CASE("sharded optimizer: units added after offloading start like units in m
   }
 }
 
+}  // namespace
+
+TEST_CASE("sharded optimizer: units added after offloading start like units in memory", "[offload]") {
+  // The engine offloads first and adds units after, so that no unit's states are ever all in
+  // memory: each master goes straight to its file and the moments are the file's zeros.
+  accel::test::TempDir dir;
+  const auto section = adamw_with_decay();
+  ShardedOptimizer in_memory(section, 1), on_disk(section, 1);
+  on_disk.offload_to_nvme(dir.path().string(), 2);
+  add_two_units(in_memory);
+  add_two_units(on_disk);
+  for (const auto& u : on_disk.units()) {
+    CHECK_FALSE(u.master.defined());
+    CHECK_FALSE(u.exp_avg.defined());
+  }
+  for (int step = 0; step < 3; ++step) {
+    set_grads(in_memory, step);
+    set_grads(on_disk, step);
+    on_disk.step(1e-2);
+    in_memory.step(1e-2);
+  }
+  check_same_states(on_disk, in_memory);
+}
+
 TEST_CASE("sharded optimizer: states in files update exactly like states in memory", "[offload]") {
   accel::test::TempDir dir;
-  accel::config::OptimizerSection section;  // adamw defaults
-  section.weight_decay = 0.1;
-  FlatLayout a({6, 10}, 2), b({7}, 2);
+  const auto section = adamw_with_decay();
   ShardedOptimizer in_memory(section, 1), on_disk(section, 1);
-  for (auto* opt : {&in_memory, &on_disk}) {
-    opt->add_unit("a", a, {true, false}, at::linspace(-1, 1, a.shard_numel()));
-    opt->add_unit("b", b, {true}, at::linspace(0, 2, b.shard_numel()));
-  }
+  add_two_units(in_memory);
+  add_two_units(on_disk);
   on_disk.offload_to_nvme(dir.path().string(), 2);
   CHECK_FALSE(on_disk.units()[0].master.defined());  // between steps the states are only in files
   // The kinds a checkpoint layout records come from the configuration, not from tensors in memory.
   CHECK(on_disk.state_kinds() == std::vector<std::string>{"exp_avg", "exp_avg_sq"});
   for (int step = 0; step < 4; ++step) {
-    for (auto* opt : {&in_memory, &on_disk})
-      for (auto& u : opt->units()) u.grad.copy_(at::linspace(-0.5, 0.5 + step, u.grad.numel()));
+    set_grads(in_memory, step);
+    set_grads(on_disk, step);
     std::vector<at::Tensor> seen;
     on_disk.step(1e-2, [&](int, UnitShardState& u) { seen.push_back(u.master.clone()); });
     in_memory.step(1e-2);
@@ -135,14 +153,7 @@ TEST_CASE("sharded optimizer: states in files update exactly like states in memo
     CHECK(at::equal(seen[0], in_memory.units()[0].master));
     CHECK(at::equal(seen[1], in_memory.units()[1].master));
   }
-  on_disk.materialize();
-  auto disk = on_disk.state_tensors(), memory = in_memory.state_tensors();
-  REQUIRE(disk.size() == memory.size());
-  for (size_t i = 0; i < disk.size(); ++i) {
-    INFO(disk[i].first);
-    CHECK(disk[i].first == memory[i].first);
-    CHECK(at::equal(disk[i].second, memory[i].second));
-  }
+  check_same_states(on_disk, in_memory);
   on_disk.spill();
   CHECK_FALSE(on_disk.units()[1].exp_avg.defined());
 

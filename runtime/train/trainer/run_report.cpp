@@ -1,13 +1,13 @@
 #include "runtime/train/trainer/run_report.hpp"
 
 #include <malloc.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 
 #include "runtime/common/errors.hpp"
+#include "runtime/train/trainer/memory_probe.hpp"
 
 namespace accel::train {
 
@@ -53,10 +53,7 @@ nlohmann::json make_run_report(int rank, int world, const std::string& backend, 
 
 int64_t resident_bytes_now() {
   malloc_trim(0);
-  std::ifstream statm("/proc/self/statm");
-  int64_t size = 0, resident = 0;
-  statm >> size >> resident;
-  return resident * int64_t(sysconf(_SC_PAGESIZE));
+  return probe_memory().rss_bytes;
 }
 
 void write_run_report(const std::string& output_dir, int rank, const nlohmann::json& report) {
