@@ -3,10 +3,8 @@
 set(ACCEL_GENERATED_DIR ${CMAKE_CURRENT_BINARY_DIR}/generated)
 file(MAKE_DIRECTORY ${ACCEL_GENERATED_DIR}/accel)
 
-set(ACCEL_GLOO_VERSION "${Gloo_VERSION}")
-if(NOT ACCEL_GLOO_VERSION)
-  set(ACCEL_GLOO_VERSION "not found at build time")
-endif()
+# Gloo is the copy linked inside libtorch_cpu (runtime/comm/gloo_backend.hpp).
+set(ACCEL_GLOO_VERSION "inside libtorch_cpu (torch ${Torch_VERSION})")
 configure_file(${CMAKE_CURRENT_LIST_DIR}/build_info.cpp.in ${ACCEL_GENERATED_DIR}/build_info.cpp @ONLY)
 set(ACCEL_BUILD_INFO_CPP ${ACCEL_GENERATED_DIR}/build_info.cpp)
 

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Benchmark: activation memory and step time with and without fsdp.activation_checkpointing.
 
 Runs `accel launch` twice per configuration on one GPT whose activations dominate its memory (long
@@ -15,8 +15,8 @@ Also prints the rough no-recompute activation figure `accel estimate-memory` giv
 al. 2022, 16-bit; doubled for these fp32 runs). Prints a markdown table and writes --json. It asserts
 nothing (tests do); the timings need an otherwise idle machine.
 
-  /usr/bin/python3 scripts/bench_activation_checkpointing.py --repeat 3 --json /tmp/bench_ac.json
-  /usr/bin/python3 scripts/bench_activation_checkpointing.py --world 2 --strategy SHARD_GRAD_OP --threads 1
+  scripts/python scripts/bench_activation_checkpointing.py --repeat 3 --json /tmp/bench_ac.json
+  scripts/python scripts/bench_activation_checkpointing.py --world 2 --strategy SHARD_GRAD_OP --threads 1
 """
 from __future__ import annotations
 

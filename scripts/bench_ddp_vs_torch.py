@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Benchmark: accel's ddp backend next to PyTorch DDP (Gloo, CPU) on the same GPT and batch shape.
 
 Runs `accel launch` with the quickstart model shape (or the flags given) for --warmup-steps + --steps
@@ -7,7 +7,7 @@ times), then runs scripts/reference/torch_ddp_bench.py with the same shape, and 
 their ratio. Writes a JSON with both results when --json is given. The ratio is only meaningful on
 an otherwise idle machine; run it a few times (--repeat) and read the median.
 
-  /usr/bin/python3 scripts/bench_ddp_vs_torch.py --world 2 --steps 40 --repeat 3 --json /tmp/ddp_vs_torch.json
+  scripts/python scripts/bench_ddp_vs_torch.py --world 2 --steps 40 --repeat 3 --json /tmp/ddp_vs_torch.json
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ training: {{max_steps: {a.warmup_steps + a.steps}, micro_batch_size: {a.micro_ba
 
 def run_torch(a, out_dir: str) -> dict:
     path = os.path.join(out_dir, "torch.json")
-    cmd = ["/usr/bin/python3", os.path.join(HERE, "reference", "torch_ddp_bench.py"), "--world", str(a.world),
+    cmd = [sys.executable, os.path.join(HERE, "reference", "torch_ddp_bench.py"), "--world", str(a.world),
            "--n-layer", str(a.n_layer), "--n-head", str(a.n_head), "--n-embd", str(a.n_embd),
            "--vocab-size", str(a.vocab_size), "--block-size", str(a.seq_len), "--seq-len", str(a.seq_len),
            "--micro-batch", str(a.micro_batch), "--accum", str(a.accum), "--steps", str(a.steps),

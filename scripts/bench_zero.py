@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Benchmark: deepspeed ZeRO stages 0-3 at several world sizes, measured against the estimate and theory.
 
 For every stage and world size it runs `accel launch` on one GPT (sized so that model states
@@ -17,11 +17,11 @@ stage3_max_live_parameters and stage3_prefetch_bucket_size equal one block's val
 stage3_param_persistence_threshold is 0. Prints a markdown table and writes --json. It asserts
 nothing (tests do); the timings need an otherwise idle machine.
 
-  /usr/bin/python3 scripts/bench_zero.py --worlds 1,2,4 --json /tmp/bench_zero.json
-  /usr/bin/python3 scripts/bench_zero.py --worlds 2 --stages 0,3 --steps 10     # stage 3 vs 0 timing
-  /usr/bin/python3 scripts/bench_zero.py --worlds 2 --stages 2 --offload nvme   # NVMe optimizer offload
-  /usr/bin/python3 scripts/bench_zero.py --worlds 2 --stages 3 --offload nvme --offload-param nvme  # + parameters
-  /usr/bin/python3 scripts/bench_zero.py --backend fsdp --worlds 4 --stages 3,h  # HYBRID_SHARD, 2 machines x 2
+  scripts/python scripts/bench_zero.py --worlds 1,2,4 --json /tmp/bench_zero.json
+  scripts/python scripts/bench_zero.py --worlds 2 --stages 0,3 --steps 10     # stage 3 vs 0 timing
+  scripts/python scripts/bench_zero.py --worlds 2 --stages 2 --offload nvme   # NVMe optimizer offload
+  scripts/python scripts/bench_zero.py --worlds 2 --stages 3 --offload nvme --offload-param nvme  # + parameters
+  scripts/python scripts/bench_zero.py --backend fsdp --worlds 4 --stages 3,h  # HYBRID_SHARD, 2 machines x 2
 
 Stage `h` (with --backend fsdp) is HYBRID_SHARD over --machines launchers on loopback, each running
 world / machines ranks: FULL_SHARD within a machine, the gradient shards all-reduced across machines.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Configures and builds accel into build/ (ccache-backed). Usage: scripts/build.sh [extra cmake args]
+# ACCEL_BUILD_TARGETS="accel" builds only those targets (the quickstart needs no tests); default: all.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${ACCEL_BUILD_DIR:-$root/build}"
@@ -10,4 +11,6 @@ export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
 fi
-cmake --build "$build" -j "$jobs"
+targets=()
+for t in ${ACCEL_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$build" -j "$jobs" "${targets[@]}"

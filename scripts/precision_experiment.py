@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The precision experiment of Hugging Face's "A Hugging Face Accelerate Story of Multiple Backends:
 FSDP and DeepSpeed": the same GPT, loaded in bf16, trained with one learning rate under
   deepspeed zero_stage 3   (fp32 master weights and optimizer states, always),
@@ -7,7 +7,7 @@ FSDP and DeepSpeed": the same GPT, loaded in bf16, trained with one learning rat
 Everything else is identical (bf16 compute, data, seed, schedule, world size). Writes each run's
 metrics.jsonl under --out, a PNG of the three loss curves (matplotlib) and a JSON summary.
 
-  /usr/bin/python3 scripts/precision_experiment.py --out runs/precision --steps 300
+  scripts/python scripts/precision_experiment.py --out runs/precision --steps 300
 """
 from __future__ import annotations
 

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# Installs every Debian package accel needs. Idempotent: it asks apt only for what is missing.
-# Why each package: see the table in README.md ("Dependencies").
+# Installs what accel needs. Idempotent: it asks apt only for missing packages and rebuilds the
+# Python environment only when scripts/python-requirements.lock changed; on a machine that has
+# everything it does nothing and takes about a second.
+#  1. Debian packages: the build, the C++ libraries, the test tools (the table in README.md).
+#  2. One Python environment outside the clone, ${ACCEL_VENV:-~/.cache/accel/venv-torch2.11}, so
+#     clean clones and CI reuse it: torch 2.11.0 (PyTorch's own libtorch, the CUDA 13.0 build that
+#     runs CPU code without a GPU), the peers deepspeed and accelerate, and the scripts' modules,
+#     every version pinned in scripts/python-requirements.lock. CMake finds libtorch through it.
 set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 packages=(
   build-essential cmake ccache git pkg-config
-  libtorch-dev            # libtorch 1.13 (CPU) with c10d and Gloo
-  libopenblas0-openmp     # optimised BLAS: ~20x faster matmuls than the reference BLAS
   libyaml-cpp-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
-  libgloo-dev             # Gloo collectives (reduce_scatter is missing from libtorch's wrapper)
+  libgloo-dev             # Gloo's headers only, for c10d's ProcessGroupGloo.hpp (the wheel ships none); never linked
   catch2                  # test framework, run through ctest
-  python3-torch           # Debian's PyTorch, for the independent reference scripts
-  python3-numpy python3-yaml  # imported by the reference scripts (they read job files)
-  python3-matplotlib      # plots of scripts/precision_experiment.py (PNG)
+  python3-venv            # the Python environment below
   tmux                    # drives the interactive `accel config` in a real terminal in tests
 )
 
@@ -25,12 +28,33 @@ for p in "${packages[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "setup: all ${#packages[@]} packages already installed"
-  exit 0
+  echo "setup: all ${#packages[@]} Debian packages already installed"
+else
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-echo "setup: installing ${missing[*]}"
-$sudo apt-get update -q
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+# The CUDA wheel's CMake package needs the CUDA toolkit at configure time (it is on the project's
+# machines); say so now rather than in the middle of a CMake error.
+if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "setup: warning: no CUDA toolkit (nvcc) found; configuring against the torch CUDA wheel needs" \
+       "CUDA 13.0 in /usr/local/cuda (or CUDAToolkit_ROOT), or pass -DTorch_DIR to another libtorch" >&2
+fi
+
+venv="${ACCEL_VENV:-$HOME/.cache/accel/venv-torch2.11}"
+lock="$root/scripts/python-requirements.lock"
+stamp="$venv/.accel-lock.sha256"
+want="$(sha256sum "$lock" | cut -d' ' -f1)"
+if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  echo "setup: Python environment $venv is up to date"
+  exit 0
+fi
+echo "setup: creating the Python environment $venv (torch 2.11.0 and the peers; about 3 GB to download)"
+/usr/bin/python3 -m venv "$venv"
+"$venv/bin/pip" install --no-input --disable-pip-version-check -q -r "$lock"
+"$venv/bin/python" -c 'import torch, deepspeed, accelerate; print("setup: torch", torch.__version__,
+  "| deepspeed", deepspeed.__version__, "| accelerate", accelerate.__version__)' 2>&1 | grep '^setup:'
+echo "$want" > "$stamp"

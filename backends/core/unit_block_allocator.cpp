@@ -5,6 +5,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <optional>
+
 namespace accel::backends {
 namespace {
 
@@ -22,7 +24,7 @@ UnitBlockAllocator& UnitBlockAllocator::instance() {
   return *allocator;
 }
 
-c10::DataPtr UnitBlockAllocator::allocate(size_t nbytes) const {
+c10::DataPtr UnitBlockAllocator::allocate(size_t nbytes) {
   if (nbytes == 0) return {nullptr, nullptr, &no_delete, c10::Device(c10::DeviceType::CPU)};
   const size_t bytes = whole_pages(nbytes);
   Block* block = nullptr;
@@ -90,7 +92,7 @@ int64_t UnitBlockAllocator::kept_bytes() const {
 
 at::Tensor unit_empty(int64_t numel, at::ScalarType dtype) {
   return at::detail::empty_generic({numel}, &UnitBlockAllocator::instance(), c10::DispatchKeySet(c10::DispatchKey::CPU),
-                                   dtype, c10::nullopt);
+                                   dtype, std::nullopt);
 }
 
 at::Tensor unit_zeros(int64_t numel, at::ScalarType dtype) { return unit_empty(numel, dtype).zero_(); }

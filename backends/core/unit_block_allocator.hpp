@@ -24,7 +24,9 @@ class UnitBlockAllocator final : public c10::Allocator {
  public:
   static UnitBlockAllocator& instance();
 
-  c10::DataPtr allocate(size_t nbytes) const override;
+  c10::DataPtr allocate(size_t nbytes) override;
+  // Blocks are plain host memory: memcpy.
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
   void trim();                  // unmaps the blocks kept for reuse
   int64_t mapped_bytes() const; // live and kept
   int64_t kept_bytes() const;

@@ -1,31 +1,27 @@
-// GlooCommunicator: the Communicator over Gloo's TCP transport (CPU tensors). all_reduce, all_gather
-// (allgatherv), broadcast and barrier use Gloo's collectives; reduce_scatter is accel's ring over
-// Gloo's point-to-point buffers (gloo_ring_reduce_scatter.hpp).
+// GlooCommunicator: the Communicator over libtorch's own Gloo backend (c10d::ProcessGroupGloo, used
+// through the c10d::Backend interface; gloo_backend.hpp). all_reduce, broadcast and barrier are the
+// backend's collectives; reduce_scatter and all_gather are accel's rings over its point-to-point
+// send/recv (ring_collectives.hpp), since the backend's own reduce-scatter moves twice the bytes.
 // Invariants: arguments are checked and the op counted on the issuing thread; the op itself runs on
-// the OpQueue worker with a per-op tag identical on every rank (ops are issued in the same order);
-// every Gloo wait uses the communicator timeout; Gloo's threads run with SIGPIPE blocked, so a peer
-// that vanishes mid-op is an error on this rank, never a killed process.
+// the OpQueue worker, which waits for the backend with the communicator timeout, so ops complete in
+// issue order and every P2P tag is identical on every rank; Gloo's threads run with SIGPIPE blocked,
+// so a peer that vanishes mid-op is an error on this rank, never a killed process.
 #include "runtime/comm/gloo_communicator.hpp"
 
-#include <gloo/allgatherv.h>
-#include <gloo/allreduce.h>
-#include <gloo/barrier.h>
-#include <gloo/broadcast.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/transport/tcp/device.h>
 #include <pthread.h>
 #include <signal.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <sstream>
 #include <stdexcept>
 
-#include "runtime/comm/gloo_ring_reduce_scatter.hpp"
-#include "runtime/comm/gloo_store_adapter.hpp"
+#include "runtime/comm/gloo_backend.hpp"
 #include "runtime/comm/op_checks.hpp"
 #include "runtime/comm/op_queue.hpp"
 #include "runtime/comm/reduce_kernels.hpp"
+#include "runtime/comm/ring_collectives.hpp"
 #include "runtime/comm/shard_layout.hpp"
-
 namespace accel::comm {
 namespace {
 
@@ -55,33 +51,31 @@ class ScopedSigpipeBlock {
   sigset_t old_;
 };
 
-// Gloo's typed option setters only use sizeof(T) to size buffers (the arithmetic is our reduce
-// kernel), so an unsigned type of the element's width stands in for every dtype.
-template <typename Fn>
-void with_storage_type(size_t element_size, Fn&& fn) {
-  switch (element_size) {
-    case 2: return fn(uint16_t{});
-    case 4: return fn(uint32_t{});
-    case 8: return fn(uint64_t{});
-    default: break;
-  }
-  throw std::invalid_argument("gloo communicator: unsupported element size " + std::to_string(element_size));
+std::vector<int64_t> shard_counts(int64_t numel, int world) {
+  std::vector<int64_t> counts(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) counts[r] = shard_range(numel, world, r).size();
+  return counts;
 }
 
-std::vector<size_t> shard_counts(int64_t numel, int world) {
-  std::vector<size_t> counts(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r) counts[r] = static_cast<size_t>(shard_range(numel, world, r).size());
-  return counts;
+// Avg is reduced as Sum and divided once at the end (finish_average), as the ring kernels do.
+c10d::ReduceOp to_c10d(ReduceOp op) {
+  return op == ReduceOp::Max ? c10d::ReduceOp(c10d::ReduceOp::MAX) : c10d::ReduceOp(c10d::ReduceOp::SUM);
+}
+
+// torch's error text without the C++ frames c10::Error may append.
+std::string error_text(const std::exception& e) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) return c10_error->what_without_backtrace();
+  return e.what();
 }
 
 class GlooCommunicator final : public Communicator {
  public:
   // `store`, `bind_address` and `store_prefix` are kept to connect the groups split() forms.
-  GlooCommunicator(std::shared_ptr<gloo::Context> context, std::chrono::milliseconds timeout,
-                   std::shared_ptr<c10d::Store> store, std::string bind_address, std::string store_prefix)
-      : context_(std::move(context)),
-        rank_(context_->rank),
-        size_(context_->size),
+  GlooCommunicator(c10::intrusive_ptr<c10d::Backend> backend, std::chrono::milliseconds timeout,
+                   c10::intrusive_ptr<c10d::Store> store, std::string bind_address, std::string store_prefix)
+      : backend_(std::move(backend)),
+        rank_(backend_->getRank()),
+        size_(backend_->getSize()),
         timeout_(timeout),
         store_(std::move(store)),
         bind_address_(std::move(bind_address)),
@@ -89,7 +83,7 @@ class GlooCommunicator final : public Communicator {
         queue_(std::make_unique<OpQueue>(rank_, size_)) {}
 
   // The queue goes first: queued ops are cancelled and the running one (bounded by the timeout)
-  // finishes before the Gloo context and its connections are torn down.
+  // finishes before the backend and its connections are torn down.
   ~GlooCommunicator() override { queue_->shutdown(); }
 
   int rank() const override { return rank_; }
@@ -101,17 +95,12 @@ class GlooCommunicator final : public Communicator {
     check_all_reduce_args(tensor, rank_, size_);
     stats_.record(CollectiveKind::AllReduce, tensor_bytes(tensor));
     return enqueue("all_reduce", [this, tensor, op]() mutable {
-      const uint32_t tag = next_tag_++;
       if (size_ > 1 && tensor.numel() > 0) {
-        gloo::AllreduceOptions opts(context_);
-        with_storage_type(tensor.element_size(), [&](auto storage) {
-          using S = decltype(storage);
-          opts.setOutput<S>(static_cast<S*>(tensor.data_ptr()), static_cast<size_t>(tensor.numel()));
-        });
-        opts.setReduceFunction(reduce_kernel(tensor.scalar_type(), op));
-        opts.setTag(tag);
-        opts.setTimeout(timeout_);
-        gloo::allreduce(opts);
+        std::vector<at::Tensor> tensors{tensor};
+        c10d::AllreduceOptions opts;
+        opts.reduceOp = to_c10d(op);
+        opts.timeout = timeout_;
+        wait_for(backend_->allreduce(tensors, opts));
       }
       if (op == ReduceOp::Avg) finish_average(tensor, size_);
     });
@@ -133,20 +122,11 @@ class GlooCommunicator final : public Communicator {
     // `output` is not a view of it.
     const bool in_place = consume_input && input.is_contiguous() && !input.is_alias_of(output);
     return enqueue("reduce_scatter", [this, input, output, op, numel, shard, in_place]() mutable {
-      const uint32_t tag = next_tag_++;
       if (size_ == 1 || numel == 0) {
         output.view(-1).copy_(input.view(-1));
       } else {
         at::Tensor accumulator = in_place ? input.view(-1) : input.reshape(-1).clone();
-        RingReduceScatterArgs args;
-        args.context = context_;
-        args.accumulator = accumulator.data_ptr();
-        args.counts = shard_counts(numel, size_);
-        args.element_size = static_cast<size_t>(input.element_size());
-        args.reduce = reduce_kernel(input.scalar_type(), op);
-        args.tag = tag;
-        args.timeout = timeout_;
-        ring_reduce_scatter(args);
+        ring_reduce_scatter(ring_args(numel), accumulator, reduce_kernel(input.scalar_type(), op));
         output.view(-1).copy_(accumulator.narrow(0, shard.begin, shard.size()));
       }
       if (op == ReduceOp::Avg) finish_average(output, size_);
@@ -158,19 +138,11 @@ class GlooCommunicator final : public Communicator {
     const int64_t numel = output.numel();
     stats_.record(CollectiveKind::AllGather, tensor_bytes(output));
     return enqueue("all_gather", [this, input, output, numel, shard]() mutable {
-      const uint32_t tag = next_tag_++;
-      // Place our shard first; allgatherv then runs "in place" (no input buffer). A no-op copy when
-      // `input` is already that slice of `output`.
+      // Place our shard first; the ring then fills the others in place. A no-op copy when `input`
+      // is already that slice of `output`.
       output.view(-1).narrow(0, shard.begin, shard.size()).copy_(input.view(-1));
       if (size_ == 1 || numel == 0) return;
-      gloo::AllgathervOptions opts(context_);
-      with_storage_type(output.element_size(), [&](auto storage) {
-        using S = decltype(storage);
-        opts.setOutput<S>(static_cast<S*>(output.data_ptr()), shard_counts(numel, size_));
-      });
-      opts.setTag(tag);
-      opts.setTimeout(timeout_);
-      gloo::allgatherv(opts);
+      ring_all_gather(ring_args(numel), output.view(-1));
     });
   }
 
@@ -178,21 +150,16 @@ class GlooCommunicator final : public Communicator {
     check_broadcast_args(tensor, root, rank_, size_);
     stats_.record(CollectiveKind::Broadcast, tensor_bytes(tensor));
     return enqueue("broadcast", [this, tensor, root]() mutable {
-      const uint32_t tag = next_tag_++;
       if (size_ == 1 || tensor.numel() == 0) return;
-      gloo::BroadcastOptions opts(context_);
-      with_storage_type(tensor.element_size(), [&](auto storage) {
-        using S = decltype(storage);
-        opts.setOutput<S>(static_cast<S*>(tensor.data_ptr()), static_cast<size_t>(tensor.numel()));
-      });
-      opts.setRoot(root);
-      opts.setTag(tag);
-      opts.setTimeout(timeout_);
-      gloo::broadcast(opts);
+      std::vector<at::Tensor> tensors{tensor};
+      c10d::BroadcastOptions opts;
+      opts.rootRank = root;
+      opts.timeout = timeout_;
+      wait_for(backend_->broadcast(tensors, opts));
     });
   }
 
-  // A group is a fresh Gloo full mesh among its members, rendezvousing under a prefix unique to
+  // A group is a fresh Gloo backend among its members, rendezvousing under a prefix unique to
   // this split and color (the parent's prefix is fresh per launch attempt, so these are too).
   std::unique_ptr<Communicator> split(int color) override {
     const SplitGroup g = exchange_split_colors(*this, color);
@@ -204,17 +171,15 @@ class GlooCommunicator final : public Communicator {
   WorkPtr barrier() override {
     stats_.record(CollectiveKind::Barrier, 0);
     return enqueue("barrier", [this]() {
-      const uint32_t tag = next_tag_++;
       if (size_ == 1) return;
-      gloo::BarrierOptions opts(context_);
-      opts.setTag(tag);
-      opts.setTimeout(timeout_);
-      gloo::barrier(opts);
+      c10d::BarrierOptions opts;
+      opts.timeout = timeout_;
+      wait_for(backend_->barrier(opts));
     });
   }
 
  private:
-  // Runs `fn` on the worker; Gloo's exceptions become CommErrors naming op, rank, world, timeout.
+  // Runs `fn` on the worker; torch's exceptions become CommErrors naming op, rank, world, timeout.
   template <typename Fn>
   WorkPtr enqueue(const char* op, Fn fn) {
     return queue_->submit(op, [this, op, fn = std::move(fn)]() mutable {
@@ -223,15 +188,33 @@ class GlooCommunicator final : public Communicator {
       } catch (const CommError&) {
         throw;
       } catch (const std::exception& e) {
-        throw CommError(describe_failure(op, e.what()));
+        throw CommError(describe_failure(op, error_text(e)));
       }
     });
+  }
+
+  void wait_for(const c10::intrusive_ptr<c10d::Work>& work) const {
+    if (!work->wait(timeout_)) throw std::runtime_error("the backend aborted the operation");
+  }
+
+  // Point-to-point tags for one ring collective: a fresh, identical range on every rank (the worker
+  // thread runs ops in issue order). Wraps well below INT_MAX.
+  RingArgs ring_args(int64_t numel) {
+    RingArgs args;
+    args.backend = backend_.get();
+    args.counts = shard_counts(numel, size_);
+    args.timeout = timeout_;
+    if (next_tag_ > (1 << 30)) next_tag_ = 0;
+    args.first_tag = next_tag_;
+    next_tag_ += ring_tags(size_);
+    return args;
   }
 
   std::string describe_failure(const char* op, const std::string& what) const {
     std::ostringstream msg;
     msg << op << " on " << rank_of_world(rank_, size_) << " (gloo): ";
-    const bool timed_out = what.find("Timed out") != std::string::npos || what.find("timed out") != std::string::npos;
+    const bool timed_out = what.find("Timed out") != std::string::npos ||
+                           what.find("timed out") != std::string::npos;
     if (timed_out) {
       msg << "timed out after " << timeout_.count()
           << " ms waiting for a peer rank; every rank must issue the same collectives in the same order";
@@ -242,20 +225,20 @@ class GlooCommunicator final : public Communicator {
     return msg.str();
   }
 
-  std::shared_ptr<gloo::Context> context_;
+  c10::intrusive_ptr<c10d::Backend> backend_;
   const int rank_;
   const int size_;
   const std::chrono::milliseconds timeout_;
-  const std::shared_ptr<c10d::Store> store_;
+  const c10::intrusive_ptr<c10d::Store> store_;
   const std::string bind_address_;
   const std::string store_prefix_;
-  uint32_t next_tag_ = 0;  // touched only by the worker thread
+  int next_tag_ = 0;  // touched only by the worker thread
   std::unique_ptr<OpQueue> queue_;
 };
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_gloo_communicator(std::shared_ptr<c10d::Store> store, int rank, int size,
+std::unique_ptr<Communicator> make_gloo_communicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
                                                      std::chrono::milliseconds timeout,
                                                      const std::string& bind_address,
                                                      const std::string& store_prefix) {
@@ -268,21 +251,20 @@ std::unique_ptr<Communicator> make_gloo_communicator(std::shared_ptr<c10d::Store
   if (timeout.count() <= 0) {
     throw CommError(where + ": timeout must be positive, got " + std::to_string(timeout.count()) + " ms");
   }
-  ScopedSigpipeBlock no_sigpipe;  // Gloo's loop thread and our worker inherit the blocked mask
-  std::shared_ptr<gloo::rendezvous::Context> context;
+  ScopedSigpipeBlock no_sigpipe;  // Gloo's loop thread and its workers inherit the blocked mask
+  c10::intrusive_ptr<c10d::Backend> backend;
   try {
-    gloo::transport::tcp::attr attr;
-    attr.hostname = bind_address;
-    auto device = gloo::transport::tcp::CreateDevice(attr);
-    context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    context->setTimeout(timeout);
-    C10dStoreAdapter adapter(store, store_prefix, timeout);
-    context->connectFullMesh(adapter, device);
+    GlooBackendOptions options;
+    options.rank = rank;
+    options.size = size;
+    options.timeout = timeout;
+    options.bind_address = bind_address;
+    backend = make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>(store_prefix, store), options);
   } catch (const std::exception& e) {
     throw CommError(where + " failed (bind address '" + bind_address + "', store prefix '" + store_prefix +
-                    "', timeout " + std::to_string(timeout.count()) + " ms): " + e.what());
+                    "', timeout " + std::to_string(timeout.count()) + " ms): " + error_text(e));
   }
-  return std::make_unique<GlooCommunicator>(std::move(context), timeout, std::move(store), bind_address, store_prefix);
+  return std::make_unique<GlooCommunicator>(std::move(backend), timeout, std::move(store), bind_address, store_prefix);
 }
 
 }  // namespace accel::comm

@@ -1,6 +1,6 @@
-// The Gloo communicator: accel's Communicator over the Gloo library's TCP transport, for CPU
-// tensors. It rendezvouses through a c10d::Store (the TCPStore rank 0 hosts) and then talks to its
-// peers over a full mesh of TCP connections.
+// The Gloo communicator: accel's Communicator over libtorch's Gloo backend (TCP), for CPU tensors.
+// It rendezvouses through a c10d::Store (the TCPStore rank 0 hosts) and then talks to its peers over
+// a full mesh of TCP connections.
 // Invariants: construction returns only once every rank is connected (or throws CommError after the
 // timeout); ops run in issue order on one background thread; every wait on a peer is bounded by the
 // timeout; after a failed op, later ops fail fast; destruction never hangs on a failed peer.
@@ -9,6 +9,8 @@
 #include <chrono>
 #include <memory>
 #include <string>
+
+#include <c10/util/intrusive_ptr.h>
 
 #include "runtime/comm/communicator.hpp"
 
@@ -23,7 +25,7 @@ namespace accel::comm {
 // (Gloo would read a previous communicator's stale addresses): derive it from the launch attempt.
 // `bind_address` is the local address the TCP device listens on ("127.0.0.1" on one machine).
 // Throws CommError naming the rank, world, address and timeout when the rendezvous fails.
-std::unique_ptr<Communicator> make_gloo_communicator(std::shared_ptr<c10d::Store> store, int rank, int size,
+std::unique_ptr<Communicator> make_gloo_communicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
                                                      std::chrono::milliseconds timeout,
                                                      const std::string& bind_address,
                                                      const std::string& store_prefix = "gloo");

@@ -83,7 +83,7 @@ Rendezvous::Rendezvous(const WorldInfo& world, std::chrono::milliseconds timeout
   options.waitWorkers = false;  // arrival is checked below, with a message naming who is missing
   options.timeout = timeout;
   try {
-    store_ = std::make_shared<c10d::TCPStore>(world.master_addr, options);
+    store_ = c10::make_intrusive<c10d::TCPStore>(world.master_addr, options);
   } catch (const std::exception& e) {
     std::string where = world.master_addr + ":" + std::to_string(world.master_port);
     if (world.rank == 0)

@@ -40,7 +40,7 @@ class Rendezvous {
   Rendezvous(const WorldInfo& world, std::chrono::milliseconds timeout);
   ~Rendezvous();
 
-  const std::shared_ptr<c10d::Store>& store() const { return store_; }
+  const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
   const WorldInfo& world() const { return world_; }
   // Key prefix unique to this launch attempt, for anything else built on the store.
   std::string prefix() const;
@@ -52,7 +52,7 @@ class Rendezvous {
  private:
   WorldInfo world_;
   std::chrono::milliseconds timeout_;
-  std::shared_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::Store> store_;
   bool finished_ = false;
 };
 

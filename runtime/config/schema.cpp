@@ -96,11 +96,13 @@ const std::vector<std::string>& reserved_env_vars() {
   // The launcher's contract with workers: ACCEL_JOB (the resolved job file), ACCEL_RESTART_COUNT,
   // ACCEL_WORKER_TASK and ACCEL_WORKER_OPTIONS (what `accel test` / `accel bench` ask of workers).
   // ACCEL_LOG_LEVEL: log verbosity. ACCEL_BUILD_DIR, ACCEL_BUILD_JOBS: used by scripts/.
-  // ACCEL_PYTHON: the Python interpreter the reference checks run (default /usr/bin/python3).
+  // ACCEL_PYTHON: the Python interpreter the reference checks run; ACCEL_VENV: where scripts/setup.sh
+  // puts accel's Python environment (default ~/.cache/accel/venv-torch2.11).
   // ACCEL_FAULT: deterministic fault injection for crash and restart tests (docs/design/0004).
   static const std::vector<std::string> names = {"ACCEL_JOB",          "ACCEL_RESTART_COUNT", "ACCEL_WORKER_TASK",
                                                  "ACCEL_WORKER_OPTIONS", "ACCEL_LOG_LEVEL",     "ACCEL_BUILD_DIR",
-                                                 "ACCEL_BUILD_JOBS", "ACCEL_PYTHON",        "ACCEL_FAULT"};
+                                                 "ACCEL_BUILD_JOBS", "ACCEL_PYTHON",        "ACCEL_VENV",
+                                                 "ACCEL_FAULT"};
   return names;
 }
 

@@ -18,6 +18,7 @@ struct BuildInfo {
   std::string nlohmann_json_version;
   std::string gloo_version;           // "not found at build time" when CMake found no Gloo package
   std::string torch_cmake_version;    // version of the Torch CMake package found at configure time
+  std::string python_env;             // the Python (ACCEL_PYTHON) whose torch CMake used and the tests run
 };
 
 BuildInfo build_info();

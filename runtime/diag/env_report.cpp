@@ -37,9 +37,10 @@ json default_job_facts(const std::string& path) {
 
 json blas_facts(const TorchFacts& torch) {
   BlasInfo blas = detect_blas();
-  // Some libtorch builds (PyTorch's own) link MKL statically with hidden symbols, so nothing
-  // BLAS-like is visible to the dynamic linker; libtorch's build settings still say so.
-  if (blas.classification.kind == "not found" && torch.blas_info == "mkl")
+  // PyTorch's own builds link MKL statically: either nothing BLAS-like is visible to the dynamic
+  // linker, or the BLAS symbols found are libtorch_cpu's own. Its build settings still say so.
+  const bool blas_is_libtorch = blas.path.find("libtorch_cpu") != std::string::npos;
+  if ((blas.classification.kind == "not found" || blas_is_libtorch) && torch.blas_info == "mkl")
     blas.classification = {"mkl", "", "Intel MKL (linked into libtorch)"};
   return {{"path", blas.path},
           {"kind", blas.classification.kind},
@@ -88,6 +89,7 @@ void render_torch(std::ostringstream& out, const json& torch) {
                                   : "not built with CUDA";
   out << "libtorch\n";
   out << "- libtorch version: " << text(torch, "version") << (cuda_built ? " (CUDA build)" : " (CPU only)") << "\n";
+  out << "- libtorch loaded from: " << text(torch, "library_path") << "\n";
   out << "- CUDA runtime: " << text(torch, "cuda_runtime_version", no_cuda) << "\n";
   if (cuda_loaded) {
     out << "- cuDNN: " << text(torch, "cudnn_version", "not built with cuDNN") << "\n";
@@ -152,6 +154,7 @@ json collect_env_report(const std::string& default_job_path) {
        {{"libtorch", torch.version},
         {"libtorch_cmake_package", build.torch_cmake_version},
         {"gloo", build.gloo_version},
+        {"python_env", build.python_env},
         {"yaml_cpp", build.yaml_cpp_version},
         {"spdlog", build.spdlog_version},
         {"cli11", build.cli11_version},
@@ -159,6 +162,7 @@ json collect_env_report(const std::string& default_job_path) {
       {"torch",
        {{"version", torch.version},
         {"runtime_version", torch.runtime_version},
+        {"library_path", torch.library_path},
         {"built_with_cuda", torch.built_with_cuda},
         {"cuda_library_loaded", torch.cuda_library_loaded},
         {"cuda_available", torch.cuda_available},
@@ -202,6 +206,7 @@ std::string render_env_report(const json& report) {
                  report.is_object() && report.contains("gpus") ? report["gpus"] : json::array());
   out << "\nLibraries\n";
   out << "- libtorch (CMake package): " << text(libs, "libtorch_cmake_package") << "\n";
+  out << "- Python environment (build, tests, scripts): " << text(libs, "python_env") << "\n";
   out << "- Gloo: " << text(libs, "gloo") << "\n";
   out << "- yaml-cpp: " << text(libs, "yaml_cpp") << "\n";
   out << "- spdlog: " << text(libs, "spdlog") << "\n";

@@ -117,6 +117,8 @@ TorchFacts collect_torch_facts() {
 #else
   t.version = t.runtime_version.empty() ? "unknown" : t.runtime_version;
 #endif
+  Dl_info where{};
+  if (dladdr(reinterpret_cast<void*>(&at::show_config), &where) != 0 && where.dli_fname) t.library_path = where.dli_fname;
   t.blas_info = build_setting(config, "BLAS_INFO");
   t.lapack_info = build_setting(config, "LAPACK_INFO");
   t.built_with_cuda = build_setting(config, "USE_CUDA") == "ON";

@@ -20,6 +20,7 @@ struct GpuInfo {
 struct TorchFacts {
   std::string version;              // libtorch headers accel was compiled against, e.g. "1.13.0"
   std::string runtime_version;      // TORCH_VERSION the loaded library reports, "" if unknown
+  std::string library_path;         // the libtorch_cpu this process loaded, "" if unknown
   bool built_with_cuda = false;     // the libtorch build has USE_CUDA=ON
   bool cuda_library_loaded = false; // libtorch_cuda is loaded (built_with_cuda but not loaded
                                     // usually means the link dropped it: -Wl,--no-as-needed)

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Compare two training runs (metrics.jsonl + weights.safetensors), e.g. accel against the reference.
 
 Per step: |loss_a - loss_b|, |lr_a - lr_b|, relative grad_norm difference. Per tensor: max |w_a - w_b|.

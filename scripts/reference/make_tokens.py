@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Write an llm.c token file (header: 256 int32, magic 20240520, version 1, count; then uint16 tokens).
 
 Generators (all deterministic from --seed, through splitmix64 so no library RNG version matters):

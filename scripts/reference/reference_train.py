@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Independent reference trainer for spec/training.md (the numbers accel's C++ trainer is checked against).
 
 One process simulates a world of W ranks by looping over them: for each optimizer step s, for each

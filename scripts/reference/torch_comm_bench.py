@@ -1,8 +1,10 @@
 """Peer benchmark for `accel bench comm`: the same collectives through torch.distributed with Gloo
-(Debian's python3-torch), float32, the same sizes and the same timing rule (the slowest rank's mean
-per op after warm-up). libtorch 1.13's Gloo backend has no reduce_scatter; it is reported as such.
+(torch 2.11 from accel's Python environment), float32, the same sizes and the same timing rule (the
+slowest rank's mean per op after warm-up). torch 2.11's Gloo reduce_scatter is an all-reduce per
+output under the hood, so its bus bandwidth (counted as a true reduce-scatter's) comes out low; a
+backend without the op is reported as unsupported.
 
-usage: /usr/bin/python3 scripts/reference/torch_comm_bench.py [--world 2] [--max-bytes N] [--iters 10] [--json FILE]
+usage: scripts/python scripts/reference/torch_comm_bench.py [--world 2] [--max-bytes N] [--iters 10] [--json FILE]
 """
 import argparse
 import json

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Peer benchmark: PyTorch DDP (Gloo, CPU) training the reference GPT, to compare accel's throughput with.
 
 torch.multiprocessing.spawn starts --world processes that rendezvous on 127.0.0.1 at a free port.
@@ -12,7 +12,7 @@ tokens/s = world * accum * micro_batch * seq_len * steps / elapsed wall time (ra
 Data: sequential windows of --tokens FILE (the spec's order), or synthetic uniform random tokens.
 
 Example (the quickstart shape, what README.md reports):
-  /usr/bin/python3 scripts/reference/torch_ddp_bench.py --world 2 --steps 20 --json /tmp/ddp.json
+  scripts/python scripts/reference/torch_ddp_bench.py --world 2 --steps 20 --json /tmp/ddp.json
 """
 from __future__ import annotations
 

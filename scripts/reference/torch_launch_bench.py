@@ -2,7 +2,7 @@
 variables (Debian's torchrun does not run on Python 3.11), and time from the start until every rank
 is ready to train (init_process_group("gloo") done and a barrier passed).
 
-usage: /usr/bin/python3 scripts/reference/torch_launch_bench.py [--world 4] [--json FILE]
+usage: scripts/python scripts/reference/torch_launch_bench.py [--world 4] [--json FILE]
 """
 import argparse
 import json

@@ -3,6 +3,7 @@
 // backward is still running, and diverged replicas are caught.
 #include "tests/support/catch_with_torch.hpp"
 
+#include <ATen/core/grad_mode.h>
 #include <atomic>
 
 #include "backends/ddp/ddp_backend.hpp"

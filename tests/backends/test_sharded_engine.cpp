@@ -4,6 +4,8 @@
 // is tested end to end (tests/numerics, ZeroStagesAgreement).
 #include "tests/support/catch_with_torch.hpp"
 
+#include <ATen/core/grad_mode.h>
+
 #include "backends/core/flat_layout.hpp"
 #include "backends/core/sharded_engine.hpp"
 #include "backends/core/unit_grouping.hpp"

@@ -26,7 +26,7 @@ std::string unique_prefix() {
   return "test-gloo-" + std::to_string(counter++);
 }
 
-MakeCommunicator gloo_maker(std::shared_ptr<c10d::Store> store, int world, std::chrono::milliseconds timeout) {
+MakeCommunicator gloo_maker(c10::intrusive_ptr<c10d::Store> store, int world, std::chrono::milliseconds timeout) {
   const std::string prefix = unique_prefix();
   return [store, world, timeout, prefix](int r) {
     return make_gloo_communicator(store, r, world, timeout, "127.0.0.1", prefix);
@@ -34,13 +34,13 @@ MakeCommunicator gloo_maker(std::shared_ptr<c10d::Store> store, int world, std::
 }
 
 std::vector<std::string> run_gloo(int world, const RankBody& body) {
-  return run_ranks(world, gloo_maker(std::make_shared<c10d::HashStore>(), world, 30s), body);
+  return run_ranks(world, gloo_maker(c10::make_intrusive<c10d::HashStore>(), world, 30s), body);
 }
 
 }  // namespace
 
 TEST_CASE("gloo: identity", "[gloo]") {
-  auto c = make_gloo_communicator(std::make_shared<c10d::HashStore>(), 0, 1, 1500ms, "127.0.0.1");
+  auto c = make_gloo_communicator(c10::make_intrusive<c10d::HashStore>(), 0, 1, 1500ms, "127.0.0.1");
   CHECK(c->rank() == 0);
   CHECK(c->size() == 1);
   CHECK(c->backend_name() == "gloo");
@@ -140,19 +140,19 @@ TEST_CASE("gloo: rendezvous through a TCPStore on port 0", "[gloo]") {
   server_opts.isServer = true;
   server_opts.waitWorkers = false;
   server_opts.timeout = 30s;
-  auto server = std::make_shared<c10d::TCPStore>("127.0.0.1", server_opts);
+  auto server = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", server_opts);
   REQUIRE(server->getPort() != 0);
   const auto port = server->getPort();
   const std::string prefix = unique_prefix();
   auto errors = run_ranks(
       2,
       [&](int r) {
-        std::shared_ptr<c10d::Store> store = server;
+        c10::intrusive_ptr<c10d::Store> store = server;
         if (r != 0) {
           c10d::TCPStoreOptions client_opts;
           client_opts.port = port;
           client_opts.timeout = 30s;
-          store = std::make_shared<c10d::TCPStore>("127.0.0.1", client_opts);
+          store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", client_opts);
         }
         return make_gloo_communicator(store, r, 2, 30s, "127.0.0.1", prefix);
       },
@@ -161,7 +161,7 @@ TEST_CASE("gloo: rendezvous through a TCPStore on port 0", "[gloo]") {
 }
 
 TEST_CASE("gloo: several worlds share one store under distinct prefixes", "[gloo]") {
-  auto store = std::make_shared<c10d::HashStore>();
+  auto store = c10::make_intrusive<c10d::HashStore>();
   for (int round = 0; round < 2; ++round) {
     auto errors = run_ranks(2, gloo_maker(store, 2, 30s), [](Communicator& c) {
       at::Tensor t = at::full({3}, static_cast<double>(c.rank() + 1), at::kDouble);
@@ -173,31 +173,31 @@ TEST_CASE("gloo: several worlds share one store under distinct prefixes", "[gloo
 }
 
 TEST_CASE("gloo: invalid arguments are rejected with the op and expected size", "[gloo]") {
-  auto comms = make_all(2, gloo_maker(std::make_shared<c10d::HashStore>(), 2, 30s));
+  auto comms = make_all(2, gloo_maker(c10::make_intrusive<c10d::HashStore>(), 2, 30s));
   check_invalid_inputs(comms);
 }
 
 TEST_CASE("gloo: a rank that never calls all_reduce makes the other time out", "[gloo][timeout]") {
-  auto outcome = run_missing_peer(gloo_maker(std::make_shared<c10d::HashStore>(), 2, 2000ms));
+  auto outcome = run_missing_peer(gloo_maker(c10::make_intrusive<c10d::HashStore>(), 2, 2000ms));
   check_missing_peer(outcome);
 }
 
 TEST_CASE("gloo: a rank that never joins fails the rendezvous with CommError", "[gloo][timeout]") {
-  auto store = std::make_shared<c10d::HashStore>();
+  auto store = c10::make_intrusive<c10d::HashStore>();
   REQUIRE_THROWS_AS(make_gloo_communicator(store, 0, 2, 1000ms, "127.0.0.1", "lonely"), CommError);
   REQUIRE_THROWS_WITH(make_gloo_communicator(store, 0, 2, 1000ms, "127.0.0.1", "lonely2"),
                       Contains("rank 0 of 2") && Contains("1000 ms") && Contains("lonely2"));
 }
 
 TEST_CASE("gloo: factory arguments are validated", "[gloo]") {
-  auto store = std::make_shared<c10d::HashStore>();
+  auto store = c10::make_intrusive<c10d::HashStore>();
   REQUIRE_THROWS_WITH(make_gloo_communicator(store, 2, 2, 1000ms, "127.0.0.1"), Contains("out of range"));
   REQUIRE_THROWS_WITH(make_gloo_communicator(nullptr, 0, 1, 1000ms, "127.0.0.1"), Contains("store is null"));
   REQUIRE_THROWS_WITH(make_gloo_communicator(store, 0, 1, 0ms, "127.0.0.1"), Contains("timeout must be positive"));
 }
 
 TEST_CASE("gloo: every waiting rank fails when one rank skips reduce_scatter", "[gloo][timeout]") {
-  for (const auto& m : run_reduce_scatter_without_last_rank(gloo_maker(std::make_shared<c10d::HashStore>(), 3, 1000ms), 3)) {
+  for (const auto& m : run_reduce_scatter_without_last_rank(gloo_maker(c10::make_intrusive<c10d::HashStore>(), 3, 1000ms), 3)) {
     CHECK_THAT(m, Contains("reduce_scatter") && Contains("of 3"));
   }
 }

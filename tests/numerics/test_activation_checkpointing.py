@@ -1,7 +1,7 @@
 """Activation checkpointing end to end (`fsdp.activation_checkpointing`, docs/design/0010).
 
     ACCEL_BINARY=build/accel PYTHONDONTWRITEBYTECODE=1 \
-        /usr/bin/python3 -m unittest discover -s tests/numerics -p test_activation_checkpointing.py -v
+        scripts/python -m unittest discover -s tests/numerics -p test_activation_checkpointing.py -v
 
 Each test runs one job twice through `accel launch`, with activation_checkpointing false and true,
 and requires the same numbers exactly: every metrics record (loss, grad_norm, eval_loss, lr; not the

@@ -1,7 +1,7 @@
 """The one-key switch, run for real: every config template under the other sharding backend.
 
     ACCEL_BINARY=build/accel PYTHONDONTWRITEBYTECODE=1 \
-        /usr/bin/python3 -m unittest discover -s tests/numerics -p test_backend_switch_end_to_end.py -v
+        scripts/python -m unittest discover -s tests/numerics -p test_backend_switch_end_to_end.py -v
 
 - TemplatesSwitched: every config_templates/deepspeed_*.yaml runs with `--set backend=fsdp` and every
   fsdp_*.yaml with `--set backend=deepspeed` (and natively), for 2 steps of a tiny model: exit 0,

@@ -1,7 +1,7 @@
 """End-to-end tests of checkpoint resharding and `accel merge-weights` (docs/design/0006).
 
     ACCEL_BINARY=build/accel PYTHONDONTWRITEBYTECODE=1 \
-        /usr/bin/python3 -m unittest discover -s tests/numerics -p test_resharding_end_to_end.py -v
+        scripts/python -m unittest discover -s tests/numerics -p test_resharding_end_to_end.py -v
 
 - ReshardResume: a run checkpoints at step 8 under one backend and world size; a second run resumes
   from that checkpoint under another (zero 2 at world 2 -> world 4, zero 3 at world 2 -> world 3

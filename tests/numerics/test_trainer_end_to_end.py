@@ -1,7 +1,7 @@
 """End-to-end tests of accel's built-in trainer (`accel launch JOB`, no `program:`).
 
     ACCEL_BINARY=build/accel PYTHONDONTWRITEBYTECODE=1 \
-        /usr/bin/python3 -m unittest discover -s tests/numerics -p test_trainer_end_to_end.py -v
+        scripts/python -m unittest discover -s tests/numerics -p test_trainer_end_to_end.py -v
 
 - ReferenceAgreement: five (world, micro batch, accumulation) splits of one global batch of 8 rows
   against one run of the independent Python reference (scripts/reference), within fp32 tolerance.

@@ -1,7 +1,7 @@
 """Helpers for the end-to-end tests of accel's built-in trainer (test_trainer_end_to_end.py).
 
 Runs the built executable (env ACCEL_BINARY, else build/accel) and the Python reference tools of
-scripts/reference with Debian's /usr/bin/python3. Job files are written as plain block YAML.
+scripts/reference with accel's Python environment (ACCEL_PYTHON). Job files are written as plain block YAML.
 """
 import json
 import os
@@ -13,7 +13,7 @@ sys.dont_write_bytecode = True
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 REF = os.path.join(ROOT, "scripts", "reference")
-PY = "/usr/bin/python3"  # the python3 on PATH may lack torch
+PY = os.environ.get("ACCEL_PYTHON") or sys.executable  # the python running the tests has torch 2.11
 ACCEL = os.environ.get("ACCEL_BINARY") or os.path.join(ROOT, "build", "accel")
 
 # Wall-clock cap for one accel or reference process; the jobs' own collective/rendezvous timeouts

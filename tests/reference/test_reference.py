@@ -1,6 +1,6 @@
 """Self-checks of the Python reference trainer (scripts/reference). No pytest needed:
 
-    PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m unittest discover -s tests/reference -v
+    PYTHONDONTWRITEBYTECODE=1 scripts/python -m unittest discover -s tests/reference -v
 
 Everything is tiny (a 2-layer, 32-wide GPT on sequences of 8) so the whole file runs in well under a
 minute on 2 shared cores. Exact comparisons (assertEqual / torch.equal) are used where the same
@@ -30,7 +30,7 @@ import safetensors_io as st  # noqa: E402
 import token_data  # noqa: E402
 
 torch.set_num_threads(1)
-PY = sys.executable or "/usr/bin/python3"
+PY = sys.executable
 
 TINY = dict(n_layer=2, n_head=2, n_embd=32, vocab_size=64, block_size=16, seq_len=8,
             lr=1e-2, warmup=2, min_lr_ratio=0.1, weight_decay=0.1, max_grad_norm=1.0,

@@ -2,6 +2,7 @@
 #include "runtime/train/model/activation_checkpoint.hpp"
 
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include <ATen/core/grad_mode.h>
@@ -16,8 +17,8 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // The generator x's device draws from (CPU, or the current CUDA device); none for other devices.
-c10::optional<at::Generator> generator_of(const at::Device& device) {
-  if (!device.is_cpu() && !device.is_cuda()) return c10::nullopt;
+std::optional<at::Generator> generator_of(const at::Device& device) {
+  if (!device.is_cpu() && !device.is_cuda()) return std::nullopt;
   return at::globalContext().defaultGenerator(device);
 }
 
@@ -35,7 +36,7 @@ void write_state(at::Generator& gen, const at::Tensor& state) {
 // an exception), back where it was: the recompute replays draws without consuming any.
 class ReplayRandomState {
  public:
-  ReplayRandomState(c10::optional<at::Generator> gen, const at::Tensor& replayed) : gen_(std::move(gen)) {
+  ReplayRandomState(std::optional<at::Generator> gen, const at::Tensor& replayed) : gen_(std::move(gen)) {
     if (!gen_ || !replayed.defined()) return;
     resume_ = read_state(*gen_);
     write_state(*gen_, replayed);
@@ -47,7 +48,7 @@ class ReplayRandomState {
   ReplayRandomState& operator=(const ReplayRandomState&) = delete;
 
  private:
-  c10::optional<at::Generator> gen_;
+  std::optional<at::Generator> gen_;
   at::Tensor resume_;
 };
 

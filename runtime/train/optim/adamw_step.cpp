@@ -1,8 +1,9 @@
-// AdamW on one tensor, written op for op like torch 1.13's _single_tensor_adamw / torch::optim::AdamW.
+// AdamW on one tensor, written op for op like torch 2.11's _single_tensor_adam (decoupled decay).
 // Invariant: for fp32 inputs the same ATen kernels run on the same values in the same order as in
 // torch, so results agree with torch's optimizer to the last bit (up to kernel vectorisation).
 #include "runtime/train/optim/adamw_step.hpp"
 
+#include <ATen/core/grad_mode.h>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -47,7 +48,9 @@ void adamw_step(at::Tensor param, const at::Tensor& grad, at::Tensor exp_avg, at
   const double bias_correction1 = 1 - std::pow(hyper.beta1, static_cast<double>(step));
   const double bias_correction2 = 1 - std::pow(hyper.beta2, static_cast<double>(step));
 
-  exp_avg.mul_(hyper.beta1).add_(g, 1 - hyper.beta1);
+  // torch 2.x's torch.optim.AdamW (the spec's reference) moves the first moment with lerp, not
+  // mul-then-add (torch 1.13's order, which libtorch's C++ AdamW still uses): one rounding fewer.
+  exp_avg.lerp_(g, 1 - hyper.beta1);
   exp_avg_sq.mul_(hyper.beta2).addcmul_(g, g, 1 - hyper.beta2);
 
   const at::Tensor denom = (exp_avg_sq.sqrt() / std::sqrt(bias_correction2)).add_(hyper.eps);

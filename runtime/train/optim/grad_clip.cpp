@@ -4,6 +4,7 @@
 // cost a page fault per 4 KiB every step), with the same values and summation as to().square().
 #include "runtime/train/optim/grad_clip.hpp"
 
+#include <ATen/core/grad_mode.h>
 #include <cmath>
 
 namespace accel::train {

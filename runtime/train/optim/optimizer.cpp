@@ -2,6 +2,7 @@
 // Invariant: load_state either restores everything or changes nothing.
 #include "runtime/train/optim/optimizer.hpp"
 
+#include <ATen/core/grad_mode.h>
 #include <map>
 #include <set>
 #include <stdexcept>

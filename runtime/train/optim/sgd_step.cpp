@@ -2,6 +2,7 @@
 // Invariant: fp32 inputs see exactly torch's ops in torch's order.
 #include "runtime/train/optim/sgd_step.hpp"
 
+#include <ATen/core/grad_mode.h>
 #include <stdexcept>
 #include <string>
 

@@ -2,13 +2,13 @@
 
 #include <malloc.h>
 
-#include <spdlog/spdlog.h>
 
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "backends/core/unit_block_allocator.hpp"
+#include "runtime/common/log.hpp"
 
 namespace accel::train {
 namespace {
@@ -50,8 +50,8 @@ std::string describe_memory(int rank, int world, const std::string& phase, const
 }
 
 void log_memory(int rank, int world, const std::string& phase) {
-  if (!spdlog::should_log(spdlog::level::debug)) return;
-  spdlog::debug("{}", describe_memory(rank, world, phase, probe_memory()));
+  if (!logging::debug_enabled()) return;
+  logging::debug(describe_memory(rank, world, phase, probe_memory()));
 }
 
 }  // namespace accel::train

@@ -3,15 +3,16 @@
 #include <ATen/Parallel.h>
 #include <sys/resource.h>
 
-#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 
 #include "backends/backend.hpp"
 #include "runtime/train/trainer/run_report.hpp"
 #include "runtime/common/errors.hpp"
+#include "runtime/common/log.hpp"
 #include "runtime/train/data/dataset.hpp"
 #include "runtime/train/model/model_weights.hpp"
 #include "runtime/train/model/safetensors.hpp"
@@ -25,6 +26,13 @@
 
 namespace accel::train {
 namespace {
+
+// A number as a log line shows it: shortest form, e.g. 65536 or 0.5.
+std::string number(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -69,7 +77,7 @@ class Trainer {
   StepMetrics train_step(int64_t step);
   double all_reduce_scalar(double value, comm::ReduceOp op);
   void log(const std::string& line) const {
-    if (rank_ == 0) spdlog::info("{}", line);
+    if (rank_ == 0) logging::info(line);
   }
 
   worker::WorkerContext& ctx_;
@@ -131,8 +139,9 @@ StepMetrics Trainer::train_step(int64_t step) {
     m.loss_scale = outcome.loss_scale;
     m.skipped = outcome.skipped;
     if (outcome.skipped)
-      spdlog::warn("[rank {}] step {}: the gradients overflowed at loss scale {}: step skipped, loss scale now {}",
-                   rank_, step + 1, outcome.loss_scale, updater_->loss_multiplier());
+      logging::warn("[rank " + std::to_string(rank_) + "] step " + std::to_string(step + 1) +
+                ": the gradients overflowed at loss scale " + number(outcome.loss_scale) +
+                ": step skipped, loss scale now " + number(updater_->loss_multiplier()));
   }
   m.loss = all_reduce_scalar(loss_sum / G, comm::ReduceOp::Avg);
   m.peak_mem_bytes = int64_t(all_reduce_scalar(double(peak_rss_bytes()), comm::ReduceOp::Max));
@@ -154,7 +163,8 @@ void Trainer::run() {
   log(data_->describe());
   log(backend_->describe());
   if (!options_.trace_path.empty() && !backend_->start_trace())
-    spdlog::warn("[rank {}] --trace: backend {} has no per-unit schedule to record", rank_, backend_->name());
+    logging::warn("[rank " + std::to_string(rank_) + "] --trace: backend " + backend_->name() +
+              " has no per-unit schedule to record");
   log("model " + std::string(config::to_string(job_.model.name)) + ": " + std::to_string(model_->num_parameters()) +
       " parameters; global batch " + std::to_string(world_) + " ranks x " + std::to_string(t_.micro_batch_size) +
       " rows x " + std::to_string(t_.gradient_accumulation_steps) + " micro-steps x " + std::to_string(t_.seq_len) +
@@ -231,15 +241,8 @@ void Trainer::run() {
 }  // namespace
 
 void run_training(worker::WorkerContext& ctx, const TrainerOptions& options) {
-  spdlog::set_pattern("%v");
   // ACCEL_LOG_LEVEL (reserved for log verbosity): debug adds per-phase memory lines.
-  if (const char* level = std::getenv("ACCEL_LOG_LEVEL"); level && *level) {
-    auto parsed = spdlog::level::from_str(level);  // unknown names parse as "off": say so instead
-    if (parsed != spdlog::level::off || std::string(level) == "off")
-      spdlog::set_level(parsed);
-    else
-      spdlog::warn("ACCEL_LOG_LEVEL={} is not a level (trace, debug, info, warn, error, critical, off); using info", level);
-  }
+  logging::configure_from_env();
   Trainer(ctx, options).run();
 }
 

@@ -52,7 +52,7 @@ inline std::vector<int64_t> windows_of(const train::Batch& batch) {
   return ks;
 }
 
-inline const char* kPython = "/usr/bin/python3";
+inline const char* kPython = ACCEL_TEST_PYTHON;
 
 // Runs tests/train/data/reference_data.py with `args`; exit_code -1 when Python is missing.
 inline CommandResult run_reference(const std::string& args) {

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Independent Python reference for accel's data layer (runtime/train/data), used by test_data.
 
 It re-implements, from their documented definitions only:

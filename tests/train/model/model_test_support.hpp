@@ -1,5 +1,5 @@
 // Helpers shared by the model tests: small model sections, parameter lookup, and running the
-// Python reference scripts of this directory with Debian's /usr/bin/python3.
+// Python reference scripts of this directory with accel's Python environment (ACCEL_TEST_PYTHON).
 // Include after tests/support/catch_with_torch.hpp.
 #pragma once
 

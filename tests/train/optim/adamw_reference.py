@@ -2,7 +2,7 @@
 """Independent reference for accel's optimizer step (spec/training.md, "Optimizer, schedule, clipping").
 
 Reads a JSON case written by test_python_reference.cpp: hyperparameters, initial parameters and
-per-step gradients. Runs torch.optim.AdamW (Debian's python3-torch 1.13) with two param groups,
+per-step gradients. Runs torch.optim.AdamW (torch 2.11, accel's Python environment) with two param groups,
 weight decay on parameters with 2 or more dimensions only, the spec's learning-rate schedule
 written here from the formula, and torch.nn.utils.clip_grad_norm_. Writes the learning rates, the
 pre-clip gradient norms and the final parameters as JSON. Floats go through Python floats (doubles),

@@ -42,10 +42,21 @@ std::unique_ptr<torch::optim::AdamW> torch_adamw(const NamedTensors& params, con
   return std::make_unique<torch::optim::AdamW>(std::move(groups), opts);
 }
 
+// libtorch 2.11's C++ AdamW still moves the first moment as m*beta1 + g*(1-beta1) (torch 1.13's
+// rounding); accel follows torch.optim.AdamW, the spec's reference, which uses lerp (one rounding
+// fewer), and test_python_reference.cpp checks that against Python torch at 1e-6. With beta1 = 0
+// both give m = g exactly, so the comparisons with the C++ optimizer below keep their 1e-7 bound
+// and still check decay, the second moment, bias correction, eps and the update.
+OptimizerSection adamw_section_without_momentum() {
+  OptimizerSection s = adamw_section();
+  s.betas = {0.0, 0.95};
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("adamw: Optimizer matches torch::optim::AdamW over 20 steps", "[optim][adamw]") {
-  const auto section = adamw_section();
+  const auto section = adamw_section_without_momentum();
   auto ours = make_params(1);
   auto theirs = clone_params(ours);
   auto opt = Optimizer::make(section, ours);
@@ -74,7 +85,7 @@ TEST_CASE("adamw: Optimizer matches torch::optim::AdamW over 20 steps", "[optim]
     for (size_t i = 0; i < ours.size(); ++i) {
       if (ours[i].first != name) continue;
       auto& st = static_cast<torch::optim::AdamWParamState&>(
-          *ref->state().at(c10::guts::to_string(theirs[i].second.unsafeGetTensorImpl())));
+          *ref->state().at(theirs[i].second.unsafeGetTensorImpl()));
       CHECK(max_rel_error(t, st.exp_avg_sq(), 1e-12) <= 1e-7);
     }
   }
@@ -88,7 +99,7 @@ TEST_CASE("adamw: adamw_step on one tensor matches torch::optim::AdamW", "[optim
     at::Tensor p = at::randn({37, 5}).requires_grad_(true);
     at::Tensor q = p.detach().clone().requires_grad_(true);
     at::Tensor m = at::zeros_like(p.detach()), v = at::zeros_like(p.detach());
-    AdamWHyper h{3e-3, 0.8, 0.99, 1e-6, 0.05};
+    AdamWHyper h{3e-3, 0.0, 0.99, 1e-6, 0.05};  // beta1 0: see adamw_section_without_momentum
     torch::optim::AdamW ref(
         {q}, torch::optim::AdamWOptions(h.lr).betas({h.beta1, h.beta2}).eps(h.eps).weight_decay(h.weight_decay));
     for (int s = 1; s <= 20; ++s) {

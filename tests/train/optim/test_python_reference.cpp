@@ -5,7 +5,7 @@
 // fp64 here and fp32 there (spec rule vs torch's clamp agree away from norm == max_norm, and the
 // gradient scales below keep every norm far from it); that ~1e-7 relative difference in clipped
 // gradients reaches the parameters scaled down by lr.
-// Needs /usr/bin/python3 with torch (Debian python3-torch), or ACCEL_PYTHON naming another one.
+// Needs accel's Python environment (scripts/setup.sh; CMake's ACCEL_PYTHON), or ACCEL_PYTHON naming another one.
 #include "tests/support/catch_with_torch.hpp"
 
 #include <cstdlib>
@@ -37,7 +37,7 @@ at::Tensor from_json(const json& values, at::IntArrayRef shape) {
 
 std::string python() {
   const char* env = std::getenv("ACCEL_PYTHON");
-  return env && *env ? env : "/usr/bin/python3";
+  return env && *env ? env : ACCEL_TEST_PYTHON;
 }
 
 }  // namespace
@@ -81,7 +81,7 @@ TEST_CASE("python reference: 10 AdamW steps with schedule and clipping match tor
   const auto run = run_command(shell_quote(python()) + " " + shell_quote(script) + " " + shell_quote(case_path) +
                                " " + shell_quote(result_path));
   INFO("reference script output:\n" << run.output);
-  REQUIRE(run.exit_code == 0);  // no torch in that Python? install python3-torch or set ACCEL_PYTHON
+  REQUIRE(run.exit_code == 0);  // no torch in that Python? run scripts/setup.sh or set ACCEL_PYTHON
   const json r = json::parse(read_file(result_path));
   INFO("python torch " << r.value("torch_version", std::string("?")));
 

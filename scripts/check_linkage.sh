@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Checks what an accel binary loads: exactly one libtorch (PyTorch's wheel, under TORCH_LIB_DIR when
+# given) and no separate Gloo library (Gloo must be the copy inside libtorch_cpu, docs/design/0012).
+# Usage: scripts/check_linkage.sh BINARY [TORCH_LIB_DIR]. Prints the relevant ldd lines; exit 1 on a breach.
+set -euo pipefail
+binary="$1"
+torch_lib_dir="${2:-}"
+deps="$(ldd "$binary")"
+fail=0
+echo "$deps" | grep -E 'libtorch|libc10|libgloo|libnccl' || true
+if echo "$deps" | grep -q 'not found'; then
+  echo "check_linkage: unresolved libraries:"; echo "$deps" | grep 'not found'; fail=1
+fi
+if echo "$deps" | grep -qi 'libgloo'; then
+  echo "check_linkage: a separate Gloo library is loaded; Gloo must come from libtorch_cpu only"; fail=1
+fi
+torch_paths="$(echo "$deps" | awk '/libtorch_cpu\.so/ {print $3}' | sort -u)"
+if [ "$(echo "$torch_paths" | grep -c .)" -ne 1 ]; then
+  echo "check_linkage: expected exactly one libtorch_cpu, found: ${torch_paths:-none}"; fail=1
+elif [ -n "$torch_lib_dir" ] && [ "$(readlink -f "$(dirname "$torch_paths")")" != "$(readlink -f "$torch_lib_dir")" ]; then
+  echo "check_linkage: libtorch_cpu comes from $torch_paths, not from $torch_lib_dir"; fail=1
+fi
+[ "$fail" -eq 0 ] && echo "check_linkage: one libtorch ($torch_paths), no separate Gloo"
+exit "$fail"
