@@ -1,5 +1,7 @@
 // The accel executable: builds the command tree and is the only place where errors become exit
 // codes: 0 success, 1 the run failed, 2 bad usage or bad configuration.
+#include <yaml-cpp/exceptions.h>
+
 #include <iostream>
 
 #include "cli/commands.hpp"
@@ -38,6 +40,10 @@ int main(int argc, char** argv) {
     std::cerr << e.what() << "\n";
     std::cerr << e.diagnostics().size() << (e.diagnostics().size() == 1 ? " error" : " errors")
               << " in the configuration; nothing was run.\n";
+    return 2;
+  } catch (const YAML::Exception& e) {
+    // Only configuration code reads YAML; a node access the readers did not guard is still bad input.
+    std::cerr << "error: in the configuration: " << e.what() << "\n";
     return 2;
   } catch (const accel::UsageError& e) {
     std::cerr << "error: " << e.what() << "\n";

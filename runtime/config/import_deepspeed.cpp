@@ -1,5 +1,7 @@
 #include "runtime/config/import_deepspeed.hpp"
 
+#include <charconv>
+
 #include "runtime/config/import_common.hpp"
 
 namespace accel::config {
@@ -7,68 +9,92 @@ namespace {
 
 bool is_true(const YAML::Node& n) { return n.IsScalar() && (n.Scalar() == "true" || n.Scalar() == "True"); }
 
-void read_offload(const YAML::Node& block, const std::string& prefix, const std::string& which, ForeignReader& r,
-                  std::vector<Diagnostic>& structural) {
-  for (auto& [key, value] : mapping_entries(block, r.file(), prefix, structural)) {
-    std::string name = key.Scalar(), path = prefix + "." + name;
-    if (name == "device") r.map(value, path, "deepspeed.offload_" + which + "_device");
-    else if (name == "nvme_path") r.map(value, path, "deepspeed.offload_" + which + "_nvme_path");
-    else if (name == "buffer_count") r.map(value, path, "deepspeed.buffer_count");
-    else if (name == "pin_memory") r.map(value, path, "deepspeed.pin_memory");
-    else if (name == "buffer_size" || name == "max_in_cpu" || name == "fast_init" || name == "pipeline_read" ||
-             name == "pipeline_write" || name == "ratio")
+void read_offload(const YAML::Node& block, const std::string& prefix, const std::string& which, ForeignReader& r) {
+  for (auto& [key, value] : r.entries(block, prefix)) {
+    KeyMatch k(key);
+    std::string path = prefix + "." + k.name();
+    if (k.is("device")) r.map(value, path, "deepspeed.offload_" + which + "_device");
+    else if (k.is("nvme_path")) r.map(value, path, "deepspeed.offload_" + which + "_nvme_path");
+    else if (k.is("buffer_count")) r.map(value, path, "deepspeed.buffer_count");
+    else if (k.is("pin_memory")) r.map(value, path, "deepspeed.pin_memory");
+    else if (k.any({"buffer_size", "max_in_cpu", "fast_init", "pipeline", "pipeline_read", "pipeline_write", "ratio"}))
       r.unused(value, path, "accel sizes its offload buffers from the model's units; this tuning knob has no effect");
-    else r.unknown(key, path);
+    else r.unknown(key, path, k.tried());
   }
 }
 
-void read_zero(const YAML::Node& zero, ForeignReader& r, std::vector<Diagnostic>& structural) {
-  for (auto& [key, value] : mapping_entries(zero, r.file(), "zero_optimization", structural)) {
-    std::string name = key.Scalar(), path = "zero_optimization." + name;
-    static const std::set<std::string> direct = {
-        "overlap_comm", "reduce_bucket_size", "allgather_bucket_size", "stage3_prefetch_bucket_size",
-        "stage3_param_persistence_threshold", "stage3_max_live_parameters", "zero_hpz_partition_size"};
-    if (name == "stage") r.map(value, path, "deepspeed.zero_stage");
-    else if (direct.count(name)) r.map(value, path, "deepspeed." + name);
-    else if (name == "offload_optimizer" && value.IsMap()) read_offload(value, path, "optimizer", r, structural);
-    else if (name == "offload_param" && value.IsMap()) read_offload(value, path, "param", r, structural);
-    else if (name == "stage3_gather_16bit_weights_on_model_save" || name == "stage3_gather_fp16_weights_on_model_save")
+void read_zero(const YAML::Node& zero, ForeignReader& r) {
+  for (auto& [key, value] : r.entries(zero, "zero_optimization")) {
+    KeyMatch k(key);
+    const std::string& name = k.name();
+    std::string path = "zero_optimization." + name;
+    // DeepSpeed accepts the stage3_ keys with and without their prefix.
+    if (k.is("stage")) r.map(value, path, "deepspeed.zero_stage");
+    else if (k.any({"overlap_comm", "reduce_bucket_size", "allgather_bucket_size", "stage3_prefetch_bucket_size",
+                    "stage3_param_persistence_threshold", "stage3_max_live_parameters", "zero_hpz_partition_size"}))
+      r.map(value, path, "deepspeed." + name);
+    else if (k.any({"prefetch_bucket_size", "param_persistence_threshold", "max_live_parameters"}))
+      r.map(value, path, "deepspeed.stage3_" + name);
+    else if (k.is("offload_optimizer")) {
+      if (r.is_block(value, path)) read_offload(value, path, "optimizer", r);
+    } else if (k.is("offload_param")) {
+      if (r.is_block(value, path)) read_offload(value, path, "param", r);
+    } else if (k.any({"stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
+                      "gather_16bit_weights_on_model_save"}))
       r.map(value, path, "deepspeed.zero3_save_16bit_model");
-    else if (name == "contiguous_gradients" || name == "reduce_scatter" || name == "allgather_partitions")
+    else if (k.any({"contiguous_gradients", "reduce_scatter", "allgather_partitions"}))
       r.unused(value, path, "accel always reduces into contiguous flat buffers with reduce-scatter and gathers "
                             "partitions; this cannot be turned off", {"true"});
-    else if (name == "round_robin_gradients" || name == "elastic_checkpoint" || name == "ignore_unused_parameters" ||
-             name == "load_from_fp32_weights" || name == "use_multi_rank_bucket_allreduce")
+    else if (k.any({"round_robin_gradients", "elastic_checkpoint", "ignore_unused_parameters", "load_from_fp32_weights",
+                    "use_multi_rank_bucket_allreduce"}))
       r.unused(value, path, "no effect in accel", {"false", "true"});
-    else if (name == "sub_group_size" || name == "stage3_max_reuse_distance" || name == "zero_quantized_weights" ||
-             name == "zero_quantized_gradients" || name == "cpu_offload" || name == "memory_efficient_linear")
+    else if (k.any({"sub_group_size", "stage3_max_reuse_distance", "max_reuse_distance",
+                    "stage3_model_persistence_threshold", "model_persistence_threshold", "zero_quantized_weights",
+                    "zero_quantized_gradients", "cpu_offload", "cpu_offload_param", "cpu_offload_use_pin_memory",
+                    "memory_efficient_linear"}))
       r.unused(value, path, "accel does not implement this ZeRO option", {"false"});
-    else r.unknown(key, path);
+    else r.unknown(key, path, k.tried());
   }
 }
 
-void read_precision(const YAML::Node& block, const std::string& name, ForeignReader& r, std::vector<Diagnostic>& structural) {
-  for (auto& [key, value] : mapping_entries(block, r.file(), name, structural)) {
-    std::string k = key.Scalar(), path = name + "." + k;
-    if (k == "enabled") {
+void read_precision(const YAML::Node& block, const std::string& name, ForeignReader& r) {
+  for (auto& [key, value] : r.entries(block, name)) {
+    KeyMatch k(key);
+    std::string path = name + "." + k.name();
+    if (k.is("enabled")) {
       if (ForeignReader::is_auto(value)) r.map(value, path, "mixed_precision");
-      else if (is_true(value)) r.map(value, path, "mixed_precision", [&](const YAML::Node&) { return YAML::Node(name); });
-      else r.out().notes.push_back(path + ": false, " + name + " not enabled");
-    } else if (name == "fp16" && (k == "loss_scale" || k == "initial_scale_power" || k == "loss_scale_window" ||
-                                  k == "hysteresis" || k == "min_loss_scale")) {
-      r.map(value, path, "deepspeed." + k);
-    } else if (k == "consecutive_hysteresis" || k == "auto_cast" || k == "immediate_grad_update") {
+      else if (auto on = r.flag(value, path); on && *on)
+        r.map(value, path, "mixed_precision", [&](const YAML::Node&) { return YAML::Node(name); });
+      else if (on) r.out().notes.push_back(path + ": false, " + name + " not enabled");
+    } else if (name == "fp16" &&
+               k.any({"loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis", "min_loss_scale"})) {
+      r.map(value, path, "deepspeed." + k.name());
+    } else if (k.any({"consecutive_hysteresis", "auto_cast", "immediate_grad_update"})) {
       r.unused(value, path, "accel's loss scaler follows DeepSpeed's defaults for this", {"false"});
     } else {
-      r.unknown(key, path);
+      r.unknown(key, path, k.tried());
     }
   }
 }
 
-void read_optimizer(const YAML::Node& block, ForeignReader& r, std::vector<Diagnostic>& structural) {
-  for (auto& [key, value] : mapping_entries(block, r.file(), "optimizer", structural)) {
-    std::string k = key.Scalar();
-    if (k == "type") {
+void read_optimizer_params(const YAML::Node& params, ForeignReader& r) {
+  for (auto& [key, value] : r.entries(params, "optimizer.params")) {
+    KeyMatch k(key);
+    std::string path = "optimizer.params." + k.name();
+    if (k.any({"lr", "betas", "eps", "weight_decay", "momentum"})) r.map(value, path, "optimizer." + k.name());
+    else if (k.is("adam_w_mode") && !is_true(value))
+      r.refuse(value, path, "Adam with L2 regularisation (adam_w_mode false) is not supported", "true",
+               "accel's AdamW uses decoupled weight decay");
+    else if (k.any({"adam_w_mode", "torch_adam", "bias_correction"}))
+      r.unused(value, path, "accel's AdamW has torch.optim.AdamW semantics", {"true", "false"});
+    else r.unknown(key, path, k.tried());
+  }
+}
+
+void read_optimizer(const YAML::Node& block, ForeignReader& r) {
+  for (auto& [key, value] : r.entries(block, "optimizer")) {
+    KeyMatch k(key);
+    if (k.is("type")) {
       // DeepSpeed's "Adam" runs in AdamW mode unless adam_w_mode is false.
       std::string t = value.IsScalar() ? value.Scalar() : "";
       if (t == "AdamW" || t == "Adam" || t == "adamw" || t == "adam")
@@ -78,53 +104,72 @@ void read_optimizer(const YAML::Node& block, ForeignReader& r, std::vector<Diagn
       else
         r.refuse(value, "optimizer.type", "optimizer not supported by accel", "AdamW | Adam | SGD",
                  "use AdamW (DeepSpeed's Adam in AdamW mode) or SGD");
-    } else if (k == "params" && value.IsMap()) {
-      for (auto& [pk, pv] : mapping_entries(value, r.file(), "optimizer.params", structural)) {
-        std::string p = pk.Scalar(), path = "optimizer.params." + p;
-        if (p == "lr" || p == "betas" || p == "eps" || p == "weight_decay" || p == "momentum")
-          r.map(pv, path, "optimizer." + p);
-        else if (p == "adam_w_mode" && !is_true(pv))
-          r.refuse(pv, path, "Adam with L2 regularisation (adam_w_mode false) is not supported", "true",
-                   "accel's AdamW uses decoupled weight decay");
-        else if (p == "adam_w_mode" || p == "torch_adam" || p == "bias_correction")
-          r.unused(pv, path, "accel's AdamW has torch.optim.AdamW semantics", {"true", "false"});
-        else r.unknown(pk, path);
-      }
+    } else if (k.is("params")) {
+      if (r.is_block(value, "optimizer.params")) read_optimizer_params(value, r);
     } else {
-      r.unknown(key, "optimizer." + k);
+      r.unknown(key, "optimizer." + k.name(), k.tried());
+    }
+  }
+}
+
+void read_scheduler_params(const YAML::Node& params, ForeignReader& r) {
+  for (auto& [key, value] : r.entries(params, "scheduler.params")) {
+    KeyMatch k(key);
+    std::string path = "scheduler.params." + k.name();
+    if (k.is("warmup_num_steps")) r.map(value, path, "scheduler.warmup_steps");
+    else if (k.is("warmup_max_lr")) r.map(value, path, "optimizer.lr");
+    else if (k.is("total_num_steps")) r.map(value, path, "training.max_steps");
+    else if (k.is("cos_min_ratio")) r.map(value, path, "scheduler.min_lr_ratio");
+    else if (k.is("warmup_type")) {
+      if (!(value.IsScalar() && (value.Scalar() == "linear" || ForeignReader::is_auto(value))))
+        r.refuse(value, path, "only linear warmup is supported", "linear", "set warmup_type to linear");
+    } else if (k.any({"warmup_min_lr", "warmup_min_ratio"})) {
+      r.unused(value, path, "accel's warmup starts from lr/warmup_steps, as spec/training.md defines", {"0", "0.0", "auto"});
+    } else if (k.is("last_batch_iteration")) {
+      r.unused(value, path, "resume restores the schedule from the checkpoint", {"-1"});
+    } else {
+      r.unknown(key, path, k.tried());
     }
   }
 }
 
 // DeepSpeed schedulers that have an exact accel equivalent: WarmupLR (linear warmup, then constant)
 // and WarmupCosineLR. Anything else would change the training curve, so it is refused.
-void read_scheduler(const YAML::Node& block, ForeignReader& r, std::vector<Diagnostic>& structural) {
-  std::string type = block["type"] && block["type"].IsScalar() ? block["type"].Scalar() : "";
+void read_scheduler(const YAML::Node& block, ForeignReader& r) {
+  YAML::Node type_node = find_child(block, "type");
+  std::string type = type_node.IsScalar() ? type_node.Scalar() : "";
   if (type != "WarmupLR" && type != "WarmupCosineLR") {
-    r.refuse(block["type"] ? block["type"] : block, "scheduler.type", "scheduler not supported by accel",
+    r.refuse(type_node ? type_node : block, "scheduler.type", "scheduler not supported by accel",
              "WarmupLR | WarmupCosineLR", "use WarmupCosineLR (accel's cosine) or WarmupLR (accel's constant)");
     return;
   }
-  r.map(block["type"], "scheduler.type", "scheduler.name",
-        [&](const YAML::Node&) { return YAML::Node(type == "WarmupLR" ? "constant" : "cosine"); });
-  if (!block["params"]) return;
-  for (auto& [pk, pv] : mapping_entries(block["params"], r.file(), "scheduler.params", structural)) {
-    std::string p = pk.Scalar(), path = "scheduler.params." + p;
-    if (p == "warmup_num_steps") r.map(pv, path, "scheduler.warmup_steps");
-    else if (p == "warmup_max_lr") r.map(pv, path, "optimizer.lr");
-    else if (p == "total_num_steps") r.map(pv, path, "training.max_steps");
-    else if (p == "cos_min_ratio") r.map(pv, path, "scheduler.min_lr_ratio");
-    else if (p == "warmup_type") {
-      if (!(pv.IsScalar() && (pv.Scalar() == "linear" || ForeignReader::is_auto(pv))))
-        r.refuse(pv, path, "only linear warmup is supported", "linear", "set warmup_type to linear");
-    } else if (p == "warmup_min_lr" || p == "warmup_min_ratio") {
-      r.unused(pv, path, "accel's warmup starts from lr/warmup_steps, as spec/training.md defines", {"0", "0.0", "auto"});
-    } else if (p == "last_batch_iteration") {
-      r.unused(pv, path, "resume restores the schedule from the checkpoint", {"-1"});
+  for (auto& [key, value] : r.entries(block, "scheduler")) {
+    KeyMatch k(key);
+    if (k.is("type"))
+      r.map(value, "scheduler.type", "scheduler.name",
+            [&](const YAML::Node&) { return YAML::Node(type == "WarmupLR" ? "constant" : "cosine"); });
+    else if (k.is("params")) {
+      if (r.is_block(value, "scheduler.params")) read_scheduler_params(value, r);
     } else {
-      r.unknown(pk, path);
+      r.unknown(key, "scheduler." + k.name(), k.tried());
     }
   }
+}
+
+// DeepSpeed's train_batch_size: "auto", or a positive integer checked once the world size is known.
+void read_train_batch_size(const YAML::Node& value, ForeignReader& r) {
+  if (ForeignReader::is_auto(value)) {
+    r.out().notes.push_back("train_batch_size: \"auto\", follows the job's batch");
+    return;
+  }
+  int64_t n = 0;
+  const std::string text = value.IsScalar() ? value.Scalar() : "";
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || n < 1) {
+    r.refuse(value, "train_batch_size", "expected an integer >= 1", "integer >= 1 | \"auto\"", "");
+    return;
+  }
+  r.out().batch = BatchConstraint{n, r.where(value)};
 }
 
 }  // namespace
@@ -135,44 +180,39 @@ void import_deepspeed(const YAML::Node& root, const std::string& file, ImportRes
     out.errors.push_back({"", node_location(file, root), "a DeepSpeed config must be a JSON object", "", "", ""});
     return;
   }
-  std::vector<Diagnostic>& structural = out.errors;
-  bool fp16 = root["fp16"] && is_true(root["fp16"]["enabled"]);
-  bool bf16 = root["bf16"] && is_true(root["bf16"]["enabled"]);
-  if (fp16 && bf16)
-    r.refuse(root["bf16"]["enabled"], "bf16.enabled", "fp16 and bf16 are both enabled", "one of them",
-             "enable only one precision");
-  for (auto& [key, value] : mapping_entries(root, file, "", structural)) {
-    std::string k = key.Scalar();
-    if (k == "train_micro_batch_size_per_gpu") r.map(value, k, "training.micro_batch_size");
-    else if (k == "gradient_accumulation_steps") r.map(value, k, "training.gradient_accumulation_steps");
-    else if (k == "gradient_clipping") r.map(value, k, "training.max_grad_norm");
-    else if (k == "steps_per_print") r.map(value, k, "training.log_every");
-    else if (k == "train_batch_size") {
-      if (ForeignReader::is_auto(value)) out.notes.push_back("train_batch_size: \"auto\", follows the job's batch");
-      else if (value.IsScalar()) {
-        try {
-          out.batch = BatchConstraint{value.as<int64_t>(), r.where(value)};
-        } catch (const YAML::Exception&) {
-          r.refuse(value, k, "expected an integer", "integer >= 1 | \"auto\"", "");
-        }
-      }
-    } else if (k == "zero_optimization" && value.IsMap()) read_zero(value, r, structural);
-    else if ((k == "fp16" || k == "bf16" || k == "bfloat16") && value.IsMap()) read_precision(value, k == "bfloat16" ? "bf16" : k, r, structural);
-    else if (k == "optimizer" && value.IsMap()) read_optimizer(value, r, structural);
-    else if (k == "scheduler" && value.IsMap()) read_scheduler(value, r, structural);
-    else if (k == "wall_clock_breakdown" || k == "dump_state" || k == "memory_breakdown" || k == "prescale_gradients" ||
-             k == "zero_allow_untested_optimizer" || k == "zero_force_ds_cpu_optimizer")
-      r.unused(value, k, "no effect in accel", {"false", "true"});
-    else if (k == "gradient_predivide_factor") r.unused(value, k, "accel averages gradients once, after reduction", {"1", "1.0"});
-    else if (k == "communication_data_type") r.unused(value, k, "accel communicates in the compute dtype");
-    else if (k == "activation_checkpointing")
-      r.unused(value, k, "accel recomputes activations under backend fsdp (fsdp.activation_checkpointing: true), "
-                         "not under deepspeed");
-    else if (k == "flops_profiler" || k == "tensorboard" || k == "wandb" ||
-             k == "csv_monitor" || k == "comms_logger" || k == "aio" || k == "autotuning" || k == "elasticity" ||
-             k == "compression_training" || k == "data_efficiency" || k == "amp" || k == "sparse_attention")
-      r.unused(value, k, "accel has no equivalent of this DeepSpeed feature");
-    else r.unknown(key, k);
+  // find_child, not operator[]: "bf16" may be a scalar, or lack "enabled", and neither may throw.
+  auto enabled = [&](const char* block) { return find_child(find_child(root, block), "enabled"); };
+  YAML::Node bf16_enabled = is_true(enabled("bf16")) ? enabled("bf16") : enabled("bfloat16");
+  if (is_true(enabled("fp16")) && is_true(bf16_enabled))
+    r.refuse(bf16_enabled, "bf16.enabled", "fp16 and bf16 are both enabled", "one of them", "enable only one precision");
+  for (auto& [key, value] : r.entries(root, "")) {
+    KeyMatch k(key);
+    const std::string& name = k.name();
+    if (k.is("train_micro_batch_size_per_gpu")) r.map(value, name, "training.micro_batch_size");
+    else if (k.is("gradient_accumulation_steps")) r.map(value, name, "training.gradient_accumulation_steps");
+    else if (k.is("gradient_clipping")) r.map(value, name, "training.max_grad_norm");
+    else if (k.is("steps_per_print")) r.map(value, name, "training.log_every");
+    else if (k.is("train_batch_size")) read_train_batch_size(value, r);
+    else if (k.is("zero_optimization")) {
+      if (r.is_block(value, name)) read_zero(value, r);
+    } else if (k.any({"fp16", "bf16", "bfloat16"})) {
+      if (r.is_block(value, name)) read_precision(value, name == "bfloat16" ? "bf16" : name, r);
+    } else if (k.is("optimizer")) {
+      if (r.is_block(value, name)) read_optimizer(value, r);
+    } else if (k.is("scheduler")) {
+      if (r.is_block(value, name)) read_scheduler(value, r);
+    } else if (k.any({"wall_clock_breakdown", "dump_state", "memory_breakdown", "prescale_gradients",
+                      "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer"}))
+      r.unused(value, name, "no effect in accel", {"false", "true"});
+    else if (k.is("gradient_predivide_factor")) r.unused(value, name, "accel averages gradients once, after reduction", {"1", "1.0"});
+    else if (k.is("communication_data_type")) r.unused(value, name, "accel communicates in the compute dtype");
+    else if (k.is("activation_checkpointing"))
+      r.unused(value, name, "accel recomputes activations under backend fsdp (fsdp.activation_checkpointing: true), "
+                            "not under deepspeed");
+    else if (k.any({"flops_profiler", "tensorboard", "wandb", "csv_monitor", "comms_logger", "aio", "autotuning",
+                    "elasticity", "compression_training", "data_efficiency", "amp", "sparse_attention"}))
+      r.unused(value, name, "accel has no equivalent of this DeepSpeed feature");
+    else r.unknown(key, name, k.tried());
   }
 }
 

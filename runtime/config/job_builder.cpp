@@ -63,6 +63,7 @@ std::optional<std::string> match_enum(const FieldSpec& f, const YAML::Node& node
 }  // namespace
 
 Location node_location(const std::string& file, const YAML::Node& node) {
+  if (!node.IsDefined()) return Location::in_file(file, 0, 0);  // Mark() throws on a missing key's node
   auto mark = node.Mark();
   if (mark.line < 0) return Location::in_file(file, 0, 0);
   return Location::in_file(file, mark.line + 1, mark.column + 1);

@@ -102,7 +102,9 @@ bool LoadedJob::is_explicit(const std::string& path) const {
   return it != sources.end() && it->second.origin != Location::Origin::Default;
 }
 
-LoadedJob load_job(const LoadOptions& options) {
+namespace {
+
+LoadedJob load_job_unguarded(const LoadOptions& options) {
   LoadedJob loaded;
   loaded.file = options.file;
 
@@ -150,6 +152,22 @@ LoadedJob load_job(const LoadOptions& options) {
   loaded.warnings = std::move(file_layer.warnings);
   loaded.notes = std::move(file_layer.notes);
   return loaded;
+}
+
+}  // namespace
+
+LoadedJob load_job(const LoadOptions& options) {
+  try {
+    return load_job_unguarded(options);
+  } catch (const YAML::Exception& e) {
+    // Readers check node types before reading, so this is a missed case; it still owes the user a
+    // configuration error (exit 2) naming the file. No line: the mark may be in a file it names.
+    Location where = options.file.empty() ? Location::derived("--set and ACCEL_* overrides")
+                                          : Location::in_file(options.file, 0, 0);
+    throw ConfigError(Diagnostic{"", where, "could not read the configuration: " + e.msg, "", "",
+                                 "a list, mapping or single value is where another is expected; please report "
+                                 "this message, the reader should have named the key"});
+  }
 }
 
 }  // namespace accel::config

@@ -45,10 +45,11 @@ std::string unknown_key_hint(const std::string& section, const std::string& key)
 
 YAML::Node read_yaml_file(const std::string& path) {
   std::ifstream in(path);
-  if (!std::filesystem::exists(path) || !in)
+  std::error_code ec;  // the throwing overload of exists() escapes on a permission error
+  if (!std::filesystem::exists(path, ec) || !in)
     throw ConfigError(Diagnostic{"", Location::in_file(path, 0, 0), "cannot read the job file", "",
                                  "", "check the path (working directory: " +
-                                         std::filesystem::current_path().string() + ")"});
+                                         std::filesystem::current_path(ec).string() + ")"});
   std::stringstream text;
   text << in.rdbuf();
   try {
@@ -63,6 +64,13 @@ std::vector<std::pair<YAML::Node, YAML::Node>> mapping_entries(const YAML::Node&
                                                                const std::string& prefix,
                                                                std::vector<Diagnostic>& errors) {
   std::vector<std::pair<YAML::Node, YAML::Node>> entries;
+  if (!map.IsMap()) {
+    // Iterating a sequence yields invalid keys that throw when read, so a non-mapping stops here.
+    if (map.IsDefined() && !map.IsNull())
+      errors.push_back({prefix, node_location(file, map), "expected a mapping of keys to values", node_text(map),
+                        "", prefix.empty() ? "" : "indent its keys under '" + prefix + ":'"});
+    return entries;
+  }
   std::map<std::string, Location> seen;
   for (auto it = map.begin(); it != map.end(); ++it) {
     YAML::Node key = it->first, value = it->second;
@@ -77,6 +85,13 @@ std::vector<std::pair<YAML::Node, YAML::Node>> mapping_entries(const YAML::Node&
     entries.emplace_back(key, value);
   }
   return entries;
+}
+
+YAML::Node find_child(const YAML::Node& map, const std::string& key) {
+  if (map.IsMap())
+    for (auto it = map.begin(); it != map.end(); ++it)
+      if (it->first.IsScalar() && it->first.Scalar() == key) return it->second;
+  return YAML::Node(YAML::NodeType::Undefined);
 }
 
 void read_native_job(const YAML::Node& root, const std::string& file, std::vector<Assignment>& assignments,

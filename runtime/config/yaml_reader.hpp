@@ -17,9 +17,14 @@ YAML::Node read_yaml_file(const std::string& path);
 void read_native_job(const YAML::Node& root, const std::string& file, std::vector<Assignment>& assignments,
                      std::vector<Diagnostic>& errors);
 
-// Keys of a mapping node in order, reporting duplicates (yaml-cpp keeps both silently).
+// Keys of a mapping node in order, reporting duplicates (yaml-cpp keeps both silently). A node that
+// is not a mapping yields no entries and, unless it is empty (null), one diagnostic at `prefix`.
 std::vector<std::pair<YAML::Node, YAML::Node>> mapping_entries(const YAML::Node& map, const std::string& file,
                                                                const std::string& prefix,
                                                                std::vector<Diagnostic>& errors);
+
+// The value under `key` in a mapping, or an undefined node (false in a test). Never throws, unlike
+// operator[] on a const node, whose result throws when queried if the key is missing.
+YAML::Node find_child(const YAML::Node& map, const std::string& key);
 
 }  // namespace accel::config
