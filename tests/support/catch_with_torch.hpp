@@ -1,4 +1,4 @@
-// Catch2 for test files that also use libtorch. Debian's libtorch is built with glog, whose
+// Catch2 for test files that also use libtorch. A libtorch built with glog (Debian's 1.13 was), whose
 // logging.h defines CHECK(cond) as "abort the process on failure"; whichever header comes last owns
 // CHECK. This header includes ATen (and so glog) first and Catch second, so CHECK stays Catch's
 // reported, non-fatal assertion. Include it first, instead of catch.hpp, in every test file that uses libtorch.
