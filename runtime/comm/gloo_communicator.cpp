@@ -22,6 +22,7 @@
 #include "runtime/comm/reduce_kernels.hpp"
 #include "runtime/comm/ring_collectives.hpp"
 #include "runtime/comm/shard_layout.hpp"
+
 namespace accel::comm {
 namespace {
 
