@@ -19,6 +19,7 @@
 #include "runtime/config/backend_translation.hpp"
 #include "runtime/config/dump.hpp"
 #include "runtime/config/schema.hpp"
+#include "runtime/launch/gpu_probe.hpp"
 #include "runtime/train/checkpoint/checkpoint_store.hpp"
 
 namespace accel::cli {
@@ -155,7 +156,7 @@ void add_launch_command(CLI::App& app) {
                   "Write the sharding schedule (gathers, reshards, reductions per unit) as a Chrome trace: "
                   "FILE for rank 0, FILE with .rankN before its extension for the others");
   cmd->callback([o] {
-    auto loaded = load_job_for_cli(o->file, o->overrides);
+    auto loaded = load_job_for_cli(o->file, o->overrides, false, true, launch::visible_cuda_gpus());
     const auto& j = loaded.job;
     // The one-key backend switch: say what was carried over from the other backend's block, and what
     // has no equivalent, before anything else (also when the backend then refuses to start).
