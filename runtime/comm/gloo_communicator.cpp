@@ -218,7 +218,8 @@ class GlooCommunicator final : public Communicator {
                            what.find("timed out") != std::string::npos;
     if (timed_out) {
       msg << "timed out after " << timeout_.count()
-          << " ms waiting for a peer rank; every rank must issue the same collectives in the same order";
+          << " ms waiting for a peer rank: a peer is hung, stopped or slower than collective_timeout_s, or the "
+             "ranks issued different collectives (every rank must issue the same ones in the same order)";
     } else {
       msg << "failed (timeout " << timeout_.count() << " ms); a peer rank may have failed or exited";
     }

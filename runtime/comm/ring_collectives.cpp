@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
+#include <string>
 
 namespace accel::comm {
 namespace {
@@ -29,9 +30,18 @@ void check_args(const RingArgs& a, const at::Tensor& buffer, const char* what) {
   }
 }
 
-// Waits for a send or receive; a false return (an aborted buffer) is a failure too.
-void wait_for(const c10::intrusive_ptr<c10d::Work>& work, std::chrono::milliseconds timeout, const char* what) {
-  if (!work->wait(timeout)) throw std::runtime_error(std::string(what) + " aborted");
+// Waits for a send or receive; a false return (an aborted buffer) is a failure too. A failure names
+// the peer, so a timeout says which rank never sent (or received) its chunk.
+void wait_for(const c10::intrusive_ptr<c10d::Work>& work, std::chrono::milliseconds timeout, const std::string& what) {
+  bool ok = false;
+  try {
+    ok = work->wait(timeout);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(what + ": " + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    throw std::runtime_error(what + ": " + e.what());
+  }
+  if (!ok) throw std::runtime_error(what + " aborted");
 }
 
 // One step's exchange: post the receive, send, then wait for both (the receive first, so the
@@ -52,10 +62,10 @@ void exchange(const RingArgs& a, int step, at::Tensor send_chunk, at::Tensor rec
     send_work = a.backend->send(send, wrap(rank + 1, world), tag);
   }
   if (recv_work) {
-    wait_for(recv_work, a.timeout, "ring receive");
+    wait_for(recv_work, a.timeout, "ring receive from rank " + std::to_string(wrap(rank - 1, world)));
     after_recv();
   }
-  if (send_work) wait_for(send_work, a.timeout, "ring send");
+  if (send_work) wait_for(send_work, a.timeout, "ring send to rank " + std::to_string(wrap(rank + 1, world)));
 }
 
 }  // namespace

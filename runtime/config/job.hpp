@@ -116,7 +116,7 @@ struct JobConfig {
   int max_restarts = 0;
   std::vector<std::string> program;
   int rendezvous_timeout_s = 300;
-  int collective_timeout_s = 600;
+  int collective_timeout_s = 1800;  // 30 min: covers checkpoint writes between barriers (docs/design/0002)
   double shutdown_grace_s = 3.0;
 
   DdpSection ddp;

@@ -132,8 +132,13 @@ std::vector<FieldSpec> build_schema() {
       field(KEY(rendezvous_timeout_s), "Seconds workers wait for every rank to arrive before failing with the "
                                        "list of missing ranks.")
           .range(1, 86400),
-      field(KEY(collective_timeout_s), "Seconds a collective may take before it fails naming the op, instead of "
-                                       "hanging.")
+      field(KEY(collective_timeout_s), "Seconds a collective may wait for its peers before it fails naming the op; "
+                                       "a rank that hangs then ends the job within this plus shutdown_grace_s "
+                                       "(one that dies ends it at once). It must outlast the longest gap between "
+                                       "collectives: a checkpoint write (ranks wait at a barrier for the slowest "
+                                       "writer), evaluation, the first step. 1800 (30 min) as torch's Gloo, "
+                                       "DeepSpeed and Accelerate; lower it to catch hangs sooner when checkpoints "
+                                       "take seconds.")
           .range(1, 86400),
       field(KEY(shutdown_grace_s), "After a failure or a signal, seconds between SIGTERM and SIGKILL for the "
                                    "remaining workers.")

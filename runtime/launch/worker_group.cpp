@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <optional>
 
+#include "runtime/launch/process_state.hpp"
 #include "runtime/launch/signal_names.hpp"
 #include "runtime/launch/worker_process.hpp"
 
@@ -131,14 +132,20 @@ class WorkerGroup {
     if (!escalated_ && (Clock::now() >= stop_deadline_ || guard_.interrupt_count() >= 2)) escalate();
   }
 
-  // SIGTERM to every worker's process group (the leader may be gone while its children live on).
+  // SIGTERM to every worker's process group (the leader may be gone while its children live on),
+  // then SIGCONT: a stopped process (SIGSTOP, a frozen rank its peers timed out on) acts on the
+  // SIGTERM only once continued, as systemd does it. Each worker's state is read first, so the
+  // summary can name a frozen rank.
   void begin_stop() {
     stopping_ = true;
     stop_started_ = Clock::now();
     stop_deadline_ = stop_started_ + plan_.shutdown_grace;
+    for (WorkerRecord& worker : result_.workers)
+      if (worker.pid > 0 && !worker.reaped) worker.state_at_stop = process_state(worker.pid);
     for (WorkerRecord& worker : result_.workers) {
       if (worker.pid < 0) continue;
       killpg(worker.pid, SIGTERM);
+      killpg(worker.pid, SIGCONT);
       if (!worker.reaped) worker.stop_signal = SIGTERM;
     }
     if (plan_.shutdown_grace.count() <= 0) escalate();

@@ -28,6 +28,8 @@ struct WorkerRecord {
   bool failed_on_its_own = false;  // ended badly before the launcher signalled the group
   int stop_signal = 0;         // strongest signal the launcher sent it: 0, SIGTERM or SIGKILL
   std::chrono::milliseconds stop_time{0};  // SIGTERM to its exit, or to the SIGKILL that followed
+  char state_at_stop = 0;      // its /proc state when the launcher began stopping the group (0: gone
+                               // or unknown); 'T' says it was frozen, e.g. the rank peers waited for
   LineTail tail{10};           // its last output lines (stdout and stderr)
 };
 

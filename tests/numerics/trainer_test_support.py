@@ -105,7 +105,7 @@ def job(output_dir, data_path="tok.bin", world=2, micro=4, accum=1, steps=12, lr
         "num_processes": world,
         "device": "cpu",
         "main_process_port": 0,  # a free port: parallel tests never collide
-        "collective_timeout_s": 60,  # a hang fails in a minute, not at the 600 s default
+        "collective_timeout_s": 60,  # a hang fails in a minute, not at the 1800 s default
         "rendezvous_timeout_s": 60,
         "max_restarts": max_restarts,
         "model": dict(MODEL),

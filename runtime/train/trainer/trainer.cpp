@@ -19,6 +19,7 @@
 #include "runtime/train/optim/lr_schedule.hpp"
 #include "runtime/train/trainer/checkpointer.hpp"
 #include "runtime/train/trainer/evaluation.hpp"
+#include "runtime/train/trainer/fault_communicator.hpp"
 #include "runtime/train/trainer/fault_injection.hpp"
 #include "runtime/train/trainer/memory_probe.hpp"
 #include "runtime/train/trainer/step_metrics.hpp"
@@ -64,11 +65,12 @@ class Trainer {
       : ctx_(ctx),
         job_(ctx.job.job),
         t_(job_.training),
-        comm_(*ctx.communicator),
+        faults_(ctx.communicator->rank()),
+        fault_comm_(faults_.watches_collectives() ? make_fault_communicator(*ctx.communicator, faults_) : nullptr),
+        comm_(fault_comm_ ? *fault_comm_ : *ctx.communicator),
         rank_(comm_.rank()),
         world_(comm_.size()),
-        options_(options),
-        faults_(rank_) {}
+        options_(options) {}
 
   void run();
 
@@ -83,10 +85,12 @@ class Trainer {
   worker::WorkerContext& ctx_;
   const config::JobConfig& job_;
   const config::TrainingSection& t_;
+  FaultInjector faults_;
+  // In front of the world communicator only when ACCEL_FAULT arms a collective point.
+  std::unique_ptr<comm::Communicator> fault_comm_;
   comm::Communicator& comm_;
   int rank_, world_;
   TrainerOptions options_;
-  FaultInjector faults_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Dataset> data_;
   std::unique_ptr<backends::Backend> backend_;
@@ -115,6 +119,7 @@ double Trainer::all_reduce_scalar(double value, comm::ReduceOp op) {
 
 StepMetrics Trainer::train_step(int64_t step) {
   auto t0 = Clock::now();
+  faults_.begin_step(step);
   const int G = t_.gradient_accumulation_steps;
   double loss_sum = 0;
   for (int m = 0; m < G; ++m) {
