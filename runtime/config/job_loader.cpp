@@ -164,7 +164,7 @@ LoadedJob load_job(const LoadOptions& options) {
     // configuration error (exit 2) naming the file. No line: the mark may be in a file it names.
     Location where = options.file.empty() ? Location::derived("--set and ACCEL_* overrides")
                                           : Location::in_file(options.file, 0, 0);
-    throw ConfigError(Diagnostic{"", where, "could not read the configuration: " + e.msg, "", "",
+    throw ConfigError(Diagnostic{"", where, std::string(kUnguardedReadMessage) + e.msg, "", "",
                                  "a list, mapping or single value is where another is expected; please report "
                                  "this message, the reader should have named the key"});
   }
