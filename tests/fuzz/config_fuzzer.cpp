@@ -27,6 +27,7 @@
 #include "runtime/config/dump.hpp"
 #include "runtime/config/job_convert.hpp"
 #include "runtime/config/job_loader.hpp"
+#include "runtime/config/schema.hpp"
 #include "support/error_contract.hpp"
 
 namespace fs = std::filesystem;
@@ -72,11 +73,33 @@ std::string write(const std::string& name, const std::string& text) {
   std::abort();
 }
 
+// A job that loads holds only values its schema allows: ranges, list lengths, enum spellings.
+// (An integer that fits the parser's int64 but not the field's int would wrap and break this.)
+std::string schema_violation(const config::JobConfig& job) {
+  for (const auto& f : config::schema()) {
+    if (!f.alias_of.empty()) continue;
+    auto v = f.get(job);
+    auto out_of_range = [&](double x) {
+      return (f.min && x < *f.min) || (f.max && (f.max_exclusive ? x >= *f.max : x > *f.max));
+    };
+    bool bad = false;
+    if (auto* i = std::get_if<int64_t>(&v)) bad = out_of_range(double(*i));
+    if (auto* d = std::get_if<double>(&v); d && f.type == config::FieldType::Float) bad = out_of_range(*d);
+    if (auto* l = std::get_if<std::vector<double>>(&v))
+      bad = (f.list_size && l->size() != f.list_size) || std::any_of(l->begin(), l->end(), out_of_range);
+    if (auto* s = std::get_if<std::string>(&v); s && f.type == config::FieldType::Enum)
+      bad = std::find(f.allowed.begin(), f.allowed.end(), *s) == f.allowed.end();
+    if (bad) return f.path + " = " + config::value_to_yaml(v) + ", outside " + f.allowed_text();
+  }
+  return {};
+}
+
 // Loads, and on success exercises the writers the CLI runs on a loaded job. Returns false when
 // the job does not load (a well-formed ConfigError or UsageError).
 bool load_checked(const config::LoadOptions& o, config::LoadedJob& loaded) {
   try {
     loaded = config::load_job(o);
+    if (auto why = schema_violation(loaded.job); !why.empty()) finding("loaded a value the schema forbids: " + why, o);
     return true;
   } catch (const ConfigError& e) {
     if (auto why = test::contract_violation(e); !why.empty()) finding(why, o);
