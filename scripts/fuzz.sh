@@ -67,6 +67,9 @@ done
 {
   grep -ohE '"[A-Za-z_][A-Za-z0-9_]*"' "$root"/runtime/config/*.cpp | sort -u
   printf '%s\n' '": "' '"\x0a  "' '"- "' '"{"' '"}"' '"["' '"]"' '"auto"' '"&a "' '"*a"' '"!!str "' '"? "' '"~"'
+  # Numbers at the edges of the types the values land in (int, int64, double).
+  printf '%s\n' '"0"' '"-1"' '"2147483647"' '"2147483648"' '"4294967296"' '"9223372036854775807"' '"1e308"' \
+    '".inf"' '".nan"' '"1e-320"'
 } > "$dir/config.dict"
 
 echo "fuzz: $seconds s; $(ls "$seeds" | wc -l) seeds, $(ls "$dir/corpus" | wc -l) corpus inputs; findings go to $dir/findings/"
