@@ -122,3 +122,24 @@ TEST_CASE("the fuzzer's contract check flags what it must") {
   CHECK_FALSE(test::contract_violation(nowhere).empty());
   CHECK_FALSE(test::contract_violation(ConfigError(std::vector<Diagnostic>{})).empty());
 }
+
+TEST_CASE("fuzz finding: an empty DeepSpeed config had no position; a directory read as an empty job") {
+  // Kind 2 with nothing after the parent byte: deepspeed.config_file names an empty file, and the
+  // error pointed nowhere in it (line 0).
+  TempDir dir;
+  dir.write("ds.json", "");
+  auto job = dir.write("job.yaml", "backend: deepspeed\ndeepspeed:\n  config_file: ds.json\n");
+  auto d = only(config_errors(job));
+  CHECK(d.where.str() == dir.path().string() + "/ds.json:1:1");
+  CHECK(d.message == "the DeepSpeed config is empty");
+  CHECK_THAT(d.hint, Catch::Contains("JSON object"));
+
+  // `--set deepspeed.config_file=DIR` read the directory as an empty document; a directory given as
+  // the job itself loaded as "all defaults" (`accel config validate /tmp` said ok).
+  auto as_config = only(config_errors(job, {"deepspeed.config_file=" + dir.path().string()}));
+  CHECK(as_config.message == "cannot read the job file");
+  CHECK_THAT(as_config.hint, Catch::Contains("directory"));
+  auto as_job = only(config_errors(dir.path().string()));
+  CHECK(as_job.message == "cannot read the job file");
+  CHECK(as_job.where.file == dir.path().string());
+}
