@@ -6,6 +6,7 @@
 #include "runtime/config/import_accelerate.hpp"
 #include "runtime/config/import_deepspeed.hpp"
 #include "runtime/config/job_builder.hpp"
+#include "runtime/config/unguarded_read.hpp"
 #include "runtime/config/validate.hpp"
 #include "runtime/config/yaml_reader.hpp"
 

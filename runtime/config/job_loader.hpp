@@ -8,7 +8,6 @@
 
 #include <map>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "runtime/config/backend_translation.hpp"
@@ -41,10 +40,6 @@ struct LoadedJob {
 
 // Throws ConfigError with every problem found.
 LoadedJob load_job(const LoadOptions& options);
-
-// How the one diagnostic starts when a yaml-cpp exception escaped every reader: a missed case, with
-// no key path or position, still exit 2. The fuzzer (tests/fuzz) counts it as a finding.
-inline constexpr std::string_view kUnguardedReadMessage = "could not read the configuration: ";
 
 // Format of a parsed file, from its keys: Accelerate files have distributed_type /
 // compute_environment; DeepSpeed JSON has zero_optimization, train_batch_size, ...

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "runtime/common/errors.hpp"
-#include "runtime/config/job_loader.hpp"
+#include "runtime/config/unguarded_read.hpp"
 
 namespace accel::test {
 
