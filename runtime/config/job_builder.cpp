@@ -165,7 +165,7 @@ std::optional<Value> parse_value(const FieldSpec& f, const YAML::Node& node, con
   }
   if (f.int32 && (*number > std::numeric_limits<int>::max() || *number < std::numeric_limits<int>::min())) {
     auto d = range_error(f, node, where);
-    d.allowed += std::string(d.allowed.empty() ? "" : ", ") + "within 32 bits (-2147483648 .. 2147483647)";
+    d.allowed = f.min ? d.allowed + ", at most 2147483647" : "integer in -2147483648 .. 2147483647";
     d.hint = "this key holds a 32-bit integer";
     errors.push_back(d);
     return std::nullopt;

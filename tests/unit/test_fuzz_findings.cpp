@@ -123,7 +123,7 @@ TEST_CASE("the fuzzer's contract check flags what it must") {
   CHECK_FALSE(test::contract_violation(ConfigError(std::vector<Diagnostic>{})).empty());
 }
 
-TEST_CASE("fuzz finding: an empty DeepSpeed config had no position; a directory read as an empty job") {
+TEST_CASE("fuzz finding: an empty DeepSpeed config had no position, and a directory read as an empty job") {
   // Kind 2 with nothing after the parent byte: deepspeed.config_file names an empty file, and the
   // error pointed nowhere in it (line 0).
   TempDir dir;
