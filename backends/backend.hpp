@@ -24,6 +24,24 @@
 
 namespace accel::backends {
 
+// Which ranks can read each other's checkpoint files (docs/design/0013): the storage group of each
+// rank (machines sharing output_dir). A file whose content several ranks hold is written once per
+// group, by the lowest of those ranks in it, so every group can resume at the same layout alone.
+struct CheckpointStorage {
+  std::vector<int> group_of_rank;  // indexed by rank; empty: one storage every rank shares
+
+  bool same_storage(int a, int b) const {
+    return group_of_rank.empty() || group_of_rank.at(size_t(a)) == group_of_rank.at(size_t(b));
+  }
+  // Whether `rank` writes a file every rank in `holders` (ascending) could write: it is the first
+  // holder on its storage. With one storage: the first holder.
+  bool writes(int rank, const std::vector<int>& holders) const {
+    for (int h : holders)
+      if (same_storage(h, rank)) return h == rank;
+    return false;
+  }
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -59,10 +77,11 @@ class Backend {
   // result is valid on rank 0 (other ranks may get an empty list).
   virtual train::NamedTensors full_parameters() = 0;
 
-  // Writes this rank's part of the training state into checkpoint directory `dir` (a staging
-  // directory every rank can reach) and returns a JSON record of the layout (rank 0's is kept in
-  // the checkpoint's trainer.json). load_state reads it back from a verified checkpoint.
-  virtual nlohmann::json save_state(const std::string& dir) = 0;
+  // Writes this rank's part of the training state into checkpoint directory `dir` (the staging
+  // directory on this rank's storage; replicated files per CheckpointStorage::writes) and returns a
+  // JSON record of the layout, the same on every rank (kept in the checkpoint's trainer.json).
+  // load_state reads it back from a verified checkpoint.
+  virtual nlohmann::json save_state(const std::string& dir, const CheckpointStorage& storage) = 0;
   virtual void load_state(const std::string& dir, const nlohmann::json& layout) = 0;
 
   // `accel launch --trace FILE`: start recording the per-unit schedule (false: this backend has

@@ -3,8 +3,11 @@
 // the built-in trainer (`accel worker`, task train). Problems the launcher can see before spawning
 // (an option not built yet, a damaged checkpoint to resume from) are reported once, with exit 2.
 // A job switched between deepspeed and fsdp prints its translated options first (backend_translation.hpp).
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 
@@ -16,6 +19,7 @@
 #include "runtime/config/backend_translation.hpp"
 #include "runtime/config/dump.hpp"
 #include "runtime/config/schema.hpp"
+#include "runtime/launch/gpu_probe.hpp"
 #include "runtime/train/checkpoint/checkpoint_store.hpp"
 
 namespace accel::cli {
@@ -45,6 +49,35 @@ void check_fsdp(const config::LoadedJob& loaded) {
   }
   if (!refused.empty()) throw ConfigError(refused);
   for (const auto& w : plan.warnings) std::cerr << "warning: " << backends::describe_issue(w) << "\n";
+}
+
+// The run writes logs, metrics and checkpoints under training.output_dir: a directory that cannot
+// be created or written (read-only, no permission, a full disk) is found here, before anything
+// starts, by writing one byte into it and into its checkpoints directory when there is one.
+void check_output_dir_writable(const config::LoadedJob& loaded) {
+  namespace fs = std::filesystem;
+  const std::string& out = loaded.job.training.output_dir;
+  std::string problem;
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) problem = "cannot create " + out + ": " + ec.message();
+  const std::string checkpoints = train::ckpt::checkpoints_root(out);
+  for (const std::string& dir : {out, checkpoints}) {
+    if (!problem.empty() || !fs::is_directory(dir, ec)) continue;
+    const std::string probe = dir + "/.accel-write-probe." + std::to_string(::getpid());
+    const int fd = ::open(probe.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+    bool ok = fd >= 0 && ::write(fd, "x", 1) == 1 && ::fsync(fd) == 0;
+    const int err = errno;
+    if (fd >= 0) ok = ::close(fd) == 0 && ok;
+    ::unlink(probe.c_str());
+    if (!ok) problem = "cannot write into " + dir + ": " + std::strerror(err);
+  }
+  if (problem.empty()) return;
+  auto d = diagnostic_for(loaded, "training.output_dir", problem,
+                          "give a writable directory with free space (--set training.output_dir=PATH), or free "
+                          "space / fix the permissions or the mount of this one");
+  if (d.where.origin == Location::Origin::Default) d.where = Location::in_file(out, 0, 0);
+  throw ConfigError(d);
 }
 
 // What the built-in trainer would refuse at start, found before any worker is spawned.
@@ -88,7 +121,8 @@ void check_trainer_can_start(const config::LoadedJob& loaded) {
     else
       throw train::ckpt::CheckpointError("checkpoint directory " + resume + " does not exist");
     if (!dir) return;
-    auto manifest = train::ckpt::verify_checkpoint(*dir);
+    // Node-local storage (docs/design/0013): this machine needs only the files it holds.
+    auto manifest = train::ckpt::verify_checkpoint(*dir, j.num_machines > 1 ? j.machine_rank : -1);
     std::cerr << "accel launch: resuming from " << *dir << " (" << manifest.step << " steps done)\n";
   } catch (const train::ckpt::CheckpointError& e) {
     auto d = diagnostic_for(loaded, "training.resume", e.what(),
@@ -122,7 +156,7 @@ void add_launch_command(CLI::App& app) {
                   "Write the sharding schedule (gathers, reshards, reductions per unit) as a Chrome trace: "
                   "FILE for rank 0, FILE with .rankN before its extension for the others");
   cmd->callback([o] {
-    auto loaded = load_job_for_cli(o->file, o->overrides);
+    auto loaded = load_job_for_cli(o->file, o->overrides, false, true, launch::visible_cuda_gpus());
     const auto& j = loaded.job;
     // The one-key backend switch: say what was carried over from the other backend's block, and what
     // has no equivalent, before anything else (also when the backend then refuses to start).
@@ -136,6 +170,7 @@ void add_launch_command(CLI::App& app) {
       std::cout << config::dump_job(j, loaded.sources, config::DumpStyle::WithSources);
       return;
     }
+    check_output_dir_writable(loaded);
     if (!j.program.empty()) {
       launch_job(loaded, j.program, {});
       return;

@@ -15,6 +15,7 @@
 #include "cli/commands.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/train/checkpoint/checkpoint_store.hpp"
+#include "runtime/train/checkpoint/node_local.hpp"
 #include "runtime/train/model/safetensors.hpp"
 
 namespace accel::cli {
@@ -50,13 +51,20 @@ struct Source {
 Source open_checkpoint(const std::string& arg) {
   Source s;
   s.dir = resolve_checkpoint(arg);
-  s.step = ckpt::verify_checkpoint(s.dir).step;
+  const ckpt::Manifest manifest = ckpt::verify_checkpoint(s.dir);
+  s.step = manifest.step;
   const std::string trainer = s.dir + "/trainer.json";
   std::ifstream in(trainer);
   auto state = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!in || state.is_discarded() || !state.is_object() || !state.contains("backend_state"))
     throw ckpt::CheckpointError(trainer + " is missing or has no backend_state (not a checkpoint of accel's trainer?)");
-  s.state = backends::CanonicalState::open(s.dir, state["backend_state"]);
+  try {
+    s.state = backends::CanonicalState::open(s.dir, state["backend_state"]);
+  } catch (const RunError& e) {  // node-local storage: name the machines holding what is absent
+    const std::string note = ckpt::elsewhere_note(manifest, s.dir);
+    if (note.empty()) throw;
+    throw ckpt::CheckpointError(std::string(e.what()) + "\n" + note);
+  }
   return s;
 }
 

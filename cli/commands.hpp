@@ -27,7 +27,9 @@ void add_merge_weights_command(CLI::App& app);
 // after it stays positional (`accel launch --set a=1 job.yaml`).
 CLI::Option* add_set_option(CLI::App* command, std::vector<std::string>& overrides);
 
+// `gpus_here` (accel launch): resolve the job's placement on this machine (runtime/config/placement.hpp).
 config::LoadedJob load_job_for_cli(const std::string& file, const std::vector<std::string>& overrides,
-                                   bool allow_none = false, bool check_paths = true);
+                                   bool allow_none = false, bool check_paths = true,
+                                   std::optional<config::GpuCount> gpus_here = std::nullopt);
 
 }  // namespace accel::cli

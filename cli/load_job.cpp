@@ -15,7 +15,7 @@ CLI::Option* add_set_option(CLI::App* command, std::vector<std::string>& overrid
 }
 
 config::LoadedJob load_job_for_cli(const std::string& file, const std::vector<std::string>& overrides, bool allow_none,
-                                   bool check_paths) {
+                                   bool check_paths, std::optional<config::GpuCount> gpus_here) {
   config::LoadOptions options;
   options.file = file;
   if (options.file.empty()) {
@@ -28,6 +28,7 @@ config::LoadedJob load_job_for_cli(const std::string& file, const std::vector<st
   options.set_overrides = overrides;
   options.environment = config::accel_environment();
   options.check_paths = check_paths;
+  options.gpus_here = std::move(gpus_here);
   auto loaded = config::load_job(options);
   for (const auto& w : loaded.warnings) std::cerr << w.render("warning") << "\n";
   return loaded;

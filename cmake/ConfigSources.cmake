@@ -21,4 +21,5 @@ set(ACCEL_CONFIG_SOURCES
   runtime/config/job_convert.cpp
   runtime/config/questionnaire.cpp
   runtime/config/paths.cpp
+  runtime/config/placement.cpp
 )

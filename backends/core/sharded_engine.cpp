@@ -472,10 +472,24 @@ train::NamedTensors ShardedEngine::full_parameters() {
 // Checkpoints (docs/design/0006): each rank writes its own shard file and nothing else, no
 // gather; rank 0's layout record names every parameter's place in the flat buffers, so
 // merge-weights and a resume at another world size or under another backend can read them.
-nlohmann::json ShardedEngine::save_state(const std::string& dir) {
-  // Replicated optimizer states (shard_optimizer false) are one shard: rank 0 writes it. Under
-  // HYBRID_SHARD the first machine's ranks write their shards; the other machines hold copies.
-  if ((policy_.shard_optimizer && replica_rank() == 0) || comm_.rank() == 0)
+std::vector<int> ShardedEngine::shard_holders() const {
+  std::vector<int> holders;
+  if (!policy_.shard_optimizer) {
+    for (int r = 0; r < comm_.size(); ++r) holders.push_back(r);
+  } else if (replica_group_) {  // shard groups of g consecutive ranks: the copies are g apart
+    const int g = shard_comm().size();
+    for (int r = comm_.rank() % g; r < comm_.size(); r += g) holders.push_back(r);
+  } else {
+    holders.push_back(comm_.rank());
+  }
+  return holders;
+}
+
+nlohmann::json ShardedEngine::save_state(const std::string& dir, const CheckpointStorage& storage) {
+  // Each shard once per storage: replicated optimizer states (shard_optimizer false) are one
+  // shard; under HYBRID_SHARD the other machines hold copies, written only where the first
+  // machine's files cannot be read (node-local storage, docs/design/0013).
+  if (storage.writes(comm_.rank(), shard_holders()))
     optimizer_->save_state_file(dir + "/" + zero_shard_file(shard_rank()));
   end_memory_phase();
   std::vector<ZeroUnitRecord> records;

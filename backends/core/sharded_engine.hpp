@@ -81,7 +81,7 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   void skip_step() override;
   train::UnitHooks* eval_hooks() override;
   train::NamedTensors full_parameters() override;
-  nlohmann::json save_state(const std::string& dir) override;
+  nlohmann::json save_state(const std::string& dir, const CheckpointStorage& storage) override;
   void load_state(const std::string& dir, const nlohmann::json& layout) override;
   bool start_trace() override;
   nlohmann::json memory_report() const override;
@@ -130,8 +130,11 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   int shard_rank() const { return policy_.shard_optimizer ? shard_comm().rank() : 0; }
   // The ranks one copy of the model states is split over: every rank, or this rank's machine.
   comm::Communicator& shard_comm() const { return shard_group_ ? *shard_group_ : comm_; }
-  // This rank's place among the copies (0 without HYBRID_SHARD): copy 0 writes the checkpoint.
+  // This rank's place among the copies (0 without HYBRID_SHARD).
   int replica_rank() const { return replica_group_ ? replica_group_->rank() : 0; }
+  // The ranks holding the same optimizer shard as this one, ascending: this rank alone, its
+  // replicas on the other machines (HYBRID_SHARD), or every rank (replicated states).
+  std::vector<int> shard_holders() const;
   // The masters' dtype as the layout record (and safetensors) spell it.
   std::string master_dtype_name() const { return policy_.master_dtype == at::kFloat ? "F32" : "BF16"; }
   UnitShardState& shard(int u) { return optimizer_->units()[size_t(u)]; }

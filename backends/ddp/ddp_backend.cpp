@@ -159,10 +159,13 @@ train::NamedTensors DdpBackend::full_parameters() {
   return out;
 }
 
-nlohmann::json DdpBackend::save_state(const std::string& dir) {
-  // Replicated state: rank 0 writes the one copy (full_parameters is collective: every rank calls it).
+nlohmann::json DdpBackend::save_state(const std::string& dir, const CheckpointStorage& storage) {
+  // Replicated state: the first rank on each storage writes the copy (full_parameters is
+  // collective: every rank calls it).
   train::NamedTensors params = full_parameters();
-  if (comm_.rank() == 0) {
+  std::vector<int> everyone(size_t(comm_.size()));
+  for (int r = 0; r < comm_.size(); ++r) everyone[size_t(r)] = r;
+  if (storage.writes(comm_.rank(), everyone)) {
     train::save_safetensors(dir + "/" + kModelFile, params);
     train::save_safetensors(dir + "/" + kOptimizerFile, optimizer_->state_tensors());
   }

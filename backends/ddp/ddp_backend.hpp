@@ -39,7 +39,7 @@ class DdpBackend final : public Backend, private train::UnitHooks, private Backw
   nlohmann::json memory_report() const override;
   train::UnitHooks* eval_hooks() override { return nullptr; }
   train::NamedTensors full_parameters() override;
-  nlohmann::json save_state(const std::string& dir) override;
+  nlohmann::json save_state(const std::string& dir, const CheckpointStorage& storage) override;
   void load_state(const std::string& dir, const nlohmann::json& layout) override;
 
  private:

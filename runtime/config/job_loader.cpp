@@ -150,6 +150,8 @@ LoadedJob load_job_unguarded(const LoadOptions& options) {
   // on the result, so a translated value that cannot work is reported naming its source key.
   auto translated = translate_backend(builder.job(), builder.sources(), builder.job().backend);
   std::vector<Diagnostic> errors;
+  if (options.gpus_here) resolve_placement(translated.job, translated.sources, *options.gpus_here, errors);
+  throw_if(errors);
   validate_job(translated.job, translated.sources, options.check_paths, errors, file_layer.warnings);
   throw_if(errors);
 

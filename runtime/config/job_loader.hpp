@@ -7,12 +7,14 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "runtime/config/backend_translation.hpp"
 #include "runtime/config/job.hpp"
 #include "runtime/config/overrides.hpp"
+#include "runtime/config/placement.hpp"
 
 namespace accel::config {
 
@@ -24,6 +26,9 @@ struct LoadOptions {
   std::vector<std::string> set_overrides; // "key.path=value"
   Environment environment;                // usually accel_environment()
   bool check_paths = true;                // data files exist, output dirs creatable
+  // accel launch: this machine's GPUs, to resolve device: auto and num_processes (placement.hpp)
+  // before validation; unset (config validate): the job is checked as written.
+  std::optional<GpuCount> gpus_here;
 };
 
 struct LoadedJob {

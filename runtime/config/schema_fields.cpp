@@ -114,7 +114,8 @@ std::vector<FieldSpec> build_schema() {
       // ---- the job as a whole ---------------------------------------------------------------
       field(KEY(backend), "Training semantics: ddp (replicated), deepspeed (ZeRO stages) or fsdp "
                           "(FSDP strategies). The one key that moves a job between DeepSpeed and FSDP."),
-      field(KEY(num_processes), "Total worker processes across all machines (as in Accelerate).").range(1, 4096),
+      field(KEY(num_processes), "Total worker processes across all machines (as in Accelerate); on device "
+                                "cuda, when not set, one per GPU of each machine.").range(1, 4096),
       field(KEY(num_machines), "Number of machines the job spans.").range(1, 1024),
       field(KEY(machine_rank), "This machine's index, 0 .. num_machines-1. Machine 0 hosts the rendezvous.")
           .range(0),

@@ -132,16 +132,17 @@ def free_port():
         return s.getsockname()[1]
 
 
-def launch_machines(job_path, num_machines, sets=(), env_extra=None, cwd=None):
+def launch_machines(job_path, num_machines, sets=(), env_extra=None, cwd=None, machine_sets=None):
     """`num_machines` launchers of one job on loopback, `machine_rank` 0..n-1, all at once (each
     machine's share of the ranks rendezvouses with the others), in `cwd` (default: the job file's
-    folder); returns their CompletedProcesses."""
+    folder); `machine_sets[m]` are overrides for machine m only (e.g. its own output_dir). Returns
+    their CompletedProcesses."""
     port = free_port()
     procs = []
     for machine in range(num_machines):
         cmd = [ACCEL, "launch", job_path, "--set", f"num_machines={num_machines}", "--set", f"machine_rank={machine}",
                "--set", "main_process_ip=127.0.0.1", "--set", f"main_process_port={port}"]
-        for s in sets:
+        for s in tuple(sets) + tuple(machine_sets[machine] if machine_sets else ()):
             cmd += ["--set", s]
         procs.append((cmd, subprocess.Popen(cmd, cwd=cwd or os.path.dirname(os.path.abspath(job_path)),
                                             env=clean_env(env_extra), stdout=subprocess.PIPE,

@@ -166,10 +166,15 @@ bool valid_step_name(const std::string& name) {
 
 Json manifest_to_json(const Manifest& m) {
   Json files = Json::array();
-  for (const auto& f : m.files)
-    files.push_back(Json{{"name", f.name}, {"bytes", f.bytes}, {"fnv1a64", hex64(f.fnv1a64)}});
-  return Json{{"format", kManifestFormat}, {"version", m.format_version}, {"step", m.step},
-              {"files", std::move(files)}, {"extra", m.extra}};
+  for (const auto& f : m.files) {
+    Json entry{{"name", f.name}, {"bytes", f.bytes}, {"fnv1a64", hex64(f.fnv1a64)}};
+    if (m.node_local()) entry["machines"] = f.machines;
+    files.push_back(std::move(entry));
+  }
+  Json j{{"format", kManifestFormat}, {"version", m.format_version}, {"step", m.step},
+         {"files", std::move(files)}, {"extra", m.extra}};
+  if (m.node_local()) j["num_machines"] = m.num_machines;
+  return j;
 }
 
 // Checks the manifest's shape; every problem names manifest.json and what is wrong with it.
@@ -188,9 +193,17 @@ Manifest manifest_from_json(const Json& j, const std::string& path, const std::s
     bad(std::string("\"format\" is ") + format.dump() + ", expected \"" + kManifestFormat + "\"");
   const Json& version = require("version");
   if (!version.is_number_integer()) bad("\"version\" is " + version.dump() + ", expected an integer");
-  if (version.get<int64_t>() != kManifestVersion)
-    bad("\"version\" is " + version.dump() + ", this accel reads version " + std::to_string(kManifestVersion) +
-        " (written by a different accel version?)");
+  const int64_t v = version.get<int64_t>();
+  if (v != kManifestVersion && v != kNodeLocalManifestVersion)
+    bad("\"version\" is " + version.dump() + ", this accel reads versions " + std::to_string(kManifestVersion) +
+        " and " + std::to_string(kNodeLocalManifestVersion) + " (written by a different accel version?)");
+  int num_machines = 1;
+  if (v == kNodeLocalManifestVersion) {
+    const Json& n = require("num_machines");
+    if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > 1 << 20)
+      bad("\"num_machines\" is " + n.dump() + ", expected a positive integer");
+    num_machines = n.get<int>();
+  }
   const Json& step = require("step");
   if (!step.is_number_integer() || step.get<int64_t>() < 0)
     bad("\"step\" is " + step.dump() + ", expected a non-negative integer");
@@ -200,7 +213,8 @@ Manifest manifest_from_json(const Json& j, const std::string& path, const std::s
   if (!extra.is_object()) bad("\"extra\" is not an object");
 
   Manifest m;
-  m.format_version = kManifestVersion;
+  m.format_version = static_cast<int>(v);
+  m.num_machines = num_machines;
   m.step = step.get<int64_t>();
   m.extra = extra;
   std::set<std::string> seen;
@@ -220,7 +234,19 @@ Manifest manifest_from_json(const Json& j, const std::string& path, const std::s
     std::optional<uint64_t> h;
     if (hash != f.end() && hash->is_string()) h = parse_hex64(hash->get<std::string>());
     if (!h) bad(where + ".fnv1a64 is missing or not 16 hex digits");
-    m.files.push_back(FileEntry{name->get<std::string>(), bytes->get<uint64_t>(), *h});
+    FileEntry entry{name->get<std::string>(), bytes->get<uint64_t>(), *h, {}};
+    if (m.node_local()) {
+      auto machines = f.find("machines");
+      bool ok = machines != f.end() && machines->is_array() && !machines->empty();
+      for (size_t k = 0; ok && k < machines->size(); ++k) {
+        const Json& mk = (*machines)[k];
+        ok = mk.is_number_integer() && mk.get<int64_t>() >= 0 && mk.get<int64_t>() < num_machines &&
+             (k == 0 || mk.get<int>() > entry.machines.back());
+        if (ok) entry.machines.push_back(mk.get<int>());
+      }
+      if (!ok) bad(where + ".machines is missing or not a sorted list of machine ranks below num_machines");
+    }
+    m.files.push_back(std::move(entry));
   }
   return m;
 }
@@ -278,20 +304,19 @@ std::string begin_checkpoint(const std::string& root, int64_t step) {
   return tmp.string();
 }
 
-std::string commit_checkpoint(const std::string& root, int64_t step, const nlohmann::json& extra) {
-  if (!extra.is_null() && !extra.is_object())
-    throw std::invalid_argument("commit_checkpoint: extra must be a JSON object, got " + std::string(extra.type_name()));
-  const std::string name = step_dir_name(step);
-  const fs::path tmp = fs::path(root) / (kTmpPrefix + name);
-  const fs::path final_dir = fs::path(root) / name;
-  if (type_of(tmp) != fs::file_type::directory)
-    fail("cannot commit checkpoint step " + std::to_string(step) + ": " + tmp.string() +
-         " does not exist (begin_checkpoint was not called, or another writer removed it)");
+namespace {
 
-  // Every regular file but the manifest; anything else could not be verified later.
-  Manifest m;
-  m.step = step;
-  m.extra = extra.is_null() ? Json::object() : extra;
+fs::path staging_dir(const std::string& root, int64_t step, const char* what) {
+  const fs::path tmp = fs::path(root) / (kTmpPrefix + step_dir_name(step));
+  if (type_of(tmp) != fs::file_type::directory)
+    fail(std::string("cannot ") + what + " checkpoint step " + std::to_string(step) + ": " + tmp.string() +
+         " does not exist (begin_checkpoint was not called, or another writer removed it)");
+  return tmp;
+}
+
+// Every regular file of the staging directory but the manifest; anything else could not be
+// verified later.
+std::vector<std::string> staged_names(const fs::path& tmp) {
   std::vector<std::string> names;
   std::error_code ec;
   for (fs::directory_iterator it(tmp, ec), end; !ec && it != end; it.increment(ec)) {
@@ -304,11 +329,28 @@ std::string commit_checkpoint(const std::string& root, int64_t step, const nlohm
   }
   if (ec) fail("cannot list " + tmp.string() + ": " + ec.message());
   std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::vector<FileEntry> hash_names(const fs::path& tmp, const std::vector<std::string>& names) {
+  std::vector<FileEntry> files;
   for (const auto& n : names) {
     const Hashed h = hash_file((tmp / n).string(), /*sync=*/true);
-    m.files.push_back(FileEntry{n, h.bytes, h.hash});
+    files.push_back(FileEntry{n, h.bytes, h.hash, {}});
   }
+  return files;
+}
 
+Json checked_extra(const Json& extra) {
+  if (!extra.is_null() && !extra.is_object())
+    throw std::invalid_argument("commit_checkpoint: extra must be a JSON object, got " + std::string(extra.type_name()));
+  return extra.is_null() ? Json::object() : extra;
+}
+
+// Writes the manifest into the staging directory, renames it to step_N and moves `latest` to it.
+std::string seal(const std::string& root, const fs::path& tmp, const Manifest& m) {
+  const std::string name = step_dir_name(m.step);
+  const fs::path final_dir = fs::path(root) / name;
   // The manifest last, itself atomically, then the directory entry for it.
   const fs::path manifest_tmp = tmp / kManifestTmpName;
   write_file_synced(manifest_tmp.string(), manifest_to_json(m).dump(2) + "\n");
@@ -333,8 +375,45 @@ std::string commit_checkpoint(const std::string& root, int64_t step, const nlohm
 
   // The checkpoint is committed; a failure to delete the old copy only leaves garbage that the
   // next begin_checkpoint removes, so it must not make the commit look failed.
+  std::error_code ec;
   if (aside) fs::remove_all(*aside, ec);
   return final_dir.string();
+}
+
+}  // namespace
+
+std::string commit_checkpoint(const std::string& root, int64_t step, const nlohmann::json& extra) {
+  Json checked = checked_extra(extra);
+  const fs::path tmp = staging_dir(root, step, "commit");
+  Manifest m;
+  m.step = step;
+  m.extra = std::move(checked);
+  m.files = hash_names(tmp, staged_names(tmp));
+  return seal(root, tmp, m);
+}
+
+std::vector<FileEntry> hash_staged_files(const std::string& root, int64_t step) {
+  const fs::path tmp = staging_dir(root, step, "hash");
+  return hash_names(tmp, staged_names(tmp));
+}
+
+std::string commit_node_local(const std::string& root, int64_t step, const nlohmann::json& extra,
+                              const std::vector<FileEntry>& files, int num_machines) {
+  Json checked = checked_extra(extra);
+  const fs::path tmp = staging_dir(root, step, "commit");
+  std::set<std::string> listed;
+  for (const auto& f : files) listed.insert(f.name);
+  for (const auto& n : staged_names(tmp))
+    if (!listed.count(n))
+      fail("cannot commit " + tmp.string() + ": " + n + " was staged here but is not in the machines' file list");
+  Manifest m;
+  m.format_version = kNodeLocalManifestVersion;
+  m.num_machines = num_machines;
+  m.step = step;
+  m.extra = std::move(checked);
+  m.files = files;
+  std::sort(m.files.begin(), m.files.end(), [](const FileEntry& a, const FileEntry& b) { return a.name < b.name; });
+  return seal(root, tmp, m);
 }
 
 std::optional<std::string> find_latest_checkpoint(const std::string& root) {
@@ -380,14 +459,20 @@ Manifest read_manifest(const std::string& dir) {
   return manifest_from_json(j, path, dir);
 }
 
-Manifest verify_checkpoint(const std::string& dir) {
+Manifest verify_checkpoint(const std::string& dir, int machine) {
   Manifest m = read_manifest(dir);
   std::string problems;
   for (const auto& f : m.files) {
     const std::string path = (fs::path(dir) / f.name).string();
     const auto t = type_of(path);
     if (t == fs::file_type::not_found) {
-      problems += "\n  " + path + " is missing (the manifest lists it)";
+      const bool held_here = f.machines.empty() || machine < 0
+                                 ? f.machines.empty() || int(f.machines.size()) == m.num_machines
+                                 : std::find(f.machines.begin(), f.machines.end(), machine) != f.machines.end();
+      if (held_here)
+        problems += "\n  " + path + " is missing (the manifest lists it)";
+      else
+        m.elsewhere.push_back(f);  // node-local: on another machine's storage
       continue;
     }
     if (t != fs::file_type::regular) {

@@ -20,7 +20,10 @@
 //  - Nothing falls back silently: a damaged checkpoint is a CheckpointError naming the file, what
 //    differs and what the user can do (delete it, or set training.resume to another directory).
 //  - One writer per root at a time: begin_checkpoint and commit_checkpoint are called by one
-//    process (rank 0); other ranks only write files into the directory begin_checkpoint returned.
+//    process (rank 0, or each storage group's first rank on node-local storage, design 0013);
+//    other ranks only write files into the directory begin_checkpoint returned.
+//  - Node-local storage (manifest version 2): every machine's manifest lists the files of all
+//    machines, each with the machines holding it; a file held only elsewhere may be absent.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +47,8 @@ class CheckpointError : public RunError {
 
 // "format" and "version" in manifest.json; a reader refuses other values.
 inline constexpr const char* kManifestFormat = "accel-checkpoint";
-inline constexpr int kManifestVersion = 1;
+inline constexpr int kManifestVersion = 1;           // one storage (every file in the directory)
+inline constexpr int kNodeLocalManifestVersion = 2;  // node-local storage: files carry their machines
 inline constexpr const char* kManifestName = "manifest.json";
 inline constexpr const char* kLatestName = "latest";
 
@@ -59,6 +63,7 @@ struct FileEntry {
   std::string name;     // a plain file name inside the checkpoint directory (no '/')
   uint64_t bytes = 0;
   uint64_t fnv1a64 = 0;  // stored in JSON as 16 lowercase hex digits (JSON numbers lose 64-bit ints)
+  std::vector<int> machines;  // node-local: the machines whose storage holds it (sorted); empty: all
 };
 
 struct Manifest {
@@ -66,6 +71,10 @@ struct Manifest {
   int64_t step = 0;
   std::vector<FileEntry> files;           // sorted by name; manifest.json itself is not listed
   nlohmann::json extra = nlohmann::json::object();  // free-form, filled by the trainer
+  int num_machines = 1;                   // version 2: the machines of the job that wrote it
+  // Filled by verify_checkpoint: listed files held only by other machines and absent here.
+  std::vector<FileEntry> elsewhere;
+  bool node_local() const { return format_version == kNodeLocalManifestVersion; }
 };
 
 // FNV-1a 64 of a file's bytes, read in 1 MiB chunks. CheckpointError when it cannot be read.
@@ -94,6 +103,15 @@ std::string begin_checkpoint(const std::string& root, int64_t step);
 // Returns the final directory path.
 std::string commit_checkpoint(const std::string& root, int64_t step, const nlohmann::json& extra);
 
+// Node-local storage (design 0013), in two halves around an exchange between the machines:
+// hash_staged_files fsyncs and hashes every regular file of root/.tmp.step_N (as commit_checkpoint
+// does; same errors); commit_node_local then commits that directory with `files`, the list of every
+// machine's files (node_local.hpp merges them), as a version 2 manifest. Every file staged here
+// must be listed, else CheckpointError.
+std::vector<FileEntry> hash_staged_files(const std::string& root, int64_t step);
+std::string commit_node_local(const std::string& root, int64_t step, const nlohmann::json& extra,
+                              const std::vector<FileEntry>& files, int num_machines);
+
 // The directory root/latest names, or std::nullopt when root or root/latest does not exist (no
 // checkpoint yet: not an error). An empty or malformed latest, or one naming a directory that does
 // not exist, is a CheckpointError naming root/latest. Does not verify the checkpoint.
@@ -109,6 +127,8 @@ Manifest read_manifest(const std::string& dir);
 // its full path ("is missing", "is truncated: N bytes, the manifest records M", "is larger than
 // the manifest records", "is corrupted: its FNV-1a 64 hash is 0x.. but the manifest records 0x..").
 // Call before anything parses the checkpoint's files. Returns the manifest.
-Manifest verify_checkpoint(const std::string& dir);
+// Node-local checkpoints: a listed file held only by other machines may be absent (it is returned
+// in Manifest::elsewhere); `machine` (>= 0) makes the files that machine holds required.
+Manifest verify_checkpoint(const std::string& dir, int machine = -1);
 
 }  // namespace accel::train::ckpt

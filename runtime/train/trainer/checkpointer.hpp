@@ -11,7 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/backend.hpp"
+#include "runtime/comm/rendezvous.hpp"
 #include "runtime/config/job_loader.hpp"
+#include "runtime/train/checkpoint/node_local.hpp"
 #include "runtime/train/data/dataset.hpp"
 #include "runtime/train/trainer/fault_injection.hpp"
 
@@ -19,12 +21,16 @@ namespace accel::train {
 
 class Checkpointer {
  public:
-  Checkpointer(const config::LoadedJob& job, comm::Communicator& comm, backends::Backend& backend,
-               const Dataset& data, const FaultInjector& faults);
+  // Collective. With several machines, probes whether they share output_dir (docs/design/0013)
+  // through the rendezvous store; storage() then says which.
+  Checkpointer(const config::LoadedJob& job, comm::Communicator& comm, comm::Rendezvous& rendezvous,
+               backends::Backend& backend, const Dataset& data, const FaultInjector& faults);
 
-  // training.resume: "never" -> none; "auto" -> the checkpoint `latest` names under
-  // <output_dir>/checkpoints, if any; anything else -> that directory (it must exist).
+  // Collective. training.resume: "never" -> none; "auto" -> the checkpoint `latest` names under
+  // <output_dir>/checkpoints, if any (node-local storage: the oldest of the machines' latest,
+  // which every machine has); anything else -> that directory (it must exist).
   std::optional<std::string> resume_dir() const;
+  const ckpt::StorageLayout& storage() const { return storage_; }
 
   // Verifies every file of `dir` (size and hash), checks it was written for the same data and
   // model, restores the backend's state and this rank's RNG, and returns the steps it holds.
@@ -36,7 +42,8 @@ class Checkpointer {
 
   // Collective: writes the state after `steps_done` steps to <output_dir>/checkpoints/step_N,
   // atomically, and moves `latest` to it, with `loop_state` (identical on every rank) in
-  // trainer.json. Returns the directory.
+  // trainer.json; on node-local storage every machine commits its own files and the manifest of
+  // all. Returns the directory.
   std::string save(int64_t steps_done, const nlohmann::json& loop_state = nlohmann::json::object());
 
   std::string root() const { return root_; }
@@ -44,14 +51,27 @@ class Checkpointer {
  private:
   nlohmann::json trainer_state(int64_t steps_done, const nlohmann::json& backend_layout,
                                const nlohmann::json& loop_state) const;
+  std::string commit(int64_t steps_done, const nlohmann::json& extra);
+  int64_t load_verified(const std::string& dir, const ckpt::Manifest& manifest);
+  // The error for a checkpoint that could not be written: removes its staging directory and says
+  // which checkpoint is still `latest` and what to do.
+  ckpt::CheckpointError write_failure(int64_t steps_done, const std::string& what, const std::string& staging) const;
+  std::optional<std::string> agree_on_latest(const std::optional<std::string>& mine) const;
+  int machine_count() const { return world_.world_size / std::max(1, world_.local_world_size); }
 
   const config::LoadedJob& job_;
   comm::Communicator& comm_;
+  comm::WorldInfo world_;
+  ckpt::KeyValueExchange kv_;
+  std::string key_prefix_;
+  ckpt::StorageLayout storage_;
+  backends::CheckpointStorage rank_storage_;  // storage_ per rank, for the backend
   backends::Backend& backend_;
   const Dataset& data_;
   const FaultInjector& faults_;
   std::string root_;
   nlohmann::json loaded_loop_state_ = nlohmann::json::object();
+  bool writer_ = false;  // the first rank of this rank's storage group: stages and commits there
 };
 
 }  // namespace accel::train

@@ -103,7 +103,7 @@ void Trainer::build() {
   data_ = make_dataset(job_.data, job_.model.vocab_size, t_.seq_len, uint64_t(t_.seed));
   backend_ = backends::make_backend(job_, comm_, *model_);
   log_memory(rank_, world_, "backend build");
-  checkpointer_ = std::make_unique<Checkpointer>(ctx_.job, comm_, *backend_, *data_, faults_);
+  checkpointer_ = std::make_unique<Checkpointer>(ctx_.job, comm_, *ctx_.rendezvous, *backend_, *data_, faults_);
   updater_ = std::make_unique<StepUpdater>(job_, loss_scaler_settings(job_));
 }
 

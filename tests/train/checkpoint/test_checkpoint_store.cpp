@@ -222,8 +222,8 @@ TEST_CASE("verification names the damaged file and what differs") {
     };
     rewrite([](auto& m) { m["format"] = "something-else"; });
     CHECK_THROWS_WITH(read_manifest(dir), Contains(manifest) && Contains("\"format\" is \"something-else\""));
-    rewrite([](auto& m) { m["version"] = 2; });
-    CHECK_THROWS_WITH(read_manifest(dir), Contains(manifest) && Contains("this accel reads version 1"));
+    rewrite([](auto& m) { m["version"] = 3; });
+    CHECK_THROWS_WITH(read_manifest(dir), Contains(manifest) && Contains("this accel reads versions 1 and 2"));
     rewrite([](auto& m) { m.erase("files"); });
     CHECK_THROWS_WITH(read_manifest(dir), Contains(manifest) && Contains("\"files\" is missing"));
     rewrite([](auto& m) { m["files"][0]["name"] = "../../escape"; });
