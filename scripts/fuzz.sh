@@ -39,7 +39,7 @@ seed() {  # seed NAME FRAMING-BYTES FILE
 i=0
 for t in "$root"/config_templates/*.yaml; do
   name="$(basename "$t" .yaml)"
-  for then in 00 04 08 0c; do seed "template-$name-$then" "\\x$then" "$t"; done
+  for then in 00 04 08 0c 10 20 30; do seed "template-$name-$then" "\\x$then" "$t"; done  # 1x: GPUs here
   # The template again as --set items over itself, plus one ACCEL_* variable.
   {
     printf "\\x03\\x$(printf %02x "$i")"

@@ -5,7 +5,8 @@
 // exception (YAML::Exception, std::out_of_range, ...) or a contract violation aborts, so libFuzzer
 // records the input as a crash.
 //
-// Input framing. Byte 0: bits 0-1 pick the kind, bits 2-3 what to do with a job that loads.
+// Input framing. Byte 0: bits 0-1 pick the kind, bits 2-3 what to do with a job that loads, bits
+// 4-5 the GPUs here: 0 none given (`config validate`), else `accel launch` on 0, 1 or 8 GPUs.
 //   kind 0  the rest is job.yaml (native or Accelerate YAML; the loader detects which)
 //   kind 1  the rest is job.json (DeepSpeed JSON, or whatever the loader detects)
 //   kind 2  byte 1 picks the parent (even: a native job, odd: an Accelerate file) that names
@@ -157,8 +158,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(work_dir(), ec)) fs::remove_all(e.path(), ec);
 
-  uint8_t kind = data[0] & 3, then = (data[0] >> 2) & 3;
+  uint8_t kind = data[0] & 3, then = (data[0] >> 2) & 3, gpus = (data[0] >> 4) & 3;
   auto options = options_for(kind, data + 1, size - 1);
+  if (gpus) options.gpus_here = config::GpuCount{gpus == 1 ? 0 : gpus == 2 ? 1 : 8, gpus == 1 ? "no driver" : ""};
   config::LoadedJob loaded;
   if (!load_checked(options, loaded)) return 0;
 
