@@ -15,6 +15,7 @@ packages=(
   libyaml-cpp-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
   libgloo-dev             # Gloo's headers only, for c10d's ProcessGroupGloo.hpp (the wheel ships none); never linked
   catch2                  # test framework, run through ctest
+  clang libclang-rt-14-dev  # the config fuzzer (scripts/fuzz.sh): clang++ and its libFuzzer/ASan/UBSan runtimes
   python3-venv            # the Python environment below
   tmux                    # drives the interactive `accel config` in a real terminal in tests
 )

@@ -177,7 +177,13 @@ void read_train_batch_size(const YAML::Node& value, ForeignReader& r) {
 void import_deepspeed(const YAML::Node& root, const std::string& file, ImportResult& out) {
   ForeignReader r(file, "DeepSpeed", out);
   if (!root.IsMap()) {
-    out.errors.push_back({"", node_location(file, root), "a DeepSpeed config must be a JSON object", "", "", ""});
+    // An empty file has no node to point at (line 0): the object belongs on its first line.
+    auto where = node_location(file, root);
+    if (where.line == 0) where = Location::in_file(file, 1, 1);
+    out.errors.push_back({"", where,
+                          root.IsNull() ? "the DeepSpeed config is empty" : "a DeepSpeed config must be a JSON object",
+                          root.IsNull() ? "" : node_text(root), "",
+                          "write a JSON object, for example {\"train_micro_batch_size_per_gpu\": 4}"});
     return;
   }
   // find_child, not operator[]: "bf16" may be a scalar, or lack "enabled", and neither may throw.

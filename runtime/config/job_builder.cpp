@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 
 #include "runtime/config/suggest.hpp"
 
@@ -160,6 +161,13 @@ std::optional<Value> parse_value(const FieldSpec& f, const YAML::Node& node, con
   }
   if (!in_range(f, *number)) {
     errors.push_back(range_error(f, node, where));
+    return std::nullopt;
+  }
+  if (f.int32 && (*number > std::numeric_limits<int>::max() || *number < std::numeric_limits<int>::min())) {
+    auto d = range_error(f, node, where);
+    d.allowed = f.min ? d.allowed + ", at most 2147483647" : "integer in -2147483648 .. 2147483647";
+    d.hint = "this key holds a 32-bit integer";
+    errors.push_back(d);
     return std::nullopt;
   }
   if (f.type == FieldType::Int) return Value{static_cast<int64_t>(*number)};

@@ -1,10 +1,12 @@
 #include "runtime/config/job_loader.hpp"
 
 #include <filesystem>
+#include <limits>
 
 #include "runtime/config/import_accelerate.hpp"
 #include "runtime/config/import_deepspeed.hpp"
 #include "runtime/config/job_builder.hpp"
+#include "runtime/config/unguarded_read.hpp"
 #include "runtime/config/validate.hpp"
 #include "runtime/config/yaml_reader.hpp"
 
@@ -49,7 +51,8 @@ const Assignment* config_file_assignment(const std::vector<const std::vector<Ass
   return found;
 }
 
-// DeepSpeed's batch identity, once the world size is final.
+// DeepSpeed's batch identity, once the world size is final. train_batch_size is any int64, so the
+// arithmetic guards against overflow, and a derived value must fit its key (32-bit, >= 1).
 void apply_batch_constraint(const BatchConstraint& c, JobBuilder& builder, std::vector<Diagnostic>& errors) {
   auto& t = builder.job().training;
   int64_t world = builder.job().num_processes;
@@ -60,18 +63,22 @@ void apply_batch_constraint(const BatchConstraint& c, JobBuilder& builder, std::
   if (!micro_set || !accum_set) {
     bool derive_micro = !micro_set;
     int64_t other = derive_micro ? t.gradient_accumulation_steps : t.micro_batch_size;
-    if (c.train_batch_size % (other * world) == 0) {
-      std::string path = derive_micro ? "training.micro_batch_size" : "training.gradient_accumulation_steps";
-      builder.derive(path, Value{c.train_batch_size / (other * world)}, describe);
+    std::string path = derive_micro ? "training.micro_batch_size" : "training.gradient_accumulation_steps";
+    int64_t divisor = other * world;  // both are 32-bit and >= 1: no overflow
+    int64_t derived = c.train_batch_size / divisor;
+    if (c.train_batch_size % divisor == 0 && derived <= std::numeric_limits<int>::max()) {
+      builder.derive(path, Value{derived}, describe);
       return;
     }
   }
-  int64_t product = int64_t(t.micro_batch_size) * t.gradient_accumulation_steps * world;
-  if (product != c.train_batch_size)
+  int64_t product = 0;
+  bool overflow = __builtin_mul_overflow(int64_t(t.micro_batch_size), int64_t(t.gradient_accumulation_steps), &product) ||
+                  __builtin_mul_overflow(product, world, &product);
+  if (overflow || product != c.train_batch_size)
     errors.push_back({"train_batch_size", c.where, "does not equal micro batch x accumulation x processes",
                       std::to_string(c.train_batch_size),
                       std::to_string(t.micro_batch_size) + " x " + std::to_string(t.gradient_accumulation_steps) +
-                          " x " + std::to_string(world) + " = " + std::to_string(product),
+                          " x " + std::to_string(world) + " = " + (overflow ? "more than 2^63" : std::to_string(product)),
                       "set train_batch_size to \"auto\", or make the three agree"});
 }
 
@@ -166,7 +173,7 @@ LoadedJob load_job(const LoadOptions& options) {
     // configuration error (exit 2) naming the file. No line: the mark may be in a file it names.
     Location where = options.file.empty() ? Location::derived("--set and ACCEL_* overrides")
                                           : Location::in_file(options.file, 0, 0);
-    throw ConfigError(Diagnostic{"", where, "could not read the configuration: " + e.msg, "", "",
+    throw ConfigError(Diagnostic{"", where, std::string(kUnguardedReadMessage) + e.msg, "", "",
                                  "a list, mapping or single value is where another is expected; please report "
                                  "this message, the reader should have named the key"});
   }

@@ -27,6 +27,8 @@ struct FieldSpec {
   std::optional<double> min, max;    // numeric range (per element for FloatList), inclusive
   bool max_exclusive = false;        // max itself is not allowed (betas < 1)
   size_t list_size = 0;              // FloatList: exact length
+  bool int32 = false;                // Int bound to a C++ int: a value beyond its 32 bits is refused,
+                                     // never wrapped (2^32 would otherwise read as 0)
   bool relative_to_file = false;     // Path: resolve against the directory of the file that set it
   std::string alias_of;              // non-empty: writing this key writes that one (DeepSpeed names)
   std::function<Value(const JobConfig&)> get;

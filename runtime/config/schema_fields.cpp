@@ -101,6 +101,7 @@ Field field(const char* path, Access access, std::string doc) {
   f.spec.get = [access](const JobConfig& job) { return Codec<T>::to(access(const_cast<JobConfig&>(job))); };
   f.spec.set = [access](JobConfig& job, const Value& v) { access(job) = Codec<T>::from(v); };
   if constexpr (std::is_enum_v<T>) f.spec.allowed = enum_names<T>();
+  f.spec.int32 = std::is_same_v<T, int>;
   return f;
 }
 

@@ -50,6 +50,10 @@ YAML::Node read_yaml_file(const std::string& path) {
     throw ConfigError(Diagnostic{"", Location::in_file(path, 0, 0), "cannot read the job file", "",
                                  "", "check the path (working directory: " +
                                          std::filesystem::current_path(ec).string() + ")"});
+  // A directory opens and reads as an empty document, which would load as "all defaults".
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError(Diagnostic{"", Location::in_file(path, 0, 0), "cannot read the job file", "", "",
+                                 "it is a directory; give the path of a file in it"});
   std::stringstream text;
   text << in.rdbuf();
   try {

@@ -1,0 +1,25 @@
+# The config library's sources, relative to the project root: the typed job schema, loading,
+# overrides, validation, import (no torch). One list for the main build (accel_config) and the
+# clang fuzzing sub-build (tests/fuzz), so a new config file is fuzzed as soon as it is built.
+set(ACCEL_CONFIG_SOURCES
+  runtime/common/errors.cpp
+  runtime/config/schema.cpp
+  runtime/config/schema_fields.cpp
+  runtime/config/yaml_reader.cpp
+  runtime/config/job_builder.cpp
+  runtime/config/import_common.cpp
+  runtime/config/overrides.cpp
+  runtime/config/validate.cpp
+  runtime/config/dump.cpp
+  runtime/config/suggest.cpp
+  runtime/config/job_loader.cpp
+  runtime/config/import_accelerate.cpp
+  runtime/config/import_deepspeed.cpp
+  runtime/config/backend_translation.cpp
+  runtime/config/translate_to_fsdp.cpp
+  runtime/config/translate_to_deepspeed.cpp
+  runtime/config/job_convert.cpp
+  runtime/config/questionnaire.cpp
+  runtime/config/paths.cpp
+  runtime/config/placement.cpp
+)

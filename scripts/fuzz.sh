@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Builds and runs the config fuzzer (tests/fuzz/config_fuzzer.cpp) with clang's libFuzzer.
+# Usage: scripts/fuzz.sh [SECONDS (default 60)] [more libFuzzer flags]
+#   nice scripts/fuzz.sh 600        # a longer run; the corpus in build/fuzz/corpus grows across runs
+#   build/fuzz/config_fuzzer FILE   # replay one input (a finding, or tests/fuzz/regressions/*)
+# Exit status: 0 no finding, 1 a finding (kept in build/fuzz/findings/), 77 no clang++ with the
+# libFuzzer runtime here (ctest reports config_fuzz_60s as skipped).
+# ACCEL_FUZZ_DIR: where to build and keep the corpus (default build/fuzz).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+dir="${ACCEL_FUZZ_DIR:-$root/build/fuzz}"
+seconds="${1:-60}"
+shift || true
+export LC_ALL=C  # the seeds' template indices follow the harness's byte order of file names
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
+
+# Only a compiler that links a libFuzzer target can build the harness; anything less is a skip.
+probe="$(mktemp -d)"
+trap 'rm -rf "$probe"' EXIT
+echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' > "$probe/p.cpp"
+if ! command -v clang++ >/dev/null 2>&1 ||
+   ! clang++ -fsanitize=fuzzer,address "$probe/p.cpp" -o "$probe/p" >/dev/null 2>&1; then
+  echo "fuzz: SKIPPED: no clang++ with the libFuzzer runtime (Debian: clang libclang-rt-14-dev; scripts/setup.sh)"
+  exit 77
+fi
+
+if [ ! -f "$dir/CMakeCache.txt" ]; then
+  cmake -S "$root/tests/fuzz" -B "$dir" -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+fi
+cmake --build "$dir" -j "${ACCEL_BUILD_JOBS:-$(nproc)}"
+
+# Seeds, rebuilt from the repository's files on every run: byte 0 frames them (see the harness).
+seeds="$dir/seeds"
+rm -rf "$seeds"
+mkdir -p "$seeds" "$dir/corpus" "$dir/findings"
+seed() {  # seed NAME FRAMING-BYTES FILE
+  { printf "$2"; cat "$3"; } > "$seeds/$1"
+}
+i=0
+for t in "$root"/config_templates/*.yaml; do
+  name="$(basename "$t" .yaml)"
+  for then in 00 04 08 0c 10 20 30; do seed "template-$name-$then" "\\x$then" "$t"; done  # 1x: GPUs here
+  # The template again as --set items over itself, plus one ACCEL_* variable.
+  {
+    printf "\\x03\\x$(printf %02x "$i")"
+    awk '/^[a-z_]+:[ \t]*(#.*)?$/ { sub(/:.*/, ""); section = $0 "."; next }
+         /^[a-z_]+:/ { section = "" }
+         /^ *[a-z_]+: *[^ #]/ { line = $0; sub(/ +#.*/, "", line); sub(/^ */, "", line); sub(/: */, "=", line);
+                                print section line }' "$t"
+    echo "ACCEL_TRAINING_MAX_STEPS=5"
+  } > "$seeds/overrides-$name"
+  i=$((i + 1))
+done
+for f in "$root"/tests/fixtures/bad/*.yaml "$root"/tests/fixtures/import/*.yaml; do
+  seed "fixture-$(basename "$f")" '\x00' "$f"
+  seed "fixture-$(basename "$f")-convert" '\x08' "$f"
+done
+for f in "$root"/tests/fixtures/import/*.json; do
+  name="$(basename "$f")"
+  seed "json-$name" '\x01' "$f"
+  seed "json-$name-convert" '\x0d' "$f"
+  seed "config-file-native-$name" '\x02\x00' "$f"
+  seed "config-file-accelerate-$name" '\x02\x01' "$f"
+done
+
+# The dictionary: every key-like string literal the config code compares with, and YAML syntax.
+{
+  grep -ohE '"[A-Za-z_][A-Za-z0-9_]*"' "$root"/runtime/config/*.cpp | sort -u
+  printf '%s\n' '": "' '"\x0a  "' '"- "' '"{"' '"}"' '"["' '"]"' '"auto"' '"&a "' '"*a"' '"!!str "' '"? "' '"~"'
+  # Numbers at the edges of the types the values land in (int, int64, double).
+  printf '%s\n' '"0"' '"-1"' '"2147483647"' '"2147483648"' '"4294967296"' '"9223372036854775807"' '"1e308"' \
+    '".inf"' '".nan"' '"1e-320"'
+} > "$dir/config.dict"
+
+echo "fuzz: $seconds s; $(ls "$seeds" | wc -l) seeds, $(ls "$dir/corpus" | wc -l) corpus inputs; findings go to $dir/findings/"
+rm -rf "$probe"
+trap - EXIT
+regressions=()
+[ -d "$root/tests/fuzz/regressions" ] && regressions=("$root/tests/fuzz/regressions")
+# libFuzzer's own exit code for a finding is 77, which ctest would read as a skip: make it 1.
+exec "$dir/config_fuzzer" -max_total_time="$seconds" -timeout=10 -error_exitcode=1 -timeout_exitcode=1 \
+  -dict="$dir/config.dict" -artifact_prefix="$dir/findings/" -print_final_stats=1 "$@" \
+  "$dir/corpus" "$seeds" "${regressions[@]}"
