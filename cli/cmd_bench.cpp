@@ -5,6 +5,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/launch_support.hpp"
+#include "runtime/launch/gpu_probe.hpp"
 #include "runtime/worker/launch_probe.hpp"
 
 namespace accel::cli {
@@ -37,7 +38,8 @@ void add_bench_command(CLI::App& app) {
   launch->add_option("--json", o->json, "Where to write the result");
   launch->callback([o] {
     int64_t start = worker::realtime_ns();  // taken before the job is even read: the user-visible start
-    auto loaded = load_job_for_cli(o->file, o->overrides, /*allow_none=*/true);
+    auto loaded = load_job_for_cli(o->file, o->overrides, /*allow_none=*/true, /*check_paths=*/true,
+                                   launch::visible_cuda_gpus());
     nlohmann::json options = {{"launch_start_ns", start}};
     if (!o->json.empty()) options["json"] = std::filesystem::absolute(o->json).string();
     launch_job(loaded, {self_executable(), "worker"},
@@ -45,7 +47,8 @@ void add_bench_command(CLI::App& app) {
   });
 
   comm->callback([o] {
-    auto loaded = load_job_for_cli(o->file, o->overrides, /*allow_none=*/true);
+    auto loaded = load_job_for_cli(o->file, o->overrides, /*allow_none=*/true, /*check_paths=*/true,
+                                   launch::visible_cuda_gpus());
     nlohmann::json options = {{"min_bytes", o->min_bytes}, {"max_bytes", o->max_bytes}, {"iters", o->iters}};
     if (!o->json.empty()) options["json"] = std::filesystem::absolute(o->json).string();
     launch_job(loaded, {self_executable(), "worker"},

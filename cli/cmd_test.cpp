@@ -1,6 +1,7 @@
 // `accel test [JOB]`: launches the job's world and checks every collective (like `accelerate test`).
 #include "cli/commands.hpp"
 #include "cli/launch_support.hpp"
+#include "runtime/launch/gpu_probe.hpp"
 
 namespace accel::cli {
 
@@ -17,7 +18,8 @@ void add_test_command(CLI::App& app) {
   cmd->add_option("job", o->file, "Job file (default: the default job, else 1 process with defaults)");
   add_set_option(cmd, o->overrides);
   cmd->callback([o] {
-    auto loaded = load_job_for_cli(o->file, o->overrides, /*allow_none=*/true);
+    auto loaded = load_job_for_cli(o->file, o->overrides, /*allow_none=*/true, /*check_paths=*/true,
+                                   launch::visible_cuda_gpus());
     launch_job(loaded, {self_executable(), "worker"}, {{"ACCEL_WORKER_TASK", "comm-test"}});
   });
 }

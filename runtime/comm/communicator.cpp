@@ -14,6 +14,18 @@ const char* to_string(ReduceOp op) {
   return "unknown";
 }
 
+namespace {
+
+class CompletedWork final : public Work {
+ public:
+  void wait() override {}
+  bool is_completed() override { return true; }
+};
+
+}  // namespace
+
+WorkPtr completed_work() { return std::make_shared<CompletedWork>(); }
+
 std::unique_ptr<Communicator> Communicator::split(int /*color*/) {
   throw CommError("split: the " + backend_name() + " communicator cannot form subgroups");
 }
@@ -22,9 +34,11 @@ SplitGroup exchange_split_colors(Communicator& parent, int color) {
   if (color < 0)
     throw CommError("split on rank " + std::to_string(parent.rank()) + ": color must be >= 0, got " +
                     std::to_string(color));
-  at::Tensor mine = at::tensor({int64_t(color)}, at::kLong);
-  at::Tensor all = at::empty({parent.size()}, at::kLong);
-  parent.all_gather(mine, all)->wait();
+  // On the parent's device (NCCL takes only GPU tensors), read back on the host.
+  at::Tensor mine = at::full({1}, int64_t(color), at::TensorOptions().dtype(at::kLong).device(parent.device()));
+  at::Tensor gathered = at::empty({parent.size()}, mine.options());
+  parent.all_gather(mine, gathered)->wait();
+  at::Tensor all = gathered.cpu();
   SplitGroup g;
   g.color = color;
   g.size = 0;

@@ -4,7 +4,10 @@
 //  - Every op is asynchronous and returns a Work; Work::wait() rethrows a failure as CommError.
 //  - Every op has a timeout (the communicator's default): a peer that never arrives raises a
 //    CommError naming the op, the rank and the timeout, instead of hanging.
-//  - Tensors are contiguous and dense; dtype and device match across ranks.
+//  - Tensors are contiguous and dense, on the communicator's device(); dtype matches across ranks.
+//  - Work::wait() on a CPU communicator returns once the op completed. On a CUDA communicator it
+//    orders the caller's current CUDA stream after the op (the device finishes it; the host does
+//    not block), as c10d's NCCL work does: a host reader must synchronise the stream first.
 //  - Uneven sizes work: reduce_scatter and all_gather use shard_range() (shard_layout.hpp).
 //  - Every op is counted in stats() (calls, payload bytes) when it is issued. Bad arguments throw
 //    CommError from the issuing call itself (not through Work::wait) and are neither counted nor sent.
@@ -43,6 +46,9 @@ class Work {
 };
 using WorkPtr = std::shared_ptr<Work>;
 
+// A Work that is already complete (an op with nothing to wait for: world 1, empty tensors).
+WorkPtr completed_work();
+
 // This rank's place in the group a split() forms.
 struct SplitGroup {
   int color = 0;
@@ -64,6 +70,8 @@ class Communicator {
   virtual int size() const = 0;
   virtual std::string backend_name() const = 0;  // "gloo", "nccl", "fake"
   virtual std::chrono::milliseconds timeout() const = 0;
+  // Where its tensors live: CPU for Gloo and the fake, this rank's GPU for NCCL.
+  virtual at::Device device() const { return at::kCPU; }
 
   // In place: every rank ends with the reduction over all ranks of `tensor`.
   virtual WorkPtr all_reduce(at::Tensor tensor, ReduceOp op) = 0;

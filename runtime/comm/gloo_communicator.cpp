@@ -63,12 +63,6 @@ c10d::ReduceOp to_c10d(ReduceOp op) {
   return op == ReduceOp::Max ? c10d::ReduceOp(c10d::ReduceOp::MAX) : c10d::ReduceOp(c10d::ReduceOp::SUM);
 }
 
-// torch's error text without the C++ frames c10::Error may append.
-std::string error_text(const std::exception& e) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) return c10_error->what_without_backtrace();
-  return e.what();
-}
-
 class GlooCommunicator final : public Communicator {
  public:
   // `store`, `bind_address` and `store_prefix` are kept to connect the groups split() forms.
@@ -189,7 +183,7 @@ class GlooCommunicator final : public Communicator {
       } catch (const CommError&) {
         throw;
       } catch (const std::exception& e) {
-        throw CommError(describe_failure(op, error_text(e)));
+        throw CommError(describe_failure(op, exception_text(e)));
       }
     });
   }
@@ -264,7 +258,7 @@ std::unique_ptr<Communicator> make_gloo_communicator(c10::intrusive_ptr<c10d::St
     backend = make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>(store_prefix, store), options);
   } catch (const std::exception& e) {
     throw CommError(where + " failed (bind address '" + bind_address + "', store prefix '" + store_prefix +
-                    "', timeout " + std::to_string(timeout.count()) + " ms): " + error_text(e));
+                    "', timeout " + std::to_string(timeout.count()) + " ms): " + exception_text(e));
   }
   return std::make_unique<GlooCommunicator>(std::move(backend), timeout, std::move(store), bind_address, store_prefix);
 }

@@ -40,19 +40,26 @@ bool is_supported_dtype(at::ScalarType type) {
   }
 }
 
+std::string exception_text(const std::exception& e) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) return c10_error->what_without_backtrace();
+  return e.what();
+}
+
 void throw_op_error(const char* op, int rank, int world, const std::string& detail) {
   throw CommError(std::string(op) + " on " + rank_of_world(rank, world) + ": " + detail);
 }
 
-void check_tensor(const char* op, const char* role, const at::Tensor& tensor, int rank, int world) {
+void check_tensor(const char* op, const char* role, const at::Tensor& tensor, int rank, int world,
+                  at::Device device) {
   const std::string name(role);
   if (!tensor.defined()) throw_op_error(op, rank, world, name + " is an undefined tensor");
   if (tensor.layout() != at::kStrided) {
     throw_op_error(op, rank, world, name + " is not a dense (strided) tensor");
   }
-  if (!tensor.device().is_cpu()) {
+  if (tensor.device() != device) {
     throw_op_error(op, rank, world,
-                   name + " is on " + tensor.device().str() + "; this communicator needs CPU tensors");
+                   name + " is on " + tensor.device().str() + "; this communicator needs tensors on " +
+                       device.str() + " (move it there with .to())");
   }
   if (!is_supported_dtype(tensor.scalar_type())) {
     throw_op_error(op, rank, world,
@@ -97,32 +104,34 @@ std::string shard_why(int64_t numel, int world, int rank, const char* whole) {
 
 }  // namespace
 
-void check_all_reduce_args(const at::Tensor& tensor, int rank, int world) {
-  check_tensor("all_reduce", "tensor", tensor, rank, world);
+void check_all_reduce_args(const at::Tensor& tensor, int rank, int world, at::Device device) {
+  check_tensor("all_reduce", "tensor", tensor, rank, world, device);
 }
 
-ShardRange check_reduce_scatter_args(const at::Tensor& input, const at::Tensor& output, int rank, int world) {
+ShardRange check_reduce_scatter_args(const at::Tensor& input, const at::Tensor& output, int rank, int world,
+                                     at::Device device) {
   constexpr const char* kOp = "reduce_scatter";
-  check_tensor(kOp, "input", input, rank, world);
-  check_tensor(kOp, "output", output, rank, world);
+  check_tensor(kOp, "input", input, rank, world, device);
+  check_tensor(kOp, "output", output, rank, world, device);
   check_same_dtype(kOp, input, output, rank, world);
   const ShardRange shard = shard_range(input.numel(), world, rank);
   check_numel(kOp, "output", output, shard.size(), shard_why(input.numel(), world, rank, "input"), rank, world);
   return shard;
 }
 
-ShardRange check_all_gather_args(const at::Tensor& input, const at::Tensor& output, int rank, int world) {
+ShardRange check_all_gather_args(const at::Tensor& input, const at::Tensor& output, int rank, int world,
+                                 at::Device device) {
   constexpr const char* kOp = "all_gather";
-  check_tensor(kOp, "input", input, rank, world);
-  check_tensor(kOp, "output", output, rank, world);
+  check_tensor(kOp, "input", input, rank, world, device);
+  check_tensor(kOp, "output", output, rank, world, device);
   check_same_dtype(kOp, input, output, rank, world);
   const ShardRange shard = shard_range(output.numel(), world, rank);
   check_numel(kOp, "input", input, shard.size(), shard_why(output.numel(), world, rank, "output"), rank, world);
   return shard;
 }
 
-void check_broadcast_args(const at::Tensor& tensor, int root, int rank, int world) {
-  check_tensor("broadcast", "tensor", tensor, rank, world);
+void check_broadcast_args(const at::Tensor& tensor, int root, int rank, int world, at::Device device) {
+  check_tensor("broadcast", "tensor", tensor, rank, world, device);
   check_root("broadcast", root, rank, world);
 }
 

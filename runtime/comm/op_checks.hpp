@@ -23,9 +23,10 @@ bool is_supported_dtype(at::ScalarType type);
 // Throws CommError("<op> on rank r of w: <detail>").
 [[noreturn]] void throw_op_error(const char* op, int rank, int world, const std::string& detail);
 
-// `tensor` must be defined, dense, contiguous, on the CPU and of a supported dtype. `role` names it
-// in messages ("tensor", "input", "output").
-void check_tensor(const char* op, const char* role, const at::Tensor& tensor, int rank, int world);
+// `tensor` must be defined, dense, contiguous, on `device` (the communicator's) and of a supported
+// dtype. `role` names it in messages ("tensor", "input", "output").
+void check_tensor(const char* op, const char* role, const at::Tensor& tensor, int rank, int world,
+                  at::Device device = at::kCPU);
 
 // `tensor` must hold exactly `expected` elements; `why` explains where `expected` comes from.
 void check_numel(const char* op, const char* role, const at::Tensor& tensor, int64_t expected,
@@ -40,10 +41,17 @@ void check_root(const char* op, int root, int rank, int world);
 
 // Whole-op checks, identical for every implementation. The reduce_scatter / all_gather checks
 // return this rank's shard of the full buffer (shard_range over the full numel).
-void check_all_reduce_args(const at::Tensor& tensor, int rank, int world);
-ShardRange check_reduce_scatter_args(const at::Tensor& input, const at::Tensor& output, int rank, int world);
-ShardRange check_all_gather_args(const at::Tensor& input, const at::Tensor& output, int rank, int world);
-void check_broadcast_args(const at::Tensor& tensor, int root, int rank, int world);
+void check_all_reduce_args(const at::Tensor& tensor, int rank, int world,
+                    at::Device device = at::kCPU);
+ShardRange check_reduce_scatter_args(const at::Tensor& input, const at::Tensor& output, int rank, int world,
+                    at::Device device = at::kCPU);
+ShardRange check_all_gather_args(const at::Tensor& input, const at::Tensor& output, int rank, int world,
+                    at::Device device = at::kCPU);
+void check_broadcast_args(const at::Tensor& tensor, int root, int rank, int world,
+                    at::Device device = at::kCPU);
+
+// torch's message for `e` without the C++ frames a c10::Error may append.
+std::string exception_text(const std::exception& e);
 
 // Payload size in bytes, as recorded in CommStats.
 inline int64_t tensor_bytes(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }

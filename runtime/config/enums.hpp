@@ -12,6 +12,7 @@ namespace accel::config {
 
 enum class Backend { ddp, deepspeed, fsdp };
 enum class Device { auto_, cpu, cuda };
+enum class CudaCollectives { nccl, gloo };
 enum class MixedPrecision { no, bf16, fp16 };
 enum class OffloadDevice { none, cpu, nvme };
 enum class ShardingStrategy { FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD };
@@ -41,6 +42,7 @@ const EnumTable<E>& enum_table();
 
 ACCEL_ENUM_TABLE(Backend, {Backend::ddp, "ddp"}, {Backend::deepspeed, "deepspeed"}, {Backend::fsdp, "fsdp"})
 ACCEL_ENUM_TABLE(Device, {Device::auto_, "auto"}, {Device::cpu, "cpu"}, {Device::cuda, "cuda"})
+ACCEL_ENUM_TABLE(CudaCollectives, {CudaCollectives::nccl, "nccl"}, {CudaCollectives::gloo, "gloo"})
 ACCEL_ENUM_TABLE(MixedPrecision, {MixedPrecision::no, "no"}, {MixedPrecision::bf16, "bf16"},
                  {MixedPrecision::fp16, "fp16"})
 ACCEL_ENUM_TABLE(OffloadDevice, {OffloadDevice::none, "none"}, {OffloadDevice::cpu, "cpu"},

@@ -112,6 +112,7 @@ struct JobConfig {
   std::string main_process_ip = "127.0.0.1";
   int main_process_port = 29500;
   Device device = Device::auto_;
+  CudaCollectives cuda_collectives = CudaCollectives::nccl;  // gloo: host-staged, GPUs may be shared
   MixedPrecision mixed_precision = MixedPrecision::no;
   int max_restarts = 0;
   std::vector<std::string> program;

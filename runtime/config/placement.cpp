@@ -41,14 +41,16 @@ void resolve_placement(JobConfig& job, std::map<std::string, Location>& sources,
     return;
   }
   const int per_machine = job.num_processes / std::max(1, job.num_machines);
-  if (per_machine > gpus.count)
+  // Host-staged collectives do not care which GPU a rank holds: ranks share them round-robin.
+  if (per_machine > gpus.count && job.cuda_collectives == CudaCollectives::nccl)
     errors.push_back(Diagnostic{
         "num_processes", where(sources, "num_processes"),
         "asks for " + std::to_string(per_machine) + " processes per machine on device cuda, but this machine has " +
             gpus_text(gpus.count) + " (each process needs its own GPU: NCCL refuses two ranks on one device)",
         std::to_string(job.num_processes), "1.." + std::to_string(gpus.count * job.num_machines),
         "set num_processes to " + std::to_string(gpus.count * job.num_machines) +
-            " or fewer (or leave it out: it defaults to the GPU count), or use device: cpu"});
+            " or fewer (or leave it out: it defaults to the GPU count), or use device: cpu; to share GPUs "
+            "between ranks (testing), set cuda_collectives: gloo"});
 }
 
 }  // namespace accel::config

@@ -3,8 +3,9 @@
 // per GPU on every machine (Accelerate's default); a cuda job asking for more processes per
 // machine than there are GPUs, or for cuda where there is none, is a configuration error naming
 // the key, before anything starts. Pure: the caller counts the GPUs (runtime/launch/gpu_probe.hpp).
-// Invariant: after resolve_placement, device is cpu or cuda (never auto), and for cuda every
-// local rank has its own GPU (worker r binds cuda:LOCAL_RANK).
+// Invariant: after resolve_placement, device is cpu or cuda (never auto), and for cuda with nccl
+// every local rank has its own GPU (worker r binds cuda:LOCAL_RANK); with cuda_collectives gloo,
+// ranks may share GPUs (worker r binds cuda:(LOCAL_RANK mod GPUs)).
 #pragma once
 
 #include <map>

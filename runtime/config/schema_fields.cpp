@@ -123,6 +123,10 @@ std::vector<FieldSpec> build_schema() {
       field(KEY(main_process_port), "Rendezvous port on machine 0; 0 picks a free port (single machine only).")
           .range(0, kMaxPort),
       field(KEY(device), "Where workers compute: auto (CUDA when present, else CPU), cpu, or cuda."),
+      field(KEY(cuda_collectives), "How device cuda workers communicate: nccl (one process per GPU, collectives on "
+                                   "the GPU), or gloo (each collective staged through host memory over Gloo: "
+                                   "slow, but several processes may share a GPU, e.g. world 2 on one GPU to test "
+                                   "sharding). CPU workers always use Gloo."),
       field(KEY(mixed_precision), "Compute precision: no (fp32), bf16, or fp16 (dynamic loss scaling). "
                                   "A bare `no` or `false` in YAML is read as no."),
       field(KEY(max_restarts), "Times the launcher restarts the whole worker group after a failure; 0 disables.")

@@ -53,6 +53,8 @@ void check_world(const JobConfig& j, Checker& c) {
   if (j.mixed_precision == MixedPrecision::fp16 && j.device == Device::cpu)
     c.error("mixed_precision", "fp16 is not supported on the CPU", "no | bf16 on cpu",
             "use bf16 on the CPU, or device: cuda; " + c.about("device"));
+  if (j.device == Device::cpu && c.is_set("cuda_collectives"))
+    c.warning("cuda_collectives", "has no effect on device cpu (CPU workers always use Gloo)", c.about("device"));
 }
 
 void check_deepspeed(const JobConfig& j, Checker& c) {

@@ -45,16 +45,20 @@ void run_comm_bench(WorkerContext& ctx, const CommBenchOptions& o) {
     }
     for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.step_factor) {
       int64_t numel = std::max<int64_t>(1, bytes / 4);
-      auto full = at::ones({numel}, at::kFloat);
-      auto shard = at::ones({comm::shard_range(numel, world, c.rank()).size()}, at::kFloat);
+      const auto on_device = at::TensorOptions().dtype(at::kFloat).device(c.device());
+      auto full = at::ones({numel}, on_device);
+      auto shard = at::ones({comm::shard_range(numel, world, c.rank()).size()}, on_device);
       for (int i = 0; i < o.warmup; ++i) run_op(c, kind, full, shard);
       c.barrier()->wait();
       auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < o.iters; ++i) run_op(c, kind, full, shard);
+      // GPU ops only queue on the host: the barrier blocks until they ran (adding its own latency,
+      // spread over the iterations).
+      if (!c.device().is_cpu()) c.barrier()->wait();
       double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / o.iters;
-      auto slowest = at::full({1}, us, at::kDouble);
+      auto slowest = at::full({1}, us, at::TensorOptions().dtype(at::kDouble).device(c.device()));
       c.all_reduce(slowest, comm::ReduceOp::Max)->wait();
-      us = slowest.item<double>();
+      us = slowest.cpu().item<double>();
       double size = double(numel) * 4, algbw = size / (us * 1e-6) / 1e9, busbw = algbw * comm::bus_factor(kind, world);
       if (report) std::printf("%12.0f %12lld %12.1f %12.3f %12.3f\n", size, (long long)numel, us, algbw, busbw);
       results.push_back({{"collective", comm::to_string(kind)}, {"size_bytes", size}, {"count", numel},

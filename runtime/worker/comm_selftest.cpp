@@ -27,6 +27,10 @@ at::Tensor owner_pattern(int64_t n, int world, at::ScalarType dtype) {
   return (at::remainder(k, 16) + 16 * at::floor_divide(k, chunk)).to(dtype);
 }
 
+// A copy of `t` on the communicator's device (the GPU for NCCL). Results are read back with .cpu(),
+// which follows the op on the current stream (Work::wait ordered it there).
+at::Tensor on(const comm::Communicator& c, const at::Tensor& t) { return t.to(c.device()); }
+
 struct Check {
   std::string name;
   at::ScalarType dtype;
@@ -38,40 +42,40 @@ std::vector<Check> checks(int world, int rank) {
   std::vector<Check> list;
   for (auto dtype : {at::kFloat, at::kBFloat16, at::kLong}) {
     list.push_back({"all_reduce sum", dtype, [=](comm::Communicator& c, int64_t n) {
-                      auto t = pattern(n, dtype) * (rank + 1);
+                      auto t = on(c, pattern(n, dtype) * (rank + 1));
                       c.all_reduce(t, ReduceOp::Sum)->wait();
-                      return at::equal(t, (pattern(n, at::kDouble) * tri).to(dtype));
+                      return at::equal(t.cpu(), (pattern(n, at::kDouble) * tri).to(dtype));
                     }});
     list.push_back({"all_reduce max", dtype, [=](comm::Communicator& c, int64_t n) {
-                      auto t = pattern(n, dtype) * (rank + 1);
+                      auto t = on(c, pattern(n, dtype) * (rank + 1));
                       c.all_reduce(t, ReduceOp::Max)->wait();
-                      return at::equal(t, pattern(n, dtype) * world);
+                      return at::equal(t.cpu(), pattern(n, dtype) * world);
                     }});
     if (dtype != at::kLong)  // an average of integers is not an integer
       list.push_back({"all_reduce avg", dtype, [=](comm::Communicator& c, int64_t n) {
-                        auto t = pattern(n, dtype) * (rank + 1);
+                        auto t = on(c, pattern(n, dtype) * (rank + 1));
                         c.all_reduce(t, ReduceOp::Avg)->wait();
-                        return at::equal(t, (pattern(n, at::kDouble) * (tri / world)).to(dtype));
+                        return at::equal(t.cpu(), (pattern(n, at::kDouble) * (tri / world)).to(dtype));
                       }});
     list.push_back({"reduce_scatter sum", dtype, [=](comm::Communicator& c, int64_t n) {
                       auto range = comm::shard_range(n, world, rank);
-                      auto out = at::zeros({range.size()}, at::TensorOptions().dtype(dtype));
-                      c.reduce_scatter(pattern(n, dtype) * (rank + 1), out, ReduceOp::Sum)->wait();
+                      auto out = on(c, at::zeros({range.size()}, at::TensorOptions().dtype(dtype)));
+                      c.reduce_scatter(on(c, pattern(n, dtype) * (rank + 1)), out, ReduceOp::Sum)->wait();
                       auto expected = (pattern(n, at::kDouble) * tri).to(dtype).slice(0, range.begin, range.end);
-                      return at::equal(out, expected);
+                      return at::equal(out.cpu(), expected);
                     }});
     list.push_back({"all_gather", dtype, [=](comm::Communicator& c, int64_t n) {
                       auto range = comm::shard_range(n, world, rank);
                       auto full = owner_pattern(n, world, dtype);
-                      auto out = at::zeros({n}, at::TensorOptions().dtype(dtype));
-                      c.all_gather(full.slice(0, range.begin, range.end).clone(), out)->wait();
-                      return at::equal(out, full);
+                      auto out = on(c, at::zeros({n}, at::TensorOptions().dtype(dtype)));
+                      c.all_gather(on(c, full.slice(0, range.begin, range.end).clone()), out)->wait();
+                      return at::equal(out.cpu(), full);
                     }});
     list.push_back({"broadcast", dtype, [=](comm::Communicator& c, int64_t n) {
                       int root = world - 1;
-                      auto t = rank == root ? owner_pattern(n, world, dtype) : at::zeros({n}, at::TensorOptions().dtype(dtype));
+                      auto t = on(c, rank == root ? owner_pattern(n, world, dtype) : at::zeros({n}, at::TensorOptions().dtype(dtype)));
                       c.broadcast(t, root)->wait();
-                      return at::equal(t, owner_pattern(n, world, dtype));
+                      return at::equal(t.cpu(), owner_pattern(n, world, dtype));
                     }});
   }
   list.push_back({"barrier", at::kFloat, [](comm::Communicator& c, int64_t) {

@@ -2,12 +2,37 @@
 
 #include <unistd.h>
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
 #include <cstdlib>
 
 #include "runtime/comm/gloo_communicator.hpp"
+#include "runtime/comm/host_staged_communicator.hpp"
+#include "runtime/comm/nccl_communicator.hpp"
 #include "runtime/common/errors.hpp"
 
 namespace accel::worker {
+namespace {
+
+// The GPU this worker binds, made the process's current CUDA device: cuda:LOCAL_RANK (placement
+// gave every local rank its own), or round-robin over the GPUs when host-staged collectives let
+// ranks share them. Through c10's device-guard registry, so this file needs no CUDA headers.
+int bind_gpu(const comm::WorldInfo& world, config::CudaCollectives collectives) {
+  if (!c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA))
+    throw RunError("device: cuda, but this accel's libtorch has no CUDA; build against the CUDA torch wheel "
+                   "(scripts/setup.sh) or use device: cpu");
+  const auto* cuda = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+  const int gpus = static_cast<int>(cuda->deviceCount());
+  if (gpus <= 0) throw RunError("device: cuda, but this worker sees no CUDA GPU (check CUDA_VISIBLE_DEVICES)");
+  if (world.local_rank >= gpus && collectives == config::CudaCollectives::nccl)
+    throw RunError("local rank " + std::to_string(world.local_rank) + " has no GPU of its own (this machine has " +
+                   std::to_string(gpus) + "); NCCL needs one GPU per rank");
+  const int index = world.local_rank % gpus;
+  cuda->setDevice(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index)));
+  return index;
+}
+
+}  // namespace
 
 WorkerContext start_worker() {
   WorkerContext ctx;
@@ -22,8 +47,8 @@ WorkerContext start_worker() {
   ctx.world = comm::world_info_from_env(comm::process_environment());
 
   const auto& job = ctx.job.job;
-  if (job.device == config::Device::cuda)
-    throw RunError("device: cuda needs the NCCL communicator, which is not built yet (the GPU issue); use device: cpu");
+  const bool cuda = job.device == config::Device::cuda;
+  const int gpu = cuda ? bind_gpu(ctx.world, job.cuda_collectives) : -1;
   auto timeout = std::chrono::milliseconds(int64_t(job.rendezvous_timeout_s) * 1000);
   ctx.rendezvous = std::make_unique<comm::Rendezvous>(ctx.world, timeout);
   // Gloo advertises the address it binds, so it must be one peers can reach: loopback when the
@@ -34,9 +59,18 @@ WorkerContext start_worker() {
     gethostname(host, sizeof host - 1);
     bind = host;
   }
+  const std::chrono::milliseconds collective_timeout(int64_t(job.collective_timeout_s) * 1000);
+  if (cuda && job.cuda_collectives == config::CudaCollectives::nccl) {
+    ctx.communicator = comm::make_nccl_communicator(ctx.rendezvous->store(), ctx.world.rank, ctx.world.world_size,
+                                                    collective_timeout, gpu, ctx.rendezvous->prefix() + "nccl");
+    return ctx;
+  }
   ctx.communicator = comm::make_gloo_communicator(ctx.rendezvous->store(), ctx.world.rank, ctx.world.world_size,
-                                                  std::chrono::milliseconds(int64_t(job.collective_timeout_s) * 1000),
-                                                  bind, ctx.rendezvous->prefix() + "gloo");
+                                                  collective_timeout, bind, ctx.rendezvous->prefix() + "gloo");
+  if (cuda) {
+    ctx.communicator = comm::make_host_staged_communicator(
+        std::move(ctx.communicator), c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(gpu)));
+  }
   return ctx;
 }
 

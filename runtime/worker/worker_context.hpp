@@ -18,7 +18,9 @@ struct WorkerContext {
 };
 
 // Loads ACCEL_JOB, reads the launch environment, rendezvous with every rank, and builds the
-// communicator (Gloo for CPU jobs). Throws RunError (naming missing ranks) or ConfigError.
+// communicator: Gloo for CPU jobs; for cuda jobs, after binding this rank's GPU as the current
+// device, NCCL (or Gloo staged through host memory with cuda_collectives: gloo). Throws RunError
+// (naming missing ranks) or ConfigError.
 WorkerContext start_worker();
 
 }  // namespace accel::worker

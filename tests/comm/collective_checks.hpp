@@ -1,5 +1,6 @@
 // Backend-agnostic rank bodies for the collective tests: each runs on one rank's thread, issues
-// ops with closed-form expected results and throws on the first wrong element.
+// ops on the communicator's device with closed-form expected results and throws on the first
+// wrong element.
 // Closed forms: rank r contributes (r + 1) * i at element i, so over W ranks
 //   sum = i * W (W + 1) / 2,  avg = sum / W (integer dtypes truncate),  max = W * i.
 // Tolerances: float32/float64/int32/int64 compare exactly (every value is an integer or a half
@@ -70,7 +71,7 @@ inline void check_all_reduce_cases(comm::Communicator& c, const std::vector<at::
   for (auto type : types) {
     for (int64_t n : test_sizes()) {
       for (auto op : all_ops()) {
-        at::Tensor t = contribution(r, n, type);
+        at::Tensor t = contribution(r, n, type).to(c.device());
         c.all_reduce(t, op)->wait();
         expect_values(t, reduced(op, w, 0, n, type), tolerance(op, type), label("all_reduce", op, type, n, r));
       }
@@ -84,9 +85,9 @@ inline void check_reduce_scatter_cases(comm::Communicator& c, const std::vector<
     for (int64_t n : test_sizes()) {
       const comm::ShardRange shard = comm::shard_range(n, w, r);
       for (auto op : all_ops()) {
-        at::Tensor input = contribution(r, n, type);
+        at::Tensor input = contribution(r, n, type).to(c.device());
         at::Tensor before = input.clone();
-        at::Tensor output = at::full({shard.size()}, -1.0, at::TensorOptions().dtype(type));
+        at::Tensor output = at::full({shard.size()}, -1.0, at::TensorOptions().dtype(type).device(c.device()));
         c.reduce_scatter(input, output, op)->wait();
         const std::string what = label("reduce_scatter", op, type, n, r);
         expect_values(output, reduced(op, w, shard.begin, shard.end, type), tolerance(op, type), what);
@@ -109,8 +110,8 @@ inline void check_all_gather_cases(comm::Communicator& c, const std::vector<at::
     for (int64_t n : test_sizes()) {
       const comm::ShardRange shard = comm::shard_range(n, w, r);
       const auto mine = gather_pattern(shard.begin, shard.end, type);
-      at::Tensor input = at::tensor(std::vector<double>(mine), at::kDouble).reshape({shard.size()}).to(type);
-      at::Tensor output = at::full({n}, -1.0, at::TensorOptions().dtype(type));
+      at::Tensor input = at::tensor(std::vector<double>(mine), at::kDouble).reshape({shard.size()}).to(type).to(c.device());
+      at::Tensor output = at::full({n}, -1.0, at::TensorOptions().dtype(type).device(c.device()));
       c.all_gather(input, output)->wait();
       expect_values(output, gather_pattern(0, n, type), 0.0,
                     "all_gather(" + dtype_label(type) + ", n=" + std::to_string(n) + ") on rank " + std::to_string(r));
@@ -124,7 +125,7 @@ inline void check_broadcast_cases(comm::Communicator& c, const std::vector<at::S
     for (int64_t n : test_sizes()) {
       for (int root = 0; root < w; ++root) {
         // Every rank starts with its own values (r + 1) * i + r; root's must win everywhere.
-        at::Tensor t = (at::arange(n, at::kDouble) * (r + 1) + r).to(type);
+        at::Tensor t = (at::arange(n, at::kDouble) * (r + 1) + r).to(type).to(c.device());
         c.broadcast(t, root)->wait();
         std::vector<double> want;
         for (int64_t i = 0; i < n; ++i) want.push_back(static_cast<double>((root + 1) * i + root));

@@ -75,7 +75,7 @@ inline void expect_values(const at::Tensor& got, const std::vector<double>& want
   if (got.numel() != static_cast<int64_t>(want.size())) {
     fail(what + ": got " + std::to_string(got.numel()) + " elements, want " + std::to_string(want.size()));
   }
-  const at::Tensor g = got.reshape(-1).to(at::kDouble).contiguous();
+  const at::Tensor g = got.reshape(-1).to(at::kDouble).cpu().contiguous();  // from any device
   const double* p = g.data_ptr<double>();
   for (size_t i = 0; i < want.size(); ++i) {
     const double diff = std::abs(p[i] - want[i]);

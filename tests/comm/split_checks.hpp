@@ -31,19 +31,19 @@ inline void check_split_machine_and_replica_groups(comm::Communicator& world) {
     for (int i = 0; i < n; ++i) v.push_back(i * factor);
     return v;
   };
-  at::Tensor t = contribution(r, n, at::kDouble);
+  at::Tensor t = contribution(r, n, at::kDouble).to(world.device());
   machine->all_reduce(t, comm::ReduceOp::Sum)->wait();
   expect_values(t, ramp((2 * m + 1) + (2 * m + 2)), 0.0, where + ": all_reduce in the machine group");
-  at::Tensor u = contribution(r, n, at::kDouble);
+  at::Tensor u = contribution(r, n, at::kDouble).to(world.device());
   replica->all_reduce(u, comm::ReduceOp::Sum)->wait();
   expect_values(u, ramp((l + 1) + (l + 3)), 0.0, where + ": all_reduce in the replica group");
 
   // HYBRID_SHARD's gradient path: reduce-scatter (avg) in the machine, then all-reduce (avg) of
   // the shard across machines, equals a reduce-scatter (avg) over the world of the same shard
   // split: here every rank ends with the world average of its machine shard.
-  at::Tensor input = contribution(r, n, at::kDouble);
+  at::Tensor input = contribution(r, n, at::kDouble).to(world.device());
   const comm::ShardRange shard = comm::shard_range(n, machine->size(), machine->rank());
-  at::Tensor out = at::empty({shard.size()}, at::kDouble);
+  at::Tensor out = at::empty({shard.size()}, at::TensorOptions().dtype(at::kDouble).device(world.device()));
   machine->reduce_scatter(input, out, comm::ReduceOp::Avg)->wait();
   replica->all_reduce(out, comm::ReduceOp::Avg)->wait();
   std::vector<double> avg;

@@ -78,3 +78,27 @@ TEST_CASE("device cuda on a machine without a GPU is an error naming device and 
                     Contains("use device: cpu"));
   CHECK(load_on(0, file, {"device=cpu"}).job.device == Device::cpu);
 }
+
+TEST_CASE("cuda_collectives gloo lets ranks share GPUs; nccl keeps one GPU per rank") {
+  TempDir dir;
+  const auto file = dir.write("job.yaml", "device: cuda\nnum_processes: 2\ncuda_collectives: gloo\n");
+  auto shared = load_on(1, file);
+  CHECK(shared.job.num_processes == 2);
+  CHECK(shared.job.cuda_collectives == CudaCollectives::gloo);
+  // Still no GPU at all is an error, whatever the collectives.
+  CHECK_THAT(error_of([&] { load_on(0, file); }), Contains("device: cuda, but this machine has no CUDA GPU"));
+  // The nccl error points at the way to share a GPU.
+  CHECK_THAT(error_of([&] { load_on(1, file, {"cuda_collectives=nccl"}); }),
+             Contains("asks for 2 processes per machine") && Contains("set cuda_collectives: gloo"));
+}
+
+TEST_CASE("cuda_collectives on device cpu is a warning naming the key, not an error") {
+  TempDir dir;
+  const auto file = dir.write("job.yaml", "device: cpu\ncuda_collectives: gloo\n");
+  auto loaded = load_on(0, file);
+  REQUIRE(loaded.warnings.size() == 1);
+  CHECK(loaded.warnings[0].key_path == "cuda_collectives");
+  CHECK_THAT(loaded.warnings[0].message, Contains("no effect on device cpu"));
+  // Left at its default it says nothing.
+  CHECK(load_on(0, dir.write("plain.yaml", "device: cpu\n")).warnings.empty());
+}

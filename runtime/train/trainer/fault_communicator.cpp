@@ -12,6 +12,7 @@ class FaultCommunicator final : public comm::Communicator {
   int size() const override { return inner_.size(); }
   std::string backend_name() const override { return inner_.backend_name(); }
   std::chrono::milliseconds timeout() const override { return inner_.timeout(); }
+  at::Device device() const override { return inner_.device(); }
 
   comm::WorkPtr all_reduce(at::Tensor tensor, comm::ReduceOp op) override {
     return forward("all_reduce", [&] { return inner_.all_reduce(std::move(tensor), op); });

@@ -99,6 +99,11 @@ class Trainer {
 };
 
 void Trainer::build() {
+  // Said plainly rather than failing in the first collective with a device mismatch.
+  if (!comm_.device().is_cpu())
+    throw RunError("device: cuda: the built-in trainer's sharding engine runs on the CPU only so far (the CUDA "
+                   "engine is issue 15's next step); train with device: cpu. `accel test` and `accel bench comm` "
+                   "already run their collectives on the GPU (" + comm_.backend_name() + ")");
   apply_thread_count();
   model_ = make_model(job_.model);
   model_->initialize(uint64_t(t_.seed));

@@ -1,0 +1,270 @@
+// NcclCommunicator: the Communicator over c10d::ProcessGroupNCCL, used as a plain c10d::Backend (see
+// the header and docs/design/0014). Why c10d's backend and not the NCCL C API with a unique id
+// through the store: it is the NCCL torch itself loads and was built against, and it brings what a
+// hand-written one would have to repeat: the caching-allocator safety of tensors used on NCCL's
+// stream (recordStream), the watchdog that turns a hung collective into an error naming the op,
+// and communicator abort on shutdown.
+// Invariants: arguments are checked and the op counted before it is issued; ranks issue the same
+// ops in the same order (NCCL matches collectives by order); uneven reduce_scatter / all_gather
+// sizes (shard_range) go through zero-padded buffers, finished on the caller's stream in wait().
+#include "runtime/comm/nccl_communicator.hpp"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include "runtime/comm/op_checks.hpp"
+#include "runtime/comm/reduce_kernels.hpp"
+#include "runtime/comm/shard_layout.hpp"
+
+#if defined(ACCEL_WITH_NCCL)
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <functional>
+#include <sstream>
+
+namespace accel::comm {
+
+#if defined(ACCEL_WITH_NCCL)
+
+namespace {
+
+// A c10d work plus what must run on the caller's stream once the op is done (copying a padded
+// result out, dividing an integer average). Keeps the padded buffers alive until then.
+class NcclWork final : public Work {
+ public:
+  NcclWork(c10::intrusive_ptr<c10d::Work> work, std::string what, std::function<void()> finish)
+      : work_(std::move(work)), what_(std::move(what)), finish_(std::move(finish)) {}
+
+  void wait() override {
+    if (done_) return;
+    try {
+      work_->wait();  // the caller's current stream now waits for the op
+    } catch (const std::exception& e) {
+      throw CommError(what_ + " failed: " + exception_text(e));
+    }
+    if (finish_) finish_();
+    finish_ = nullptr;
+    done_ = true;
+  }
+  bool is_completed() override { return done_ || work_->isCompleted(); }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  std::string what_;
+  std::function<void()> finish_;
+  bool done_ = false;
+};
+
+// Floating Avg is NCCL's own (ncclAvg); integer Avg is a Sum divided afterwards, truncating toward
+// zero as the contract and the Gloo communicator do.
+c10d::ReduceOp to_c10d(ReduceOp op, at::ScalarType dtype) {
+  switch (op) {
+    case ReduceOp::Max: return c10d::ReduceOp(c10d::ReduceOp::MAX);
+    case ReduceOp::Avg:
+      return at::isFloatingType(dtype) ? c10d::ReduceOp(c10d::ReduceOp::AVG) : c10d::ReduceOp(c10d::ReduceOp::SUM);
+    case ReduceOp::Sum: break;
+  }
+  return c10d::ReduceOp(c10d::ReduceOp::SUM);
+}
+
+bool integer_average(ReduceOp op, const at::Tensor& t) { return op == ReduceOp::Avg && !at::isFloatingType(t.scalar_type()); }
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(c10::intrusive_ptr<c10d::ProcessGroupNCCL> backend, std::chrono::milliseconds timeout,
+                   at::Device device, c10::intrusive_ptr<c10d::Store> store, std::string store_prefix)
+      : backend_(std::move(backend)),
+        rank_(backend_->getRank()),
+        size_(backend_->getSize()),
+        timeout_(timeout),
+        device_(device),
+        store_(std::move(store)),
+        store_prefix_(std::move(store_prefix)) {}
+
+  // A normal exit tears the NCCL communicators down (torch warns about a backend destroyed
+  // without shutdown); a failure here must not hide the error that ended the run.
+  ~NcclCommunicator() override {
+    try {
+      backend_->shutdown();
+    } catch (...) {
+    }
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend_name() const override { return "nccl"; }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+  at::Device device() const override { return device_; }
+
+  WorkPtr all_reduce(at::Tensor tensor, ReduceOp op) override {
+    check_all_reduce_args(tensor, rank_, size_, device_);
+    stats_.record(CollectiveKind::AllReduce, tensor_bytes(tensor));
+    if (size_ == 1 || tensor.numel() == 0) return completed_work();
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = to_c10d(op, tensor.scalar_type());
+    opts.timeout = timeout_;
+    std::function<void()> finish;
+    if (integer_average(op, tensor)) finish = [tensor, world = size_]() mutable { finish_average(tensor, world); };
+    return issue("all_reduce", [&] { return backend_->allreduce(tensors, opts); }, std::move(finish));
+  }
+
+  WorkPtr reduce_scatter(at::Tensor input, at::Tensor output, ReduceOp op) override {
+    const ShardRange shard = check_reduce_scatter_args(input, output, rank_, size_, device_);
+    stats_.record(CollectiveKind::ReduceScatter, tensor_bytes(input));
+    const int64_t numel = input.numel();
+    if (size_ == 1 || numel == 0) {
+      output.view(-1).copy_(input.view(-1));
+      return completed_work();
+    }
+    // NCCL needs equal chunks: every rank's chunk is shard_chunk elements in a zero-padded buffer,
+    // and this rank's shard is the front of its chunk (shard_range's layout).
+    const int64_t chunk = shard_chunk(numel, size_);
+    const bool padded = chunk * size_ != numel;
+    at::Tensor send = input.view(-1);
+    at::Tensor recv = output.view(-1);
+    if (padded) {
+      send = at::zeros({chunk * size_}, input.options());
+      send.narrow(0, 0, numel).copy_(input.view(-1));
+      recv = at::empty({chunk}, output.options());
+    }
+    c10d::ReduceScatterOptions opts;
+    opts.reduceOp = to_c10d(op, input.scalar_type());
+    opts.timeout = timeout_;
+    std::function<void()> finish;
+    if (padded || integer_average(op, input)) {
+      finish = [output, recv, padded, average = integer_average(op, input), n = shard.size(), world = size_]() mutable {
+        if (padded) output.view(-1).copy_(recv.narrow(0, 0, n));
+        if (average) finish_average(output, world);
+      };
+    }
+    return issue("reduce_scatter", [&] { return backend_->_reduce_scatter_base(recv, send, opts); },
+                 std::move(finish));
+  }
+
+  WorkPtr all_gather(at::Tensor input, at::Tensor output) override {
+    check_all_gather_args(input, output, rank_, size_, device_);
+    stats_.record(CollectiveKind::AllGather, tensor_bytes(output));
+    const int64_t numel = output.numel();
+    if (size_ == 1 || numel == 0) {
+      output.view(-1).copy_(input.view(-1));
+      return completed_work();
+    }
+    const int64_t chunk = shard_chunk(numel, size_);
+    const bool padded = chunk * size_ != numel;
+    at::Tensor send = input.view(-1);
+    at::Tensor recv = output.view(-1);
+    if (padded) {
+      send = at::zeros({chunk}, input.options());
+      send.narrow(0, 0, input.numel()).copy_(input.view(-1));
+      recv = at::empty({chunk * size_}, output.options());
+    }
+    c10d::AllgatherOptions opts;
+    opts.timeout = timeout_;
+    std::function<void()> finish;
+    // shard_range places rank r's shard at r * chunk: the unpadded result is the padded one's front.
+    if (padded) finish = [output, recv, numel]() mutable { output.view(-1).copy_(recv.narrow(0, 0, numel)); };
+    return issue("all_gather", [&] { return backend_->_allgather_base(recv, send, opts); }, std::move(finish));
+  }
+
+  WorkPtr broadcast(at::Tensor tensor, int root) override {
+    check_broadcast_args(tensor, root, rank_, size_, device_);
+    stats_.record(CollectiveKind::Broadcast, tensor_bytes(tensor));
+    if (size_ == 1 || tensor.numel() == 0) return completed_work();
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    opts.timeout = timeout_;
+    return issue("broadcast", [&] { return backend_->broadcast(tensors, opts); }, nullptr);
+  }
+
+  WorkPtr barrier() override {
+    stats_.record(CollectiveKind::Barrier, 0);
+    if (size_ == 1) return completed_work();
+    c10d::BarrierOptions opts;
+    opts.timeout = timeout_;
+    opts.device_ids = {device_.index()};
+    return issue("barrier", [&] { return backend_->barrier(opts); }, nullptr);
+  }
+
+  // A group is a fresh NCCL communicator among its members (ncclCommInitRank under a prefix
+  // unique to this split and color), not ncclCommSplit: the same path as the world's, and it needs
+  // no member list beyond what the color exchange gives.
+  std::unique_ptr<Communicator> split(int color) override {
+    const SplitGroup g = exchange_split_colors(*this, color);
+    return make_nccl_communicator(store_, g.rank, g.size, timeout_, device_.index(),
+                                  store_prefix_ + "/split" + std::to_string(g.sequence) + "/color" +
+                                      std::to_string(g.color));
+  }
+
+ private:
+  template <typename Issue>
+  WorkPtr issue(const char* op, Issue&& call, std::function<void()> finish) {
+    const std::string what = std::string(op) + " on " + rank_of_world(rank_, size_) + " (nccl, " + device_.str() + ")";
+    try {
+      return std::make_shared<NcclWork>(call(), what, std::move(finish));
+    } catch (const std::exception& e) {
+      throw CommError(what + " failed to start: " + exception_text(e));
+    }
+  }
+
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> backend_;
+  const int rank_;
+  const int size_;
+  const std::chrono::milliseconds timeout_;
+  const at::Device device_;
+  const c10::intrusive_ptr<c10d::Store> store_;
+  const std::string store_prefix_;
+};
+
+}  // namespace
+
+bool nccl_communicator_built() { return true; }
+
+std::unique_ptr<Communicator> make_nccl_communicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                                                     std::chrono::milliseconds timeout, int device_index,
+                                                     const std::string& store_prefix) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    throw CommError("nccl communicator: rank " + std::to_string(rank) + " is out of range for world size " +
+                    std::to_string(size));
+  }
+  const at::Device device(at::kCUDA, static_cast<c10::DeviceIndex>(device_index));
+  const std::string where = "nccl communicator setup on " + rank_of_world(rank, size) + " (" + device.str() + ")";
+  if (!store) throw CommError(where + ": the c10d store is null");
+  if (timeout.count() <= 0) {
+    throw CommError(where + ": timeout must be positive, got " + std::to_string(timeout.count()) + " ms");
+  }
+  try {
+    c10::cuda::CUDAGuard on_device(device);
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = timeout;
+    auto backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+        c10::make_intrusive<c10d::PrefixStore>(store_prefix, store), rank, size, options);
+    // Bound and connected now, so a missing peer fails here rather than in the first collective,
+    // and later groups may be formed from this one's device.
+    backend->setBoundDeviceId(device);
+    backend->eagerConnectSingleDevice(device);
+    return std::make_unique<NcclCommunicator>(std::move(backend), timeout, device, std::move(store), store_prefix);
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CommError(where + " failed (store prefix '" + store_prefix + "', timeout " +
+                    std::to_string(timeout.count()) + " ms): " + exception_text(e));
+  }
+}
+
+#else  // a libtorch without CUDA, or NCCL's header not found at configure time
+
+bool nccl_communicator_built() { return false; }
+
+std::unique_ptr<Communicator> make_nccl_communicator(c10::intrusive_ptr<c10d::Store>, int rank, int size,
+                                                     std::chrono::milliseconds, int, const std::string&) {
+  throw CommError("nccl communicator on " + rank_of_world(rank, size) +
+                  ": this accel was built without NCCL (its libtorch has no CUDA, or nccl.h was not found at "
+                  "configure time); build against the CUDA torch wheel (scripts/setup.sh) or use device: cpu");
+}
+
+#endif
+
+}  // namespace accel::comm

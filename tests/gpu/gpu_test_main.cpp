@@ -1,0 +1,17 @@
+// Catch2's main for the tests labelled `gpu`: exits 77 (ctest's SKIP_RETURN_CODE: reported as
+// skipped, never as passed) when this machine has no CUDA GPU, and runs the tests otherwise.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <torch/cuda.h>
+
+#include <cstdio>
+
+int main(int argc, char* argv[]) {
+  if (!torch::cuda::is_available()) {
+    std::printf("SKIPPED: no CUDA GPU on this machine (torch::cuda::is_available() is false)\n");
+    return 77;
+  }
+  std::printf("%zu CUDA GPU(s)\n", torch::cuda::device_count());
+  return Catch::Session().run(argc, argv);
+}
