@@ -18,9 +18,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/core/unit_spec.hpp"
 #include "runtime/comm/communicator.hpp"
 #include "runtime/config/job.hpp"
 #include "runtime/train/model/model.hpp"
+#include "runtime/train/optim/param_groups.hpp"
 
 namespace accel::backends {
 
@@ -52,11 +54,22 @@ class Backend {
 
   // Starts micro-step `micro_step` of the optimizer step; `sync` is true on the last micro-step
   // only (gradients are communicated then, never on accumulation micro-steps). Returns the hooks
-  // the model's forward must use (nullptr: none).
+  // the model's forward must use (nullptr: none). Gradient readiness does not depend on them: it
+  // comes from each parameter's AccumulateGrad node (grad_ready_hooks.hpp), so a model with no
+  // unit boundaries in its forward runs every strategy that keeps parameters gathered.
   virtual train::UnitHooks* begin_micro_step(int micro_step, bool sync) = 0;
   // Called after the micro-step's backward() returned. When `sync`, returns once every gradient
   // reduction has completed.
   virtual void end_micro_step(bool sync) = 0;
+  // For a forward without unit boundaries (docs/design/0015): returns once every parameter holds
+  // its current values (the re-gathers issued after an optimizer step have completed).
+  virtual void wait_parameters() {}
+  // Before a backward pass: points every `.grad` the backend keeps in its own buffers back at them.
+  // A user's optimizer.zero_grad() (set_to_none, libtorch 2.x's default) drops them; the values
+  // stay, since the buffers are the backend's and the step zeroes them (so that zero_grad is as
+  // harmless as the prepared optimizer's, which does nothing). A `.grad` the user assigned is
+  // copied into the buffer (the next backward accumulates on it, as in torch).
+  virtual void rearm_grads() {}
 
   // The gradients hold grad_scale x the true ones (fp16 loss scaling; 1 otherwise). Returns the
   // true pre-clip global L2 norm of the full model's gradients. If it is not finite (an overflow)
@@ -64,8 +77,14 @@ class Backend {
   // when max_norm > 0 (train::unscale_and_clip_grad_norm).
   virtual double unscale_and_clip(double max_norm, double grad_scale) = 0;
   double clip_grad_norm(double max_norm) { return unscale_and_clip(max_norm, 1.0); }
-  // Applies the optimizer at `lr` and zeroes the gradients for the next step.
-  virtual void optimizer_step(double lr) = 0;
+  // Applies the optimizer, each parameter with its group's hyper-parameters (one entry per group of
+  // optimizer_setup(), read at this step: a user's scheduler may have changed them), and zeroes
+  // the gradients for the next step.
+  virtual void optimizer_step(const std::vector<train::GroupHyper>& groups) = 0;
+  // The built-in trainer's step: every group at `lr` (the schedule's), as set up otherwise.
+  void optimizer_step(double lr) { optimizer_step(optimizer_setup().at_lr(lr)); }
+  // The optimizer kind and parameter groups the backend was built with.
+  virtual const train::OptimizerSetup& optimizer_setup() const = 0;
   // An overflowed step: the gradients are dropped (zeroed for the next step); parameters, master
   // weights and optimizer states (and the optimizer's step count) stay as they are.
   virtual void skip_step() = 0;
@@ -103,9 +122,20 @@ class Backend {
 // bf16 or a model loaded in bf16), fp16 (mixed_precision fp16), fp32 otherwise.
 at::ScalarType compute_dtype(const config::JobConfig& job);
 
-// Builds the backend the job names (`backend:` key) over `model`, whose parameters must already
-// be initialised (identically on every rank, or broadcast by the backend). Throws RunError for a
-// backend that is not implemented yet.
+// Builds the backend the job names (`backend:` key) over accel's built-in `model`, whose parameters
+// must already be initialised (identically on every rank, or broadcast by the backend), with the
+// job's optimizer section. Throws RunError for a backend that is not implemented yet.
 std::unique_ptr<Backend> make_backend(const config::JobConfig& job, comm::Communicator& comm, train::Model& model);
+
+// The same over any model described by `units` (a module prepared through the public API, whose
+// units come from a policy) and the user's optimizer groups. Such units have no forward
+// boundaries unless they name a module: strategies that free parameters between uses (ZeRO-3,
+// FULL_SHARD, HYBRID_SHARD) and activation checkpointing are refused (RunError); the fsdp wrap
+// policy is the caller's (one engine unit per spec).
+std::unique_ptr<Backend> make_backend(const config::JobConfig& job, comm::Communicator& comm,
+                                      std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer);
+// Why the job cannot run a module prepared as it is (the first refusal, with its key and fix), or
+// "" if it can: what the make_backend above refuses, known before any collective.
+std::string prepared_module_refusal(const config::JobConfig& job);
 
 }  // namespace accel::backends

@@ -3,9 +3,11 @@
 // reduce_bucket_size as its bucket), 1-3 the sharding engine with DeepSpeed's partitioning.
 // fsdp is its own folder (fsdp/fsdp_policy.hpp: the fsdp block onto the same engines).
 #include "backends/backend.hpp"
+#include "backends/core/model_replicas.hpp"
 #include "backends/core/sharded_engine.hpp"
 #include "backends/ddp/ddp_backend.hpp"
 #include "backends/fsdp/fsdp_backend.hpp"
+#include "backends/fsdp/fsdp_policy.hpp"
 #include "runtime/common/errors.hpp"
 
 #include <limits>
@@ -22,30 +24,49 @@ at::ScalarType compute_dtype(const config::JobConfig& job) {
   return at::kFloat;
 }
 
+std::string prepared_module_refusal(const config::JobConfig& job) {
+  if (job.backend == config::Backend::deepspeed && job.deepspeed.zero_stage >= 3)
+    return "deepspeed.zero_stage 3: a module prepared as it is (accel::Accelerator::prepare) has no unit boundaries "
+           "in its forward, and stage 3 frees the parameters between uses, which needs them; use zero_stage 2 "
+           "(gradients and optimizer states stay partitioned), or wait for accel::Unit<> around the blocks (design B, "
+           "docs/design/0015)";
+  if (job.backend == config::Backend::fsdp) {
+    const FsdpPlan plan = plan_fsdp(job, /*user_module=*/true);
+    if (!plan.refusals.empty()) return describe_issue(plan.refusals.front());
+  }
+  return "";
+}
+
 namespace {
 
 // Data parallelism with low-precision compute: replicated fp32 masters and optimizer states in the
 // sharding engine (the ddp engine keeps one copy of each parameter, in the model's dtype).
 std::unique_ptr<Backend> make_replicated_mixed(const config::JobConfig& job, comm::Communicator& comm,
-                                               train::Model& model, const std::string& label) {
+                                               std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer,
+                                               const std::string& label) {
   ShardingPolicy policy;
   policy.label = label;
   policy.shard_optimizer = false;
   policy.compute_dtype = compute_dtype(job);
-  return std::make_unique<ShardedEngine>(job, comm, model, policy);
+  return std::make_unique<ShardedEngine>(comm, std::move(units), optimizer, policy);
 }
 
-std::unique_ptr<Backend> make_deepspeed(const config::JobConfig& job, comm::Communicator& comm, train::Model& model) {
+std::unique_ptr<Backend> make_deepspeed(const config::JobConfig& job, comm::Communicator& comm,
+                                        std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer,
+                                        bool user_module) {
   const auto& ds = job.deepspeed;
   const bool offload = ds.offload_optimizer_device != config::OffloadDevice::none ||
                        ds.offload_param_device != config::OffloadDevice::none;
   if (offload && ds.zero_stage == 0)
     throw RunError("deepspeed offload needs zero_stage 1 or more (the offloaded states are the partitioned ones)");
+  if (user_module && ds.zero_stage >= 3) throw RunError(prepared_module_refusal(job));
   std::string label = "deepspeed zero_stage " + std::to_string(ds.zero_stage);
-  if (ds.zero_stage == 0 && compute_dtype(job) != at::kFloat) return make_replicated_mixed(job, comm, model, label);
+  if (ds.zero_stage == 0 && compute_dtype(job) != at::kFloat)
+    return make_replicated_mixed(job, comm, std::move(units), optimizer, label);
   if (ds.zero_stage == 0) {
     // reduce_bucket_size counts elements (DeepSpeed's unit); fp32 gradients are 4 bytes each.
-    auto ddp = std::make_unique<DdpBackend>(job, comm, model, double(ds.reduce_bucket_size) * 4.0 / (1024.0 * 1024.0));
+    auto ddp = std::make_unique<DdpBackend>(comm, std::move(units), optimizer,
+                                            double(ds.reduce_bucket_size) * 4.0 / (1024.0 * 1024.0));
     ddp->set_label(label);
     return ddp;
   }
@@ -72,22 +93,34 @@ std::unique_ptr<Backend> make_deepspeed(const config::JobConfig& job, comm::Comm
   policy.prefetch.max_prefetch_units = std::numeric_limits<int>::max();
   policy.prefetch.max_prefetch_numel = ds.stage3_prefetch_bucket_size;
   policy.prefetch.max_live_numel = ds.stage3_max_live_parameters;
-  return std::make_unique<ShardedEngine>(job, comm, model, policy);
+  return std::make_unique<ShardedEngine>(comm, std::move(units), optimizer, policy);
+}
+
+// `model`: the built-in model the units describe, or nullptr for a prepared module.
+std::unique_ptr<Backend> build(const config::JobConfig& job, comm::Communicator& comm, std::vector<UnitSpec> units,
+                               const train::OptimizerSetup& optimizer, train::Model* model) {
+  switch (job.backend) {
+    case config::Backend::ddp:
+      if (compute_dtype(job) != at::kFloat) return make_replicated_mixed(job, comm, std::move(units), optimizer, "ddp");
+      return std::make_unique<DdpBackend>(comm, std::move(units), optimizer, job.ddp.bucket_cap_mb);
+    case config::Backend::deepspeed:
+      return make_deepspeed(job, comm, std::move(units), optimizer, model == nullptr);
+    case config::Backend::fsdp:
+      return model ? make_fsdp_backend(job, comm, *model) : make_fsdp_backend(job, comm, std::move(units), optimizer);
+  }
+  throw RunError("backend: " + std::string(config::to_string(job.backend)) + " is not implemented");
 }
 
 }  // namespace
 
 std::unique_ptr<Backend> make_backend(const config::JobConfig& job, comm::Communicator& comm, train::Model& model) {
-  switch (job.backend) {
-    case config::Backend::ddp:
-      if (compute_dtype(job) != at::kFloat) return make_replicated_mixed(job, comm, model, "ddp");
-      return std::make_unique<DdpBackend>(job, comm, model, job.ddp.bucket_cap_mb);
-    case config::Backend::deepspeed:
-      return make_deepspeed(job, comm, model);
-    case config::Backend::fsdp:
-      return make_fsdp_backend(job, comm, model);
-  }
-  throw RunError("backend: " + std::string(config::to_string(job.backend)) + " is not implemented");
+  if (job.backend == config::Backend::fsdp) return make_fsdp_backend(job, comm, model);
+  return build(job, comm, model_unit_specs(model), train::builtin_optimizer_setup(job.optimizer), &model);
+}
+
+std::unique_ptr<Backend> make_backend(const config::JobConfig& job, comm::Communicator& comm,
+                                      std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer) {
+  return build(job, comm, std::move(units), optimizer, nullptr);
 }
 
 }  // namespace accel::backends

@@ -3,6 +3,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include "runtime/common/errors.hpp"
+#include "runtime/train/optim/param_groups.hpp"
 
 namespace accel::backends {
 
@@ -11,15 +12,20 @@ void broadcast_parameters(comm::Communicator& comm, const train::NamedTensors& p
   for (const auto& [name, p] : params) comm.broadcast(p, 0)->wait();
 }
 
-std::vector<std::vector<int>> unit_parameter_indices(train::Model& model, const std::string& who) {
-  std::vector<std::vector<int>> out;
-  int index = 0;
+std::vector<UnitSpec> model_unit_specs(train::Model& model) {
+  std::vector<UnitSpec> out;
+  size_t count = 0;
   for (train::Unit* unit : model.units()) {
-    out.emplace_back();
-    for (size_t k = 0; k < unit->named_parameters_in_order().size(); ++k) out.back().push_back(index++);
+    UnitSpec spec;
+    spec.name = unit->unit_name();
+    spec.params = unit->named_parameters_in_order();
+    for (const auto& [name, p] : spec.params) spec.groups.push_back(train::builtin_param_group(p.dim()));
+    spec.module = unit;
+    spec.pinned = out.empty();  // the embedding: embeds the tokens first, is the tied head last
+    count += spec.params.size();
+    out.push_back(std::move(spec));
   }
-  if (index != int(model.named_parameters().size()))
-    throw RunError(who + ": the model's units do not list every parameter once");
+  if (count != model.named_parameters().size()) throw RunError("model: its units do not list every parameter once");
   return out;
 }
 

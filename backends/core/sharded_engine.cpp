@@ -21,8 +21,8 @@ namespace {
 // Tags of backward signals: which unit, and whether it fires before (gather) or after its backward.
 int64_t tag_of(int u, bool pre_backward) { return int64_t(u) * 2 + (pre_backward ? 1 : 0); }
 
-// Every model unit in exactly one group, members ascending, model unit 0 (the token-input
-// embedding) in group 0: what the hooks below rely on.
+// Every model unit in exactly one group, members ascending, model unit 0 (the pinned embedding of a
+// built-in model) in group 0: what the hooks below rely on.
 void check_grouping(const UnitGroups& groups, int units, const std::string& who) {
   std::vector<int> seen(size_t(units), 0);
   bool ok = !groups.empty() && !groups[0].empty() && groups[0][0] == 0;
@@ -48,10 +48,17 @@ std::vector<ParamRecord> param_records(const train::NamedTensors& params, const 
 
 }  // namespace
 
-ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& comm, train::Model& model,
-                             ShardingPolicy policy)
-    : comm_(comm), policy_(std::move(policy)), params_(model.named_parameters()) {
+ShardedEngine::ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> specs,
+                             const train::OptimizerSetup& optimizer, ShardingPolicy policy)
+    : comm_(comm), policy_(std::move(policy)) {
+  check_unit_specs(specs, optimizer.groups.size(), policy_.label);
+  params_ = all_parameters(specs);
   if (policy_.shard_params) policy_.shard_grads = true;
+  if (policy_.shard_params)
+    for (const auto& spec : specs)
+      if (!spec.module)
+        throw RunError(policy_.label + ": partitioned parameters are freed between uses, which needs unit boundaries "
+                       "in the model's forward; unit '" + spec.name + "' has none");
   if (!policy_.shard_optimizer && policy_.shard_grads)
     throw RunError(policy_.label + ": sharded gradients need sharded optimizer states");
   if (params_.empty()) throw RunError(policy_.label + ": the model has no parameters");
@@ -72,7 +79,7 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
     throw RunError(policy_.label + ": masters are fp32 or bf16");
   if (!policy_.nvme_dir.empty() && policy_.master_dtype != at::kFloat)
     throw RunError(policy_.label + ": nvme offload keeps fp32 masters only");
-  optimizer_ = std::make_unique<ShardedOptimizer>(job.optimizer, shard_rank(), policy_.master_dtype);
+  optimizer_ = std::make_unique<ShardedOptimizer>(optimizer, shard_rank(), policy_.master_dtype);
   buffers_ = std::make_unique<UnitParamBuffers>(shard_comm(), policy_.prefetch);
   // Offloaded states go to their files unit by unit as the units are added (never all in memory).
   if (!policy_.nvme_dir.empty()) optimizer_->offload_to_nvme(policy_.nvme_dir, policy_.nvme_buffer_count);
@@ -86,24 +93,38 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
   // fp32 compute with the masters in files: a gather reads the master's part of the optimizer's file.
   const bool params_from_masters = param_store_ && optimizer_->offloaded() && compute == at::kFloat &&
                                    policy_.master_dtype == at::kFloat;
-  std::vector<train::Unit*> units = model.units();
-  std::vector<std::vector<int>> unit_params = unit_parameter_indices(model, policy_.label);
-  const UnitGroups groups = policy_.unit_groups.empty() ? one_group_per_unit(int(units.size())) : policy_.unit_groups;
-  check_grouping(groups, int(units.size()), policy_.label);
+  std::vector<std::vector<int>> unit_params;
+  std::vector<int> group_of;
+  for (const auto& spec : specs) {
+    unit_params.emplace_back();
+    for (size_t k = 0; k < spec.params.size(); ++k) unit_params.back().push_back(int(group_of.size() + k));
+    group_of.insert(group_of.end(), spec.groups.begin(), spec.groups.end());
+  }
+  const UnitGroups groups = policy_.unit_groups.empty() ? one_group_per_unit(int(specs.size())) : policy_.unit_groups;
+  check_grouping(groups, int(specs.size()), policy_.label);
+  unit_of_param_.assign(params_.size(), -1);
+  grad_views_.resize(params_.size());
   for (const auto& group : groups) {
     UnitRuntime rt;
     std::vector<std::string> names;
     for (int m : group) {
-      rt.members.push_back(units[size_t(m)]);
-      names.push_back(units[size_t(m)]->unit_name());
+      const UnitSpec& spec = specs[size_t(m)];
+      rt.members.push_back(spec.module);
+      if (spec.pinned) {
+        rt.token_input = true;
+        rt.token_unit = spec.module;
+      }
+      names.push_back(spec.name);
       rt.params.insert(rt.params.end(), unit_params[size_t(m)].begin(), unit_params[size_t(m)].end());
     }
     rt.name = group_name(names);
     std::vector<int64_t> numels;
-    std::vector<bool> decay;
+    std::vector<int> param_groups;
     for (int index : rt.params) {
       numels.push_back(params_[size_t(index)].second.numel());
-      decay.push_back(train::applies_weight_decay(params_[size_t(index)].second));
+      param_groups.push_back(group_of[size_t(index)]);
+      unit_of_param_[size_t(index)] = int(units_.size());
+      if (params_[size_t(index)].second.requires_grad()) ++rt.needed;
     }
     FlatLayout layout(numels, shards);
     // The masters start from the model's values: fp32 whatever the load dtype (DeepSpeed; FSDP
@@ -112,7 +133,7 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
     for (size_t k = 0; k < rt.params.size(); ++k)
       flat.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).copy_(params_[size_t(rt.params[k])].second.reshape(-1));
     at::Tensor my_shard = flat.narrow(0, int64_t(shard_rank()) * layout.shard_numel(), layout.shard_numel());
-    UnitShardState& st = optimizer_->add_unit(rt.name, layout, decay, my_shard);
+    UnitShardState& st = optimizer_->add_unit(rt.name, layout, param_groups, my_shard);
     // The parameters' storage from now on (a copy unless fp32).
     at::Tensor full = compute == at::kFloat ? flat : unit_empty(layout.padded_numel(), compute).copy_(flat);
     bool keeps = !policy_.shard_params || layout.numel() < policy_.persistence_threshold;
@@ -135,7 +156,9 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
       rt.grad_flat = unit_zeros(layout.padded_numel(), compute);
       for (size_t k = 0; k < rt.params.size(); ++k) {
         at::Tensor& p = params_[size_t(rt.params[k])].second;
-        p.mutable_grad() = rt.grad_flat.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).view(p.sizes());
+        at::Tensor& view = grad_views_[size_t(rt.params[k])];
+        view = grad_alias(rt.grad_flat, layout.param_offset(int(k)), p.sizes());
+        p.mutable_grad() = view;
       }
     }
     int index = rt.param_file >= 0 ? buffers_->add_staged_unit(rt.name, full, rt.param_file)
@@ -143,10 +166,16 @@ ShardedEngine::ShardedEngine(const config::JobConfig& job, comm::Communicator& c
     // Stage 3: free the gathered copy now, so the model's fp32 values are replaced unit by unit by
     // shards instead of being held whole until every unit is built (the start-up peak).
     if (!keeps) buffers_->release(index);
-    for (train::Unit* member : rt.members) unit_index_[member] = int(units_.size());
+    for (const torch::nn::Module* member : rt.members)
+      if (member) unit_index_[member] = int(units_.size());
     units_.push_back(std::move(rt));
   }
   buffers_->release_all();
+  // After every set_data (a dtype change replaces a parameter's AccumulateGrad node).
+  std::vector<at::Tensor> tensors;
+  for (const auto& [name, p] : params_) tensors.push_back(p);
+  grad_hooks_ = std::make_unique<GradReadyHooks>(
+      tensors, [this](int i) { before_grad(i); }, [this](int i) { after_grad(i); });
   end_memory_phase();  // the model's own parameter storage, replaced by the units' buffers
 }
 
@@ -246,8 +275,12 @@ train::UnitHooks* ShardedEngine::begin_micro_step(int micro_step, bool sync) {
   if (trace_ && micro_step == 0) trace_->next_step();
   for (auto& rt : units_) {
     rt.uses = rt.fired = rt.pre_fired = 0;
+    rt.arrived = 0;
+    rt.ready = false;
     rt.reduced = false;
   }
+  param_arrived_.assign(params_.size(), 0);
+  next_reduce_ = 0;
   return this;  // every micro-step: units may have to wait for their gathers
 }
 
@@ -257,36 +290,43 @@ train::UnitHooks* ShardedEngine::eval_hooks() {
 }
 
 at::Tensor ShardedEngine::pre_forward(train::Unit& unit, at::Tensor x) {
-  int u = unit_index_.at(&unit);
+  const torch::nn::Module* module = &unit;
+  int u = unit_index_.at(module);
   UnitRuntime& rt = units_[size_t(u)];
-  if (!x.is_floating_point()) {
-    // The embedding's first use: its unit is used again (the tied unembed) at the end.
-    rt.token_input = true;
-    rt.token_unit = &unit;
-    buffers_->set_pinned(u, true);
-    for (auto& other : units_) other.token_uses = 0;  // a new forward starts
+  if (module == rt.token_unit) {
+    if (rt.token_uses % 2 == 0) {
+      // The pinned unit's first use (the embedding): a new forward starts; it is used again (the
+      // tied unembed) at the end.
+      buffers_->set_pinned(u, true);
+      for (auto& other : units_) other.token_uses = 0;
+    }
+    ++rt.token_uses;
   }
-  if (&unit == rt.token_unit) ++rt.token_uses;
   trace(TraceEvent::forward_begin, u);
   buffers_->wait(u);
   // The tied unembed (the embedding's second use) ends the forward: nothing comes after it. A
   // unit of several members prefetches the next one when its first member starts.
-  const bool ends_forward = &unit == rt.token_unit && rt.token_uses == 2;
-  if (policy_.prefetch.forward && !ends_forward && &unit == rt.members.front()) buffers_->prefetch_from(u, +1);
+  const bool ends_forward = module == rt.token_unit && rt.token_uses == 2;
+  if (policy_.prefetch.forward && !ends_forward && module == rt.members.front()) buffers_->prefetch_from(u, +1);
   if (x.is_floating_point() && x.scalar_type() != policy_.compute_dtype) x = x.to(policy_.compute_dtype);
-  if (eval_ || !reducing_ || !x.requires_grad()) return x;
+  // Stages 0-2 learn that a unit's gradients are complete from its parameters' hooks; stage 3 also
+  // needs the end of the unit's whole backward, after which it releases the parameters.
+  if (eval_ || !reducing_ || !x.requires_grad() || !policy_.shard_params) return x;
   ++rt.uses;
   return signal_after_backward(x, this, tag_of(u, false));
 }
 
 at::Tensor ShardedEngine::post_forward(train::Unit& unit, at::Tensor y) {
-  int u = unit_index_.at(&unit);
+  const torch::nn::Module* module = &unit;
+  int u = unit_index_.at(module);
   UnitRuntime& rt = units_[size_t(u)];
   trace(TraceEvent::forward_end, u);
-  if (!policy_.shard_grads || (eval_ && !policy_.shard_params)) return y;
-  // A unit's storage can go after its last member's forward; the token-input unit's only after
-  // the unembed (and in training not before the micro-step ends: backward needs it first).
-  const bool done = rt.token_input ? (&unit == rt.token_unit && rt.token_uses == 2) : &unit == rt.members.back();
+  // Stages 0-2 keep the parameters gathered; a unit's gradient buffer (stage 2) is set up by its
+  // parameters' hooks, right before autograd adds the first gradient into it.
+  if (!policy_.shard_params) return y;
+  // A unit's storage can go after its last member's forward; the pinned unit's only after the
+  // unembed (and in training not before the micro-step ends: backward needs it first).
+  const bool done = rt.token_input ? (module == rt.token_unit && rt.token_uses == 2) : module == rt.members.back();
   if (eval_) {
     if (done) buffers_->release(u);
     return y;
@@ -314,6 +354,35 @@ void ShardedEngine::on_backward(int64_t tag) {
   if (policy_.shard_params && prefetch == PrefetchPolicy::Backward::post) buffers_->prefetch_from(u, -1);
   if (policy_.overlap_comm) reduce_unit(u);
   if (policy_.shard_params) buffers_->release(u);
+}
+
+void ShardedEngine::before_grad(int i) {
+  // Stage 2 (and 3): the unit's flat gradient buffer exists before autograd adds the first gradient,
+  // so every gradient of the unit lands in it in place.
+  if (policy_.shard_grads && reducing_) ensure_grad_buffer(unit_of_param_[size_t(i)]);
+}
+
+void ShardedEngine::after_grad(int i) {
+  if (!reducing_ || eval_) return;
+  const int u = unit_of_param_[size_t(i)];
+  UnitRuntime& rt = units_[size_t(u)];
+  if (rt.reduced)
+    throw RunError(policy_.label + ": parameter '" + params_[size_t(i)].first + "' received a gradient after its unit " +
+                   rt.name + " was reduced in this micro-step (a second backward pass?); run one backward pass per "
+                   "micro-step");
+  if (param_arrived_[size_t(i)]) return;  // a second pass before the reduction: accumulated in place
+  param_arrived_[size_t(i)] = 1;
+  if (++rt.arrived < rt.needed) return;
+  rt.ready = true;
+  // Stage 3 reduces from the unit's post-backward signal (its parameters are released there too).
+  if (policy_.shard_params) return;
+  trace(TraceEvent::backward_end, u);
+  if (policy_.overlap_comm) reduce_ready_units();
+}
+
+void ShardedEngine::reduce_ready_units() {
+  const int n = int(units_.size());
+  while (next_reduce_ < n && units_[size_t(n - 1 - next_reduce_)].ready) reduce_unit(n - 1 - next_reduce_++);
 }
 
 void ShardedEngine::reduce_unit(int u) {
@@ -364,7 +433,7 @@ void ShardedEngine::ensure_grad_buffer(int u) {
   rt.grad_buffer = unit_zeros(layout.padded_numel(), policy_.compute_dtype);  // the last unit's pages, reused
   for (size_t k = 0; k < rt.params.size(); ++k) {
     at::Tensor& p = params_[size_t(rt.params[k])].second;
-    p.mutable_grad() = rt.grad_buffer.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).view(p.sizes());
+    p.mutable_grad() = grad_alias(rt.grad_buffer, layout.param_offset(int(k)), p.sizes());
   }
 }
 
@@ -431,8 +500,26 @@ void ShardedEngine::update_compute_shard(int u, const at::Tensor& master) {
   if (!rt.compute_shard.is_same(master)) rt.compute_shard.copy_(master);
 }
 
-void ShardedEngine::optimizer_step(double lr) {
-  optimizer_->step(lr, [this](int u, UnitShardState& st) { update_compute_shard(u, st.master); });
+void ShardedEngine::wait_parameters() {
+  for (int u = 0; u < buffers_->size(); ++u)
+    if (buffers_->keeps_storage(u)) buffers_->wait(u);
+}
+
+void ShardedEngine::rearm_grads() {
+  if (policy_.shard_grads) return;  // stages 2-3: .grad is set at each unit's first gradient
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    at::Tensor& g = params_[i].second.mutable_grad();
+    if (g.is_same(grad_views_[i])) continue;
+    // Dropped (zero_grad's set_to_none): the values stay, they are accel's until the step zeroes
+    // them. Assigned by the user: the next backward accumulates on top of it, as in torch.
+    if (g.defined()) grad_views_[i].copy_(g);
+    g = grad_views_[i];
+  }
+}
+
+void ShardedEngine::optimizer_step(const std::vector<train::GroupHyper>& groups) {
+  optimizer_->step(groups, [this](int u, UnitShardState& st) { update_compute_shard(u, st.master); });
   optimizer_->zero_grads();
   for (auto& rt : units_)
     if (rt.grad_flat.defined()) rt.grad_flat.zero_();

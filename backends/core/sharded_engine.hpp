@@ -13,6 +13,11 @@
 //                        storage released after each (units below persistence_threshold stay).
 // After the optimizer step on the shards, the gathered buffers are stale; units that keep their
 // storage (replicated ones) are re-gathered at once, asynchronously, and waited on at first use.
+// A unit's gradients are complete when every one of its parameters' AccumulateGrad hooks has fired
+// (grad_ready_hooks.hpp); reductions are then issued in reverse unit order, so a model needs no
+// forward boundaries for stages 0-2. Stage 3 keeps the BackwardSignal points of the model's unit
+// hooks (docs/design/0003): a unit is gathered again before its backward and released after the
+// whole of it, which parameter hooks cannot tell.
 // Invariants: every rank issues the same collectives in the same order (unit order in backward is
 // deterministic, prefetch depends on the schedule only); a unit is gathered whenever the model
 // computes with it; the update equals the unsharded one element for element (same adamw_step on
@@ -27,6 +32,7 @@
 
 #include "backends/backend.hpp"
 #include "backends/core/backward_signal.hpp"
+#include "backends/core/grad_ready_hooks.hpp"
 #include "backends/core/nvme_param_store.hpp"
 #include "backends/core/sharded_optimizer.hpp"
 #include "backends/core/unit_param_buffers.hpp"
@@ -70,14 +76,21 @@ struct ShardingPolicy {
 
 class ShardedEngine final : public Backend, private train::UnitHooks, private BackwardListener {
  public:
-  ShardedEngine(const config::JobConfig& job, comm::Communicator& comm, train::Model& model, ShardingPolicy policy);
+  // `units` in forward order (model_unit_specs for a built-in model); their parameters become views
+  // of the units' flat buffers (set_data: the tensors keep their identity).
+  ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer,
+                ShardingPolicy policy);
 
   std::string name() const override { return policy_.label; }
   std::string describe() const override;
   train::UnitHooks* begin_micro_step(int micro_step, bool sync) override;
   void end_micro_step(bool sync) override;
   double unscale_and_clip(double max_norm, double grad_scale) override;
-  void optimizer_step(double lr) override;
+  using Backend::optimizer_step;
+  void optimizer_step(const std::vector<train::GroupHyper>& groups) override;
+  const train::OptimizerSetup& optimizer_setup() const override { return optimizer_->setup(); }
+  void wait_parameters() override;
+  void rearm_grads() override;
   void skip_step() override;
   train::UnitHooks* eval_hooks() override;
   train::NamedTensors full_parameters() override;
@@ -90,17 +103,20 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
 
  private:
   struct UnitRuntime {
-    std::vector<train::Unit*> members;  // the model units sharing this engine unit, in forward order
+    std::vector<const torch::nn::Module*> members;  // the model units sharing this engine unit, in forward order
     std::string name;                   // group_name() of the members
-    train::Unit* token_unit = nullptr;  // the member that took the token ids (the embedding), if any
+    const torch::nn::Module* token_unit = nullptr;  // the pinned member (the embedding), if any
     std::vector<int> params;  // indices into params_
     at::Tensor grad_flat;     // shard_grads == false: persistent [P]; the params' .grad are views
     at::Tensor grad_buffer;   // shard_grads: this micro-step's [P] gradients until reduced (.grad are views)
     at::Tensor compute_shard; // this rank's shard in the compute dtype (the master itself in fp32);
                               // undefined when the shard is in a file (param_file >= 0)
     int param_file = -1;      // parameter offload: the unit's index in param_store_ (else -1)
-    bool token_input = false; // holds the embedding: kept gathered from its first use to the tied unembed
+    bool token_input = false; // holds the pinned member: kept gathered from its first use to the tied unembed
     int uses = 0, fired = 0, pre_fired = 0;
+    int needed = 0;           // parameters that take gradients
+    int arrived = 0;          // of them, those whose gradient of this micro-step is complete
+    bool ready = false;       // arrived == needed: the unit may be reduced
     int token_uses = 0;       // uses of token_unit in this forward (2: the unembed)
     bool reduced = false;
   };
@@ -114,6 +130,12 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   at::Tensor pre_forward(train::Unit& unit, at::Tensor x) override;
   at::Tensor post_forward(train::Unit& unit, at::Tensor y) override;
   void on_backward(int64_t tag) override;
+  // AccumulateGrad hooks of parameter i (params_ index): before its gradient is added, after.
+  void before_grad(int i);
+  void after_grad(int i);
+  // Stages 0-2: reduces the ready units in the fixed order (last unit first), up to the first one
+  // that is not ready yet: every rank issues the same sequence whatever order autograd ran in.
+  void reduce_ready_units();
 
   void reduce_unit(int u);
   void wait_reductions();
@@ -149,12 +171,17 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   std::unique_ptr<NvmeParamStore> param_store_;  // parameter offload; may read optimizer_'s files (declared after it)
   std::unique_ptr<UnitTrace> trace_;
   std::vector<UnitRuntime> units_;
-  std::unordered_map<const train::Unit*, int> unit_index_;
+  std::unordered_map<const torch::nn::Module*, int> unit_index_;
+  std::vector<int> unit_of_param_;      // params_ index -> engine unit
+  std::vector<char> param_arrived_;     // this micro-step's gradient of the parameter is complete
+  int next_reduce_ = 0;                 // stages 0-2: units_.size() - 1 - next_reduce_ is the next to reduce
   bool reducing_ = false;  // this micro-step reduces gradients
   bool eval_ = false;      // the hooks serve a no-grad forward
   std::deque<PendingReduce> pending_;
   int64_t pending_numel_ = 0;  // full-gradient values held by pending_ (shard_grads)
   int64_t peak_grad_buffer_bytes_ = 0;  // shard_grads: most bytes of unit gradient buffers at once
+  std::vector<at::Tensor> grad_views_;  // !shard_grads: per parameter, its .grad (a view of grad_flat)
+  std::unique_ptr<GradReadyHooks> grad_hooks_;  // declared last: removed before the state it reads
 };
 
 }  // namespace accel::backends

@@ -15,13 +15,20 @@
 namespace accel::backends {
 
 ShardedOptimizer::ShardedOptimizer(const config::OptimizerSection& section, int rank, at::ScalarType master_dtype)
-    : section_(section), rank_(rank), master_dtype_(master_dtype) {}
+    : ShardedOptimizer(train::builtin_optimizer_setup(section), rank, master_dtype) {}
 
-UnitShardState& ShardedOptimizer::add_unit(const std::string& name, const FlatLayout& layout, std::vector<bool> decay,
+ShardedOptimizer::ShardedOptimizer(train::OptimizerSetup setup, int rank, at::ScalarType master_dtype)
+    : setup_(std::move(setup)), rank_(rank), master_dtype_(master_dtype) {}
+
+UnitShardState& ShardedOptimizer::add_unit(const std::string& name, const FlatLayout& layout, std::vector<int> groups,
                                            const at::Tensor& master) {
   const int64_t S = layout.shard_numel();
   const at::ScalarType state_dtype = train::optimizer_math_dtype(master_dtype_);
-  UnitShardState u{name, layout, layout.segments(rank_), std::move(decay), {}, unit_zeros(S, master_dtype_), {}, {}, {}, 0};
+  for (int g : groups)
+    if (g < 0 || size_t(g) >= setup_.groups.size())
+      throw RunError("sharded optimizer: unit " + name + " names parameter group " + std::to_string(g) + " of " +
+                     std::to_string(setup_.groups.size()));
+  UnitShardState u{name, layout, layout.segments(rank_), std::move(groups), {}, unit_zeros(S, master_dtype_), {}, {}, {}, 0};
   if (nvme_) {
     // Offloaded: the master goes straight from the caller's tensor to its file, and the moments
     // are the new file's zeros; nothing unit-sized is allocated but the gradient shard.
@@ -32,10 +39,10 @@ UnitShardState& ShardedOptimizer::add_unit(const std::string& name, const FlatLa
     return units_.back();
   }
   u.master = unit_empty(S, master_dtype_).copy_(master);
-  if (section_.name == config::OptimizerName::adamw) {
+  if (setup_.kind == config::OptimizerName::adamw) {
     u.exp_avg = unit_zeros(S, state_dtype);
     u.exp_avg_sq = unit_zeros(S, state_dtype);
-  } else if (section_.momentum != 0) {
+  } else if (setup_.keeps_momentum()) {
     u.momentum = unit_zeros(S, state_dtype);
   }
   units_.push_back(std::move(u));
@@ -46,37 +53,41 @@ void ShardedOptimizer::zero_grads() {
   for (auto& u : units_) u.grad.zero_();
 }
 
-void ShardedOptimizer::update(UnitShardState& u, double lr) {
+void ShardedOptimizer::update(UnitShardState& u, const std::vector<train::GroupHyper>& groups) {
   ++u.step;
   for (const auto& seg : u.segments) {
     auto piece = [&](const at::Tensor& t) { return t.narrow(0, seg.shard_offset, seg.numel); };
-    bool decay = u.decay[size_t(seg.param)];
-    if (section_.name == config::OptimizerName::adamw) {
-      train::adamw_step(piece(u.master), piece(u.grad), piece(u.exp_avg), piece(u.exp_avg_sq), u.step,
-                        train::AdamWHyper::from(section_, lr), decay);
+    const train::GroupHyper& h = groups[size_t(u.groups[size_t(seg.param)])];
+    if (setup_.kind == config::OptimizerName::adamw) {
+      train::adamw_step(piece(u.master), piece(u.grad), piece(u.exp_avg), piece(u.exp_avg_sq), u.step, h.adamw(),
+                        /*apply_decay=*/true);
     } else {
       train::sgd_step(piece(u.master), piece(u.grad), u.momentum.defined() ? piece(u.momentum) : at::Tensor(),
-                      u.step, train::SgdHyper::from(section_, lr), decay);
+                      u.step, h.sgd(), /*apply_decay=*/true);
     }
   }
 }
 
 std::vector<at::Tensor*> ShardedOptimizer::state_slots(UnitShardState& u) {
   std::vector<at::Tensor*> slots{&u.master};
-  if (section_.name == config::OptimizerName::adamw) {
+  if (setup_.kind == config::OptimizerName::adamw) {
     slots.push_back(&u.exp_avg);
     slots.push_back(&u.exp_avg_sq);
-  } else if (section_.momentum != 0) {
+  } else if (setup_.keeps_momentum()) {
     slots.push_back(&u.momentum);
   }
   return slots;
 }
 
-void ShardedOptimizer::step(double lr, const std::function<void(int, UnitShardState&)>& after_unit) {
+void ShardedOptimizer::step(const std::vector<train::GroupHyper>& groups,
+                            const std::function<void(int, UnitShardState&)>& after_unit) {
+  if (groups.size() != setup_.groups.size())
+    throw RunError("sharded optimizer: " + std::to_string(groups.size()) + " groups' hyper-parameters for " +
+                   std::to_string(setup_.groups.size()) + " groups");
   at::NoGradGuard no_grad;
   if (!spilled_) {
     for (size_t i = 0; i < units_.size(); ++i) {
-      update(units_[i], lr);
+      update(units_[i], groups);
       if (after_unit) after_unit(int(i), units_[i]);
     }
     return;
@@ -87,7 +98,7 @@ void ShardedOptimizer::step(double lr, const std::function<void(int, UnitShardSt
         auto slots = state_slots(u);
         const int64_t S = u.layout.shard_numel();
         for (size_t k = 0; k < slots.size(); ++k) *slots[k] = buffer.narrow(0, int64_t(k) * S, S);
-        update(u, lr);
+        update(u, groups);
         if (after_unit) after_unit(i, u);
         for (auto* slot : slots) *slot = at::Tensor();  // the buffer goes back to the pool
       },
@@ -120,8 +131,8 @@ void ShardedOptimizer::spill() {
 static std::vector<int64_t> step_shape() { return at::tensor(int64_t(0), at::kLong).sizes().vec(); }
 
 std::vector<std::string> ShardedOptimizer::slot_suffixes() const {
-  if (section_.name == config::OptimizerName::adamw) return {".master", ".exp_avg", ".exp_avg_sq"};
-  if (section_.momentum != 0) return {".master", ".momentum"};
+  if (setup_.kind == config::OptimizerName::adamw) return {".master", ".exp_avg", ".exp_avg_sq"};
+  if (setup_.keeps_momentum()) return {".master", ".momentum"};
   return {".master"};
 }
 

@@ -3,10 +3,10 @@
 // shards are fp32 (DeepSpeed, FSDP mixed precision) or bf16 (FSDP precision_mode low); the states
 // are in the optimizer's math dtype for the masters (math_precision.hpp: fp32 for both).
 // Invariants: each unit's master, gradient and state tensors are flat tensors of the unit's
-// shard size; updates run per parameter segment (flat_layout.hpp) with that parameter's weight-decay
-// rule (dim >= 2), through the same adamw_step/sgd_step as the replicated optimizer, so a sharded
-// update equals the unsharded one element for element. Padding elements have no segment and are
-// never touched.
+// shard size; updates run per parameter segment (flat_layout.hpp) with the hyper-parameters of that
+// parameter's group (param_groups.hpp), through the same adamw_step/sgd_step as the replicated
+// optimizer, so a sharded update equals the unsharded one element for element. Padding elements
+// have no segment and are never touched.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -21,6 +21,7 @@
 #include "backends/core/nvme_state_store.hpp"
 #include "runtime/config/job.hpp"
 #include "runtime/train/model/unit.hpp"
+#include "runtime/train/optim/param_groups.hpp"
 
 namespace accel::backends {
 
@@ -28,7 +29,7 @@ struct UnitShardState {
   std::string unit;
   FlatLayout layout;
   std::vector<ShardSegment> segments;  // this rank's
-  std::vector<bool> decay;             // per parameter of the unit
+  std::vector<int> groups;             // per parameter of the unit: its parameter group
   at::Tensor master;                   // [S] in the master dtype (fp32 unless precision_mode low)
   at::Tensor grad;                     // [S] in the master dtype, the averaged gradient shard
   at::Tensor exp_avg, exp_avg_sq;      // adamw
@@ -38,19 +39,27 @@ struct UnitShardState {
 
 class ShardedOptimizer {
  public:
+  // The built-in groups of the job's optimizer section (builtin_optimizer_setup).
   ShardedOptimizer(const config::OptimizerSection& section, int rank, at::ScalarType master_dtype = at::kFloat);
+  ShardedOptimizer(train::OptimizerSetup setup, int rank, at::ScalarType master_dtype = at::kFloat);
 
   at::ScalarType master_dtype() const { return master_dtype_; }
   // Adds a unit; `master` is this rank's shard of the unit's flat parameters (copied, converted to
-  // the master dtype).
-  UnitShardState& add_unit(const std::string& name, const FlatLayout& layout, std::vector<bool> decay,
+  // the master dtype); groups[k] is the parameter group of the unit's parameter k.
+  UnitShardState& add_unit(const std::string& name, const FlatLayout& layout, std::vector<int> groups,
                            const at::Tensor& master);
+  const train::OptimizerSetup& setup() const { return setup_; }
   std::deque<UnitShardState>& units() { return units_; }  // stable references
 
   void zero_grads();
-  // Updates every unit; `after_unit` (optional) sees each unit right after its update, while its
-  // master is in memory (with nvme offload, the only moment it is).
-  void step(double lr, const std::function<void(int, UnitShardState&)>& after_unit = {});
+  // Updates every unit, each parameter with its group's hyper-parameters (one entry per group of
+  // the setup); `after_unit` (optional) sees each unit right after its update, while its master is
+  // in memory (with nvme offload, the only moment it is).
+  void step(const std::vector<train::GroupHyper>& groups, const std::function<void(int, UnitShardState&)>& after_unit = {});
+  // Every group at learning rate `lr`, its other hyper-parameters as built.
+  void step(double lr, const std::function<void(int, UnitShardState&)>& after_unit = {}) {
+    step(setup_.at_lr(lr), after_unit);
+  }
 
   // NVMe offload (offload_optimizer_device: nvme): from here on, each unit's master and states
   // (units added later included, as they are added) live in files under `dir` and are streamed
@@ -79,12 +88,12 @@ class ShardedOptimizer {
   void load_state_file(const std::string& path);
 
  private:
-  void update(UnitShardState& u, double lr);
+  void update(UnitShardState& u, const std::vector<train::GroupHyper>& groups);
   std::vector<at::Tensor*> state_slots(UnitShardState& u);  // master first, then the moments
   void spill_unit(size_t i);
   std::vector<std::string> slot_suffixes() const;  // state_tensors() names after "<unit>", step excluded
 
-  config::OptimizerSection section_;
+  train::OptimizerSetup setup_;
   int rank_;
   at::ScalarType master_dtype_;
   std::unique_ptr<NvmeStateStore> nvme_;

@@ -19,35 +19,42 @@ constexpr const char* kOptimizerFile = "optimizer.safetensors";
 
 }  // namespace
 
-DdpBackend::DdpBackend(const config::JobConfig& job, comm::Communicator& comm, train::Model& model, double bucket_cap_mb)
-    : comm_(comm), bucket_cap_mb_(bucket_cap_mb), params_(model.named_parameters()) {
+DdpBackend::DdpBackend(comm::Communicator& comm, std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer,
+                       double bucket_cap_mb)
+    : comm_(comm), bucket_cap_mb_(bucket_cap_mb) {
+  check_unit_specs(units, optimizer.groups.size(), label_);
+  params_ = all_parameters(units);
+  if (params_.empty()) throw RunError(label_ + ": the model has no parameters");
   broadcast_parameters(comm_, params_);
-  std::vector<train::Unit*> units = model.units();
-  unit_params_ = unit_parameter_indices(model, label_);
-  for (size_t u = 0; u < units.size(); ++u) unit_index_[units[u]] = int(u);
 
   // Ready order: units last to first, parameters last to first within a unit.
   std::vector<BucketParam> ready_order;
-  for (size_t u = units.size(); u-- > 0;)
-    for (auto it = unit_params_[u].rbegin(); it != unit_params_[u].rend(); ++it) {
-      const at::Tensor& p = params_[*it].second;
-      ready_order.push_back({*it, p.numel(), int(p.element_size()), int(p.scalar_type())});
-    }
+  for (int i = int(params_.size()); i-- > 0;) {
+    const at::Tensor& p = params_[size_t(i)].second;
+    ready_order.push_back({i, p.numel(), int(p.element_size()), int(p.scalar_type())});
+  }
   buckets_ = plan_buckets(ready_order, int64_t(bucket_cap_mb_ * 1024.0 * 1024.0));
 
   bucket_of_param_.assign(params_.size(), -1);
+  grad_views_.resize(params_.size());
   for (size_t b = 0; b < buckets_.size(); ++b) {
     auto dtype = at::ScalarType(buckets_[b].dtype);
     at::Tensor flat = at::zeros({buckets_[b].numel}, at::TensorOptions(dtype).device(params_[0].second.device()));
     for (const auto& slot : buckets_[b].slots) {
       at::Tensor& p = params_[slot.index].second;
       // autograd accumulates into an existing .grad in place, so the bucket sees every micro-step.
-      p.mutable_grad() = flat.narrow(0, slot.offset, slot.numel).view(p.sizes());
+      grad_views_[size_t(slot.index)] = grad_alias(flat, slot.offset, p.sizes());
+      p.mutable_grad() = grad_views_[size_t(slot.index)];
       bucket_of_param_[slot.index] = int(b);
     }
     bucket_flats_.push_back(flat);
   }
-  optimizer_ = train::Optimizer::make(job.optimizer, params_);
+  std::vector<int> group_of;
+  for (const auto& u : units) group_of.insert(group_of.end(), u.groups.begin(), u.groups.end());
+  optimizer_ = train::Optimizer::make(optimizer, params_, group_of);
+  std::vector<at::Tensor> tensors;
+  for (const auto& [name, p] : params_) tensors.push_back(p);
+  grad_hooks_ = std::make_unique<GradReadyHooks>(tensors, nullptr, [this](int i) { on_grad_ready(i); });
 }
 
 std::string DdpBackend::describe() const {
@@ -64,40 +71,32 @@ std::string DdpBackend::describe() const {
 train::UnitHooks* DdpBackend::begin_micro_step(int /*micro_step*/, bool sync) {
   syncing_ = sync && comm_.size() > 1;
   if (!syncing_) return nullptr;
-  size_t n = unit_params_.size();
-  uses_.assign(n, 0);
-  fired_.assign(n, 0);
-  deferred_.assign(n, false);
-  ready_.assign(n, false);
+  ready_.assign(params_.size(), 0);
   pending_.clear();
   for (const auto& b : buckets_) pending_.push_back(int(b.slots.size()));
+  // A parameter that takes no gradient never becomes ready: its bucket waits for end_micro_step.
   next_bucket_ = 0;
   works_.clear();
-  return this;
+  return nullptr;  // readiness comes from the parameters' AccumulateGrad hooks
 }
 
-at::Tensor DdpBackend::pre_forward(train::Unit& unit, at::Tensor x) {
-  int u = unit_index_.at(&unit);
-  // A use whose input carries no gradient (the embedding's token ids) never signals: the unit's
-  // gradients are complete only when backward() returns.
-  if (!x.requires_grad()) {
-    deferred_[u] = true;
-    return x;
+void DdpBackend::on_grad_ready(int i) {
+  if (!syncing_) return;
+  if (ready_[size_t(i)]) {
+    // Autograd added to this gradient again in the same micro-step (a second backward pass): too
+    // late if its bucket's all-reduce is already on its way.
+    if (size_t(bucket_of_param_[size_t(i)]) < next_bucket_)
+      throw RunError(label_ + ": parameter '" + params_[size_t(i)].first + "' received a second gradient in one "
+                     "micro-step after its bucket was all-reduced; run one backward pass per micro-step");
+    return;
   }
-  ++uses_[u];
-  return signal_after_backward(x, this, u);
-}
-
-void DdpBackend::on_backward(int64_t unit_index) {
-  int u = int(unit_index);
-  if (++fired_[u] == uses_[u] && !deferred_[u]) mark_unit_ready(u);
-}
-
-void DdpBackend::mark_unit_ready(int u) {
-  if (ready_[u]) return;
-  ready_[u] = true;
-  for (int p : unit_params_[u]) --pending_[bucket_of_param_[p]];
+  mark_param_ready(i);
   launch_ready_buckets();
+}
+
+void DdpBackend::mark_param_ready(int i) {
+  ready_[size_t(i)] = 1;
+  --pending_[size_t(bucket_of_param_[size_t(i)])];
 }
 
 void DdpBackend::launch_ready_buckets() {
@@ -110,22 +109,40 @@ void DdpBackend::launch_ready_buckets() {
 
 void DdpBackend::end_micro_step(bool sync) {
   if (!sync || comm_.size() == 1) return;
-  for (size_t u = 0; u < unit_params_.size(); ++u) mark_unit_ready(int(u));
+  // Parameters that took no gradient in this backward (unused ones) are ready now, as zeros.
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!ready_[i]) mark_param_ready(int(i));
+  launch_ready_buckets();
   if (next_bucket_ != buckets_.size()) throw RunError("ddp: a gradient bucket was not reduced (internal error)");
   for (auto& w : works_) w->wait();
   works_.clear();
   syncing_ = false;
 }
 
+void DdpBackend::rearm_grads() {
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    at::Tensor& g = params_[i].second.mutable_grad();
+    if (g.is_same(grad_views_[i])) continue;
+    // Dropped (zero_grad's set_to_none): the values stay, they are accel's until the step zeroes
+    // them. Assigned by the user: the next backward accumulates on top of it, as in torch.
+    if (g.defined()) grad_views_[i].copy_(g);
+    g = grad_views_[i];
+  }
+}
+
 double DdpBackend::unscale_and_clip(double max_norm, double grad_scale) {
   // Gradients are replicated after the all-reduce: the local norm is the global one.
+  // The buckets' values, whatever a user's zero_grad() did to .grad meanwhile.
+  rearm_grads();
   std::vector<at::Tensor> grads;
   for (auto& [name, p] : params_) grads.push_back(p.grad());
   return train::unscale_and_clip_grad_norm(grads, grad_scale, max_norm);
 }
 
-void DdpBackend::optimizer_step(double lr) {
-  optimizer_->step(lr);
+void DdpBackend::optimizer_step(const std::vector<train::GroupHyper>& groups) {
+  rearm_grads();  // the optimizer reads .grad: the buckets' values
+  optimizer_->step(groups);
   for (auto& flat : bucket_flats_) flat.zero_();
 }
 

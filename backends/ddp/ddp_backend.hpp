@@ -3,8 +3,9 @@
 // Gradients live in flat buckets (ddp.bucket_cap_mb; parameters' .grad are views into them, so
 // autograd accumulates straight into the buffers that are all-reduced). During the backward of the
 // last micro-step, each bucket's all-reduce (AVG) is issued as soon as the gradients of every
-// parameter in it are complete, while autograd goes on with earlier units; accumulation micro-steps
-// communicate nothing.
+// parameter in it are complete (each parameter's AccumulateGrad hook, grad_ready_hooks.hpp: no
+// forward hooks are needed, so any module runs), while autograd goes on with earlier units;
+// accumulation micro-steps communicate nothing.
 // Invariants: buckets are issued in a fixed order (ready order, identical on every rank);
 // parameters start identical on every rank (broadcast from rank 0 at construction) and stay so,
 // because every rank applies the same update to the same averaged gradients.
@@ -16,16 +17,17 @@
 #include <vector>
 
 #include "backends/backend.hpp"
-#include "backends/core/backward_signal.hpp"
+#include "backends/core/grad_ready_hooks.hpp"
 #include "backends/ddp/grad_buckets.hpp"
 #include "runtime/train/optim/optimizer.hpp"
 
 namespace accel::backends {
 
-class DdpBackend final : public Backend, private train::UnitHooks, private BackwardListener {
+class DdpBackend final : public Backend {
  public:
   // bucket_cap_mb: ddp.bucket_cap_mb (or DeepSpeed's reduce_bucket_size for zero_stage 0).
-  DdpBackend(const config::JobConfig& job, comm::Communicator& comm, train::Model& model, double bucket_cap_mb);
+  DdpBackend(comm::Communicator& comm, std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer,
+             double bucket_cap_mb);
 
   std::string name() const override { return "ddp"; }
   void set_label(std::string label) { label_ = std::move(label); }
@@ -34,7 +36,10 @@ class DdpBackend final : public Backend, private train::UnitHooks, private Backw
   train::UnitHooks* begin_micro_step(int micro_step, bool sync) override;
   void end_micro_step(bool sync) override;
   double unscale_and_clip(double max_norm, double grad_scale) override;
-  void optimizer_step(double lr) override;
+  using Backend::optimizer_step;
+  void optimizer_step(const std::vector<train::GroupHyper>& groups) override;
+  const train::OptimizerSetup& optimizer_setup() const override { return optimizer_->setup(); }
+  void rearm_grads() override;
   void skip_step() override;
   nlohmann::json memory_report() const override;
   train::UnitHooks* eval_hooks() override { return nullptr; }
@@ -43,33 +48,30 @@ class DdpBackend final : public Backend, private train::UnitHooks, private Backw
   void load_state(const std::string& dir, const nlohmann::json& layout) override;
 
  private:
-  // UnitHooks: wrap each unit's input so its post-backward point reports here.
-  at::Tensor pre_forward(train::Unit& unit, at::Tensor x) override;
-  void on_backward(int64_t unit_index) override;
-
-  void mark_unit_ready(int unit_index);
+  // Parameter i's gradient of this backward pass has been added into its bucket.
+  void on_grad_ready(int i);
+  void mark_param_ready(int i);
   void launch_ready_buckets();
 
   comm::Communicator& comm_;
   double bucket_cap_mb_;
   std::string label_ = "ddp";
   std::string notes_;
-  train::NamedTensors params_;                 // spec order
+  train::NamedTensors params_;                 // unit order (the spec order for built-in models)
   std::unique_ptr<train::Optimizer> optimizer_;
 
   std::vector<Bucket> buckets_;
   std::vector<at::Tensor> bucket_flats_;       // one flat gradient buffer per bucket
-  std::vector<std::vector<int>> unit_params_;  // unit index -> parameter indices
+  std::vector<at::Tensor> grad_views_;         // per parameter: its .grad, a view into its bucket
   std::vector<int> bucket_of_param_;
-  std::unordered_map<const train::Unit*, int> unit_index_;
 
   // Per sync micro-step bookkeeping.
   bool syncing_ = false;
-  std::vector<int> uses_, fired_;              // per unit: differentiable uses in forward, signals seen
-  std::vector<bool> deferred_, ready_;         // per unit: has a use with no signal; gradients complete
+  std::vector<char> ready_;                    // per parameter: its gradient is complete
   std::vector<int> pending_;                   // per bucket: parameters not yet ready
   size_t next_bucket_ = 0;
   std::vector<comm::WorkPtr> works_;
+  std::unique_ptr<GradReadyHooks> grad_hooks_;  // declared last: removed before the state it reads
 };
 
 }  // namespace accel::backends

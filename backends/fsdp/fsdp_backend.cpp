@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "backends/core/model_replicas.hpp"
 #include "backends/core/sharded_engine.hpp"
 #include "backends/core/unit_grouping.hpp"
 #include "backends/ddp/ddp_backend.hpp"
@@ -18,11 +19,11 @@ std::string join_notes(const std::vector<std::string>& notes) {
   return s;
 }
 
-std::vector<int64_t> unit_numels(train::Model& model) {
+std::vector<int64_t> unit_numels(const std::vector<UnitSpec>& units) {
   std::vector<int64_t> numels;
-  for (train::Unit* unit : model.units()) {
+  for (const auto& unit : units) {
     int64_t n = 0;
-    for (const auto& p : unit->parameters()) n += p.numel();
+    for (const auto& [name, p] : unit.params) n += p.numel();
     numels.push_back(n);
   }
   return numels;
@@ -40,18 +41,19 @@ int64_t largest_padded_unit(const UnitGroups& groups, const std::vector<int64_t>
   return largest;
 }
 
-}  // namespace
-
-std::unique_ptr<Backend> make_fsdp_backend(const config::JobConfig& job, comm::Communicator& comm, train::Model& model) {
-  FsdpPlan plan = plan_fsdp(job);
+// `model`: the built-in model (its units are grouped by the wrap policy), or nullptr for a prepared
+// module (one engine unit per spec).
+std::unique_ptr<Backend> build_fsdp(const config::JobConfig& job, comm::Communicator& comm, std::vector<UnitSpec> units,
+                                    const train::OptimizerSetup& optimizer, train::Model* model) {
+  FsdpPlan plan = plan_fsdp(job, /*user_module=*/model == nullptr);
   if (!plan.refusals.empty()) throw RunError("backend fsdp: " + describe_issue(plan.refusals.front()));
   // A property of the model's forward, so it holds for whichever engine runs below.
-  model.set_activation_checkpointing(plan.activation_checkpointing);
+  if (model) model->set_activation_checkpointing(plan.activation_checkpointing);
   const at::ScalarType compute = compute_dtype(job);  // as deepspeed: backend.hpp
   if (plan.replicated && compute == at::kFloat) {
     // FSDP NO_SHARD all-reduces each unit's gradients; the ddp engine's buckets (ddp.bucket_cap_mb)
     // do the same with fewer, larger messages.
-    auto ddp = std::make_unique<DdpBackend>(job, comm, model, job.ddp.bucket_cap_mb);
+    auto ddp = std::make_unique<DdpBackend>(comm, std::move(units), optimizer, job.ddp.bucket_cap_mb);
     ddp->set_label(plan.label);
     ddp->set_notes(join_notes(plan.notes));
     return ddp;
@@ -69,12 +71,24 @@ std::unique_ptr<Backend> make_fsdp_backend(const config::JobConfig& job, comm::C
   // One unit's reduce-scatter in flight while the next unit computes its gradients (FSDP overlaps
   // them on its own stream): room for the two largest full-gradient buffers.
   policy.shard_group_size = plan.shard_group_size;
-  const std::vector<int64_t> numels = unit_numels(model);
-  policy.unit_groups = groups_for_wrap_policy(plan.wrap, plan.min_num_params, numels);
+  const std::vector<int64_t> numels = unit_numels(units);
+  policy.unit_groups = model ? groups_for_wrap_policy(plan.wrap, plan.min_num_params, numels)
+                             : one_group_per_unit(int(units.size()));
   policy.reduce_bucket_numel = 2 * largest_padded_unit(
       policy.unit_groups, numels, plan.shard_group_size > 0 ? plan.shard_group_size : comm.size());
   policy.notes = join_notes(plan.notes);
-  return std::make_unique<ShardedEngine>(job, comm, model, policy);
+  return std::make_unique<ShardedEngine>(comm, std::move(units), optimizer, policy);
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_fsdp_backend(const config::JobConfig& job, comm::Communicator& comm, train::Model& model) {
+  return build_fsdp(job, comm, model_unit_specs(model), train::builtin_optimizer_setup(job.optimizer), &model);
+}
+
+std::unique_ptr<Backend> make_fsdp_backend(const config::JobConfig& job, comm::Communicator& comm,
+                                           std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer) {
+  return build_fsdp(job, comm, std::move(units), optimizer, nullptr);
 }
 
 }  // namespace accel::backends

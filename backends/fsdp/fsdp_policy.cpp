@@ -30,7 +30,7 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
-void check_wrap(const config::JobConfig& job, FsdpPlan& plan) {
+void check_wrap(const config::JobConfig& job, FsdpPlan& plan, bool user_module) {
   const auto& f = job.fsdp;
   plan.wrap = f.auto_wrap_policy;
   if (f.auto_wrap_policy == AutoWrapPolicy::NO_WRAP) {
@@ -61,6 +61,8 @@ void check_wrap(const config::JobConfig& job, FsdpPlan& plan) {
     name = trim(name);
     if (name.empty()) continue;
     any = true;
+    plan.wrap_classes.push_back(name);
+    if (user_module) continue;  // the user's classes: the caller finds them in the module tree
     bool ok = false;
     for (const auto& a : allowed) ok = ok || a == name;
     if (!ok) {
@@ -71,7 +73,10 @@ void check_wrap(const config::JobConfig& job, FsdpPlan& plan) {
       return;
     }
   }
-  if (!any)
+  if (!any && user_module)
+    plan.refusals.push_back({"fsdp.transformer_layer_cls_to_wrap", "names no module class", "",
+                             "name your model's block class, e.g. transformer_layer_cls_to_wrap: Block"});
+  else if (!any)
     plan.refusals.push_back({"fsdp.transformer_layer_cls_to_wrap", "names no layer class", join(allowed),
                              "set transformer_layer_cls_to_wrap: " + allowed.front()});
   if (f.min_num_params != config::FsdpSection{}.min_num_params)
@@ -172,12 +177,27 @@ void plan_other_keys(const config::JobConfig& job, FsdpPlan& plan) {
 
 }  // namespace
 
-FsdpPlan plan_fsdp(const config::JobConfig& job) {
+// A module prepared as it is has no unit boundaries in its forward (docs/design/0015, design A).
+void check_user_module(const config::JobConfig& job, FsdpPlan& plan) {
+  const std::string why = "a module prepared as it is (accel::Accelerator::prepare) has no unit boundaries in its "
+                          "forward, and ";
+  const std::string later = "accel::Unit<> around the blocks (design B, docs/design/0015) will add them";
+  if (plan.shard_params)
+    plan.refusals.push_back({"fsdp.sharding_strategy", why + config::to_string(job.fsdp.sharding_strategy) +
+                             " frees the parameters between uses, which needs them", "NO_SHARD, SHARD_GRAD_OP",
+                             "use SHARD_GRAD_OP (gradients and optimizer states stay sharded); " + later});
+  if (plan.activation_checkpointing)
+    plan.refusals.push_back({"fsdp.activation_checkpointing", why + "recomputing a unit's forward in backward needs "
+                             "them", "false", "remove the key; " + later});
+}
+
+FsdpPlan plan_fsdp(const config::JobConfig& job, bool user_module) {
   FsdpPlan plan;
   plan_sharding(job, plan);
-  check_wrap(job, plan);
+  check_wrap(job, plan, user_module);
   plan_precision(job, plan);
   plan_other_keys(job, plan);
+  if (user_module) check_user_module(job, plan);
   return plan;
 }
 

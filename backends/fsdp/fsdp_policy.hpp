@@ -36,6 +36,8 @@ struct FsdpPlan {
   // SIZE_BASED_WRAP (units of at least min_num_params values); fsdp_backend groups the units.
   config::AutoWrapPolicy wrap = config::AutoWrapPolicy::TRANSFORMER_BASED_WRAP;
   int64_t min_num_params = 0;
+  // TRANSFORMER_BASED_WRAP: the class names listed in transformer_layer_cls_to_wrap.
+  std::vector<std::string> wrap_classes;
   PrefetchPolicy prefetch;   // acts when shard_params
   // precision_mode low with a model loaded in bf16: the masters (and gradient shards) stay in the
   // parameters' dtype; mixed: fp32 masters (DeepSpeed's rule too).
@@ -48,7 +50,11 @@ struct FsdpPlan {
   std::vector<FsdpIssue> refusals;    // not built: the job cannot run as written
 };
 
-FsdpPlan plan_fsdp(const config::JobConfig& job);
+// `user_module`: the plan for a module prepared through the public API (docs/design/0015) rather than
+// the built-in model: the wrap classes are the user's (resolved against the module tree by the
+// caller, not checked here), and what needs unit boundaries in the forward (FULL_SHARD,
+// HYBRID_SHARD, activation_checkpointing) is refused until accel::Unit<> lands (design B).
+FsdpPlan plan_fsdp(const config::JobConfig& job, bool user_module = false);
 
 // "fsdp.auto_wrap_policy: NO_WRAP ... (allowed: ...); fix: ...", for errors outside the launcher.
 std::string describe_issue(const FsdpIssue& issue);

@@ -131,9 +131,9 @@ ShardedOptimizer make_shards(const TinyModel& m, const accel::config::OptimizerS
     auto slice = [&](const std::string& kind) {
       return expected_flat(m, u, world, kind).narrow(0, rank * layout.shard_numel(), layout.shard_numel());
     };
-    std::vector<bool> decay;
-    for (const auto& p : m.params[u]) decay.push_back(p.shape.size() >= 2);
-    auto& st = opt.add_unit(m.units[u], layout, decay, filled ? slice(kParamKind) : at::zeros({layout.shard_numel()}));
+    std::vector<int> groups;
+    for (const auto& p : m.params[u]) groups.push_back(accel::train::builtin_param_group(int64_t(p.shape.size())));
+    auto& st = opt.add_unit(m.units[u], layout, groups, filled ? slice(kParamKind) : at::zeros({layout.shard_numel()}));
     if (!filled) continue;
     for (const auto& kind : kinds_of(s)) {
       at::Tensor t = kind == "exp_avg" ? st.exp_avg : kind == "exp_avg_sq" ? st.exp_avg_sq : st.momentum;

@@ -80,11 +80,11 @@ TEST_CASE("nvme store: a new unit reads as zeros, and a part of a unit can be wr
 
 namespace {
 
-// Two AdamW units (one with a decay mask) over 2 shards, as the engine adds them.
+// Two AdamW units (one with a parameter in the no-decay group 1) over 2 shards, as the engine adds them.
 void add_two_units(ShardedOptimizer& opt) {
   static const FlatLayout a({6, 10}, 2), b({7}, 2);
-  opt.add_unit("a", a, {true, false}, at::linspace(-1, 1, a.shard_numel()));
-  opt.add_unit("b", b, {true}, at::linspace(0, 2, b.shard_numel()));
+  opt.add_unit("a", a, {0, 1}, at::linspace(-1, 1, a.shard_numel()));
+  opt.add_unit("b", b, {0}, at::linspace(0, 2, b.shard_numel()));
 }
 
 accel::config::OptimizerSection adamw_with_decay() {
@@ -170,8 +170,8 @@ TEST_CASE("sharded optimizer: states in files update exactly like states in memo
   }
   ShardedOptimizer resumed(section, 1);
   resumed.offload_to_nvme(dir.path().string(), 3);  // before the units: they go straight to files
-  resumed.add_unit("a", FlatLayout({6, 10}, 2), {true, false}, at::zeros({8}));
-  resumed.add_unit("b", FlatLayout({7}, 2), {true}, at::zeros({4}));
+  resumed.add_unit("a", FlatLayout({6, 10}, 2), {0, 1}, at::zeros({8}));
+  resumed.add_unit("b", FlatLayout({7}, 2), {0}, at::zeros({4}));
   CHECK_FALSE(resumed.units()[0].master.defined());
   resumed.load_state_file(from_memory);
   resumed.materialize();

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/core/model_replicas.hpp"
 #include "backends/core/sharded_engine.hpp"
 #include "backends/fsdp/fsdp_backend.hpp"
 #include "runtime/comm/fake_communicator.hpp"
@@ -94,7 +95,7 @@ TEST_CASE("FULL_SHARD: a recomputed unit is released after its forward and gathe
         policy.shard_grads = policy.shard_params = true;
         policy.prefetch.forward = false;  // no prefetch: a unit is gathered only on demand
         policy.prefetch.backward = accel::backends::PrefetchPolicy::Backward::none;
-        accel::backends::ShardedEngine engine(job, comm, *model, policy);
+        accel::backends::ShardedEngine engine(comm, accel::backends::model_unit_specs(*model), accel::train::builtin_optimizer_setup(job.optimizer), policy);
         ProbedHooks hooks;
         hooks.engine = engine.begin_micro_step(0, true);
         at::Tensor idx = tokens(comm.rank(), 0);

@@ -28,27 +28,38 @@ std::string join_first(const std::vector<std::string>& names, size_t limit = 5) 
 }  // namespace
 
 std::unique_ptr<Optimizer> Optimizer::make(const config::OptimizerSection& section, NamedTensors named_params) {
-  if (section.name == config::OptimizerName::adamw) (void)AdamWHyper::from(section, section.lr);  // validates betas
-  return std::unique_ptr<Optimizer>(new Optimizer(section, std::move(named_params)));
+  OptimizerSetup setup = builtin_optimizer_setup(section);  // validates betas
+  std::vector<int> group_of;
+  for (const auto& [name, p] : named_params) group_of.push_back(p.defined() ? builtin_param_group(p.dim()) : 0);
+  return make(setup, std::move(named_params), group_of);
 }
 
-Optimizer::Optimizer(const config::OptimizerSection& section, NamedTensors named_params)
-    : section_(section), params_(std::move(named_params)) {
+std::unique_ptr<Optimizer> Optimizer::make(const OptimizerSetup& setup, NamedTensors named_params,
+                                           const std::vector<int>& group_of) {
+  return std::unique_ptr<Optimizer>(new Optimizer(setup, std::move(named_params), group_of));
+}
+
+Optimizer::Optimizer(const OptimizerSetup& setup, NamedTensors named_params, const std::vector<int>& group_of)
+    : setup_(setup), params_(std::move(named_params)) {
   if (params_.empty()) throw std::invalid_argument("optimizer: no parameters to optimize");
+  if (group_of.size() != params_.size()) throw std::invalid_argument("optimizer: one group index per parameter needed");
   std::set<std::string> seen;
   at::NoGradGuard no_grad;
-  for (const auto& [name, p] : params_) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& [name, p] = params_[i];
+    if (group_of[i] < 0 || size_t(group_of[i]) >= setup_.groups.size())
+      throw std::invalid_argument("optimizer: parameter '" + name + "' is in no group");
     if (!p.defined()) throw std::invalid_argument("optimizer: parameter '" + name + "' is undefined");
     if (!seen.insert(name).second) throw std::invalid_argument("optimizer: duplicate parameter name '" + name + "'");
     Slot s;
     s.name = name;
     s.param = p;
-    s.decay = applies_weight_decay(p);
+    s.group = group_of[i];
     const auto opts = p.options().dtype(optimizer_math_dtype(p.scalar_type())).requires_grad(false);
-    if (section_.name == config::OptimizerName::adamw) {
+    if (setup_.kind == config::OptimizerName::adamw) {
       s.exp_avg = at::zeros(p.sizes(), opts);
       s.exp_avg_sq = at::zeros(p.sizes(), opts);
-    } else if (section_.momentum != 0) {
+    } else if (setup_.keeps_momentum()) {
       s.momentum = at::zeros(p.sizes(), opts);
     }
     slots_.push_back(std::move(s));
@@ -57,23 +68,19 @@ Optimizer::Optimizer(const config::OptimizerSection& section, NamedTensors named
 
 const NamedTensors& Optimizer::params() const { return params_; }
 
-void Optimizer::step(double lr) {
-  if (section_.name == config::OptimizerName::adamw) {
-    const AdamWHyper hyper = AdamWHyper::from(section_, lr);
-    for (auto& s : slots_) {
-      const at::Tensor& g = s.param.grad();
-      if (!g.defined()) continue;
-      adamw_step(s.param, g, s.exp_avg, s.exp_avg_sq, s.step + 1, hyper, s.decay);
-      ++s.step;
-    }
-  } else {
-    const SgdHyper hyper = SgdHyper::from(section_, lr);
-    for (auto& s : slots_) {
-      const at::Tensor& g = s.param.grad();
-      if (!g.defined()) continue;
-      sgd_step(s.param, g, s.momentum, s.step + 1, hyper, s.decay);
-      ++s.step;
-    }
+void Optimizer::step(const std::vector<GroupHyper>& groups) {
+  if (groups.size() != setup_.groups.size())
+    throw std::invalid_argument("optimizer: " + std::to_string(groups.size()) + " groups' hyper-parameters for " +
+                                std::to_string(setup_.groups.size()) + " groups");
+  for (auto& s : slots_) {
+    const at::Tensor& g = s.param.grad();
+    if (!g.defined()) continue;
+    const GroupHyper& h = groups[size_t(s.group)];
+    if (setup_.kind == config::OptimizerName::adamw)
+      adamw_step(s.param, g, s.exp_avg, s.exp_avg_sq, s.step + 1, h.adamw(), /*apply_decay=*/true);
+    else
+      sgd_step(s.param, g, s.momentum, s.step + 1, h.sgd(), /*apply_decay=*/true);
+    ++s.step;
   }
   ++step_count_;
 }
@@ -138,7 +145,7 @@ void Optimizer::load_state(const NamedTensors& state) {
   if (!unexpected.empty()) why += "\n  unexpected: " + join_first(unexpected);
   if (!bad.empty()) why += "\n  wrong shape or dtype: " + join_first(bad);
   if (!why.empty())
-    throw RunError("optimizer state does not fit this " + config::to_string(section_.name) +
+    throw RunError("optimizer state does not fit this " + config::to_string(setup_.kind) +
                    " optimizer (was it saved for another model or optimizer?):" + why);
 
   at::NoGradGuard no_grad;

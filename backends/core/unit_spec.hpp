@@ -1,0 +1,43 @@
+// What the engines see of a model: an ordered list of units, each a name and its parameters in
+// flat order with each parameter's optimizer group. Torch-only, so accel's built-in models
+// (model_replicas.hpp: model_unit_specs) and any torch::nn::Module prepared through the public API
+// (docs/design/0015, units chosen by a policy) are described alike.
+// Invariants (check_unit_specs): every parameter tensor is in exactly one unit (by identity), its
+// full name is unique, and it has a group of the optimizer setup; unit names are unique.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace torch::nn {
+class Module;
+}
+
+namespace accel::backends {
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+struct UnitSpec {
+  std::string name;        // "h.3", "embedding", a module path, "root"
+  NamedTensors params;     // (full name, the parameter itself) in flat order
+  std::vector<int> groups; // per parameter: its group in the optimizer setup (param_groups.hpp)
+  // The module a hooked forward passes to UnitHooks at this unit's boundaries (docs/design/0003);
+  // nullptr when the model has none (a module prepared as it is: no forward boundaries, so only
+  // strategies that keep parameters gathered can run it).
+  const torch::nn::Module* module = nullptr;
+  // A hooked forward uses this unit first and last (the tied embedding and head, FSDP's root): it
+  // stays gathered from its first use to the end of the micro-step and is not counted in live
+  // limits; its uses alternate between starting a forward and ending it.
+  bool pinned = false;
+};
+
+// Throws RunError naming `who` if the invariants above do not hold for `groups` parameter groups.
+void check_unit_specs(const std::vector<UnitSpec>& units, size_t groups, const std::string& who);
+
+// Every parameter of every unit, in unit order (the engines' parameter indices).
+NamedTensors all_parameters(const std::vector<UnitSpec>& units);
+
+}  // namespace accel::backends

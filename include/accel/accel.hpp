@@ -1,0 +1,5 @@
+// accel as a library (docs/design/0015): include this one header.
+#pragma once
+
+#include "accel/accelerator.hpp"
+#include "accel/sampler.hpp"

@@ -1,0 +1,156 @@
+// accel as a library (docs/design/0015): your own torch::nn::Module and torch::optim optimizer,
+// trained with the data parallelism the job file names (ddp, deepspeed zero_stage 0-2, fsdp
+// NO_SHARD / SHARD_GRAD_OP), in a loop you write:
+//
+//   accel::Accelerator acc;                              // the job from ACCEL_JOB (accel launch)
+//   auto& opt = acc.prepare(*model, adamw);              // shards states, hooks gradients
+//   for (auto& batch : *loader) {                        // loader over acc.sampler(n)
+//     auto loss = torch::mse_loss(model->forward(batch.data), batch.target);
+//     acc.backward(loss);                                // instead of loss.backward()
+//     acc.clip_grad_norm(1.0);
+//     opt.step();                                        // at accumulation boundaries only
+//   }
+//
+// The model needs no change: units (flat buffers, reductions, optimizer shards) are chosen by a
+// policy over its module tree, and gradients are found ready by hooks on each parameter's
+// AccumulateGrad node. Strategies that free parameters between uses (ZeRO-3, FULL_SHARD) need unit
+// boundaries in the forward; they are refused with a clear message until accel::Unit<> lands.
+// Only torch and the standard library are included here.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "accel/sampler.hpp"
+
+namespace accel {
+
+// Which modules become units. A module matches if any rule does; the root never does. Units claim
+// their parameters bottom-up (an inner match first), the rest form the unit "root". Empty policy:
+// the job's (fsdp auto_wrap_policy), else every child of the root that holds parameters.
+struct UnitPolicy {
+  // Class names as Module::name() gives them: "Block" matches BlockImpl and ns::BlockImpl.
+  std::vector<std::string> classes;
+  // Module paths with '*' standing for any characters: "h.*", "layers.*.mlp".
+  std::vector<std::string> name_patterns;
+  // A module whose parameters not claimed by an inner unit number at least this (FSDP's size rule).
+  int64_t min_params = 0;
+  std::function<bool(const std::string& path, const torch::nn::Module& module)> predicate;
+
+  bool empty() const { return classes.empty() && name_patterns.empty() && min_params <= 0 && !predicate; }
+};
+
+// The job's training keys a user loop reads (training.*).
+struct TrainingConfig {
+  int micro_batch_size = 8;
+  int gradient_accumulation_steps = 1;
+  int max_steps = 100;
+  uint64_t seed = 1337;
+  std::string output_dir;
+};
+
+class Accelerator;
+
+// The prepared optimizer: call its step() and zero_grad(), not the wrapped optimizer's.
+class PreparedOptimizer {
+ public:
+  // At an accumulation boundary: applies the update with each param group's current options (your
+  // schedulers act on wrapped().param_groups() as usual). Between boundaries: nothing.
+  void step();
+  // Nothing to do: accel zeroes its gradient buffers at each step. Kept for torch-style loops.
+  void zero_grad() {}
+  // Whether the last step() applied an update.
+  bool step_was_applied() const { return applied_; }
+  torch::optim::Optimizer& wrapped() { return *optimizer_; }
+
+ private:
+  friend class Accelerator;
+  explicit PreparedOptimizer(Accelerator& acc, torch::optim::Optimizer& optimizer) : acc_(&acc), optimizer_(&optimizer) {}
+  Accelerator* acc_;
+  torch::optim::Optimizer* optimizer_;
+  bool applied_ = false;
+};
+
+// One micro-step, begun before the forward (Accelerator::accumulate). It ends with backward().
+class MicroStep {
+ public:
+  bool sync() const { return sync_; }  // the last micro-step before an optimizer step
+
+ private:
+  friend class Accelerator;
+  explicit MicroStep(bool sync) : sync_(sync) {}
+  bool sync_;
+};
+
+class Accelerator {
+ public:
+  // Under `accel launch`: the job from ACCEL_JOB, the place in the world from the launcher's
+  // environment; joins the world (rendezvous, communicator). Throws std::runtime_error otherwise.
+  Accelerator();
+  // The job from `job_file`. Under `accel launch` (ACCEL_JOB set) the launcher's resolved job is
+  // used instead; run directly, the job must ask for one process and runs as a world of one.
+  explicit Accelerator(const std::string& job_file);
+  ~Accelerator();
+  Accelerator(const Accelerator&) = delete;
+  Accelerator& operator=(const Accelerator&) = delete;
+
+  int rank() const;
+  int world_size() const;
+  bool is_main_process() const { return rank() == 0; }
+  const TrainingConfig& training() const;
+
+  // Overrides the job's unit policy for the next prepare().
+  void set_unit_policy(UnitPolicy policy);
+
+  // Hands the model and its optimizer to the job's backend: parameters are broadcast from rank 0
+  // and become views of the backend's flat buffers (same tensors), optimizer states are sharded
+  // as the strategy says. Collective. Call once, before training. Throws std::runtime_error naming
+  // the problem (an unsupported strategy or optimizer, a parameter outside the optimizer, ...).
+  PreparedOptimizer& prepare(torch::nn::Module& model, torch::optim::Optimizer& optimizer);
+  // One line: the strategy, units, what is sharded.
+  std::string describe() const;
+
+  // This rank's rows of a dataset of `size` rows (see sampler.hpp); shuffled per epoch with the
+  // job's seed when `shuffle`.
+  DistributedSampler sampler(size_t size, bool shuffle = false) const;
+
+  // Starts the next micro-step before its forward (optional: backward() starts one if none is).
+  MicroStep accumulate();
+  // Whether the current micro-step (or the last one, until the next begins) synchronises gradients:
+  // the last micro-step before an optimizer step.
+  bool sync_gradients() const;
+  // loss / gradient_accumulation_steps, backward, and the gradient reductions (on the sync
+  // micro-step). Replaces loss.backward().
+  void backward(const torch::Tensor& loss);
+  // At a boundary: the global L2 norm of the gradients before clipping (the same on every rank),
+  // clipping them to max_norm when max_norm > 0. Between boundaries: 0, nothing done.
+  double clip_grad_norm(double max_norm);
+
+  // Optimizer steps applied so far.
+  int64_t step() const;
+  // The mean of `value` over the ranks (collective).
+  double reduce_mean(double value);
+  void wait_for_everyone();
+
+  // The full weights (and buffers) under the module's parameter names, as safetensors. Collective;
+  // rank 0 writes `path`.
+  void save_model(const std::string& path);
+  // Appends {"step": step, name: value...} to <output_dir>/metrics.jsonl (rank 0; the file is
+  // started afresh by the first call of a run).
+  void log(int64_t step, const std::map<std::string, double>& values);
+
+ private:
+  friend class PreparedOptimizer;
+  void optimizer_step(torch::optim::Optimizer& optimizer, bool& applied);
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace accel

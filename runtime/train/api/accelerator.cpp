@@ -1,0 +1,423 @@
+// accel::Accelerator (include/accel/accelerator.hpp; decisions in docs/design/0015): the job and the
+// world from the launcher, a user's module and torch optimizer described as the engines' units and
+// parameter groups, and the micro-step state machine around the backend contract (backend.hpp).
+#include "accel/accelerator.hpp"
+
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "backends/backend.hpp"
+#include "backends/fsdp/fsdp_policy.hpp"
+#include "runtime/comm/fake_communicator.hpp"
+#include "runtime/common/errors.hpp"
+#include "runtime/common/log.hpp"
+#include "runtime/config/overrides.hpp"
+#include "runtime/train/api/unit_policy.hpp"
+#include "runtime/train/model/safetensors.hpp"
+#include "runtime/worker/worker_context.hpp"
+
+namespace accel {
+namespace {
+
+enum class OptimizerKind { adamw, adam, sgd };
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
+
+// The torch optimizer's type, refusing what accel's kernels do not implement.
+OptimizerKind optimizer_kind(torch::optim::Optimizer& optimizer) {
+  if (dynamic_cast<torch::optim::AdamW*>(&optimizer)) return OptimizerKind::adamw;
+  if (dynamic_cast<torch::optim::Adam*>(&optimizer)) return OptimizerKind::adam;
+  if (dynamic_cast<torch::optim::SGD*>(&optimizer)) return OptimizerKind::sgd;
+  throw RunError("accel: prepare() supports torch::optim::AdamW, Adam (weight_decay 0) and SGD; this optimizer is "
+                 "none of them (accel steps the shards with its own AdamW and SGD kernels)");
+}
+
+// One param group's current options as the engines' hyper-parameters (read at every step, so a
+// user's scheduler acts). `where` names the group in errors.
+train::GroupHyper group_hyper(OptimizerKind kind, torch::optim::OptimizerOptions& options, const std::string& where) {
+  train::GroupHyper h;
+  switch (kind) {
+    case OptimizerKind::adamw: {
+      auto& o = static_cast<torch::optim::AdamWOptions&>(options);
+      if (o.amsgrad()) throw RunError("accel: " + where + ": AdamW with amsgrad is not supported");
+      h.lr = o.lr();
+      h.beta1 = std::get<0>(o.betas());
+      h.beta2 = std::get<1>(o.betas());
+      h.eps = o.eps();
+      h.weight_decay = o.weight_decay();
+      return h;
+    }
+    case OptimizerKind::adam: {
+      auto& o = static_cast<torch::optim::AdamOptions&>(options);
+      if (o.amsgrad()) throw RunError("accel: " + where + ": Adam with amsgrad is not supported");
+      if (o.weight_decay() != 0)
+        throw RunError("accel: " + where + ": Adam's weight_decay (L2 added to the gradient) is not supported; use "
+                       "torch::optim::AdamW (decoupled decay), or weight_decay 0");
+      h.lr = o.lr();
+      h.beta1 = std::get<0>(o.betas());
+      h.beta2 = std::get<1>(o.betas());
+      h.eps = o.eps();
+      return h;
+    }
+    case OptimizerKind::sgd: {
+      auto& o = static_cast<torch::optim::SGDOptions&>(options);
+      if (o.dampening() != 0 || o.nesterov())
+        throw RunError("accel: " + where + ": SGD with dampening or nesterov is not supported");
+      h.lr = o.lr();
+      h.momentum = o.momentum();
+      h.weight_decay = o.weight_decay();
+      return h;
+    }
+  }
+  return h;
+}
+
+// The launcher gives each worker OMP_NUM_THREADS (cores / local workers); libtorch's pool follows.
+void apply_thread_count() {
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  if (omp && std::atoi(omp) > 0) at::set_num_threads(std::atoi(omp));
+}
+
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+struct Accelerator::State {
+  config::LoadedJob job;
+  std::unique_ptr<worker::WorkerContext> ctx;   // under accel launch
+  std::unique_ptr<comm::Communicator> single;   // run directly: a world of one
+  comm::Communicator* comm = nullptr;
+  TrainingConfig training;
+  UnitPolicy policy;
+  bool policy_set = false;
+
+  torch::nn::Module* model = nullptr;
+  OptimizerKind kind = OptimizerKind::adamw;
+  std::unique_ptr<backends::Backend> backend;
+  std::unique_ptr<PreparedOptimizer> prepared;
+
+  int64_t micro = 0;        // micro-steps whose backward ran
+  bool open = false;        // a micro-step has begun and its backward has not run
+  bool sync = false;        // the current (or last) micro-step synchronises
+  bool sync_ready = false;  // a sync micro-step's gradients are reduced and wait for the step
+  int64_t steps = 0;
+  std::unique_ptr<std::ofstream> metrics;
+
+  int accumulation() const { return training.gradient_accumulation_steps; }
+  backends::Backend& engine(const char* what) {
+    if (!backend) throw RunError(std::string("accel: ") + what + " before prepare(model, optimizer)");
+    return *backend;
+  }
+};
+
+namespace {
+
+void fill_training(const config::JobConfig& job, TrainingConfig& t) {
+  t.micro_batch_size = job.training.micro_batch_size;
+  t.gradient_accumulation_steps = std::max(1, job.training.gradient_accumulation_steps);
+  t.max_steps = job.training.max_steps;
+  t.seed = uint64_t(job.training.seed);
+  t.output_dir = job.training.output_dir;
+}
+
+}  // namespace
+
+Accelerator::Accelerator() : state_(std::make_unique<State>()) {
+  logging::configure_from_env();
+  apply_thread_count();
+  state_->ctx = std::make_unique<worker::WorkerContext>(worker::start_worker());
+  state_->job = state_->ctx->job;
+  state_->comm = state_->ctx->communicator.get();
+  fill_training(state_->job.job, state_->training);
+}
+
+Accelerator::Accelerator(const std::string& job_file) : state_(std::make_unique<State>()) {
+  const char* launched = std::getenv("ACCEL_JOB");
+  if (launched && *launched) {
+    // Under accel launch the launcher's resolved job (the same file, with overrides) is the one.
+    logging::configure_from_env();
+    apply_thread_count();
+    state_->ctx = std::make_unique<worker::WorkerContext>(worker::start_worker());
+    state_->job = state_->ctx->job;
+    state_->comm = state_->ctx->communicator.get();
+  } else {
+    config::LoadOptions options;
+    options.file = job_file;
+    options.environment = config::accel_environment();
+    state_->job = config::load_job(options);
+    if (state_->job.job.num_processes > 1)
+      throw RunError("accel: " + job_file + " asks for " + std::to_string(state_->job.job.num_processes) +
+                     " processes: run the program with `accel launch " + job_file + "`");
+    comm::FakeWorld world(1);
+    state_->single = world.communicator(0);
+    state_->comm = state_->single.get();
+  }
+  fill_training(state_->job.job, state_->training);
+}
+
+Accelerator::~Accelerator() = default;
+
+int Accelerator::rank() const { return state_->comm->rank(); }
+int Accelerator::world_size() const { return state_->comm->size(); }
+const TrainingConfig& Accelerator::training() const { return state_->training; }
+
+void Accelerator::set_unit_policy(UnitPolicy policy) {
+  state_->policy = std::move(policy);
+  state_->policy_set = true;
+}
+
+namespace {
+
+// The job's unit policy: fsdp's wrap policy, else none (every child of the root).
+UnitPolicy job_policy(const config::LoadedJob& loaded, const backends::FsdpPlan& plan, torch::nn::Module& model) {
+  UnitPolicy policy;
+  if (loaded.job.backend != config::Backend::fsdp) return policy;
+  switch (plan.wrap) {
+    case config::AutoWrapPolicy::NO_WRAP:
+      policy.predicate = [](const std::string&, const torch::nn::Module&) { return false; };
+      return policy;
+    case config::AutoWrapPolicy::SIZE_BASED_WRAP:
+      policy.min_params = plan.min_num_params;
+      return policy;
+    case config::AutoWrapPolicy::TRANSFORMER_BASED_WRAP:
+      break;
+  }
+  std::vector<std::string> present = api::module_classes(model);
+  std::vector<std::string> found;
+  for (const auto& wanted : plan.wrap_classes)
+    for (const auto& name : present)
+      if (api::class_matches(name, wanted)) {
+        found.push_back(wanted);
+        break;
+      }
+  if (!found.empty()) {
+    policy.classes = found;
+    return policy;
+  }
+  // The key's default (Block) names no class of this model: each child of the root is a unit.
+  // Set by the user, it is a mistake worth stopping for.
+  if (loaded.is_explicit("fsdp.transformer_layer_cls_to_wrap"))
+    throw RunError("accel: fsdp.transformer_layer_cls_to_wrap: no module of class " + join(plan.wrap_classes) +
+                   " in the model (its classes: " + join(present) + ")");
+  return policy;
+}
+
+}  // namespace
+
+PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
+  State& s = *state_;
+  if (s.backend) throw RunError("accel: prepare() was called already; prepare one model and optimizer per run");
+  const config::JobConfig& job = s.job.job;
+  if (backends::compute_dtype(job) != at::kFloat)
+    throw RunError("accel: mixed_precision " + std::string(config::to_string(job.mixed_precision)) +
+                   " (or model.dtype bf16): a module prepared as it is keeps fp32 parameters, because bf16 ones "
+                   "need their inputs cast at unit boundaries (accel::Unit<>, design B, docs/design/0015); set "
+                   "mixed_precision: no");
+  if (const std::string refusal = backends::prepared_module_refusal(job); !refusal.empty())
+    throw RunError("accel: " + refusal);
+  backends::FsdpPlan plan;
+  if (job.backend == config::Backend::fsdp) plan = backends::plan_fsdp(job, /*user_module=*/true);
+  s.kind = optimizer_kind(optimizer);
+
+  // The optimizer's groups: every trainable parameter of the model in exactly one.
+  train::OptimizerSetup setup;
+  setup.kind = s.kind == OptimizerKind::sgd ? config::OptimizerName::sgd : config::OptimizerName::adamw;
+  std::unordered_map<const void*, int> group_of;
+  auto& groups = optimizer.param_groups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    setup.groups.push_back(group_hyper(s.kind, groups[g].options(), "param group " + std::to_string(g)));
+    for (const auto& p : groups[g].params())
+      if (!group_of.emplace(p.unsafeGetTensorImpl(), int(g)).second)
+        throw RunError("accel: a parameter is in two param groups of the optimizer (group " + std::to_string(g) + ")");
+  }
+  std::unordered_set<const void*> in_model;
+  for (const auto& p : model.named_parameters(/*recurse=*/true)) {
+    in_model.insert(p.value().unsafeGetTensorImpl());
+    if (p.value().requires_grad() && !group_of.count(p.value().unsafeGetTensorImpl()))
+      throw RunError("accel: parameter '" + p.key() + "' takes gradients but is in no param group of the optimizer; "
+                     "add it, or freeze it (requires_grad false)");
+  }
+  for (const auto& [impl, g] : group_of)
+    if (!in_model.count(impl))
+      throw RunError("accel: param group " + std::to_string(g) + " of the optimizer holds a tensor that is not a "
+                     "parameter of the prepared module");
+
+  // Units by policy (frozen parameters in none).
+  const UnitPolicy policy = s.policy_set ? s.policy : job_policy(s.job, plan, model);
+  std::vector<backends::UnitSpec> specs;
+  for (auto& unit : api::apply_unit_policy(model, policy)) {
+    backends::UnitSpec spec;
+    spec.name = unit.name;
+    for (auto& [name, p] : unit.params) {
+      if (p.device().type() != at::kCPU)
+        throw RunError("accel: parameter '" + name + "' is on " + p.device().str() + "; accel runs on CPU tensors "
+                       "so far (device: cpu)");
+      spec.groups.push_back(group_of.at(p.unsafeGetTensorImpl()));
+      spec.params.emplace_back(std::move(name), p);
+    }
+    specs.push_back(std::move(spec));
+  }
+  if (specs.empty()) throw RunError("accel: the prepared module has no parameter that takes gradients");
+
+  // What the engines do not hold starts equal on every rank too: frozen parameters and buffers.
+  {
+    at::NoGradGuard no_grad;
+    for (const auto& p : model.named_parameters(/*recurse=*/true))
+      if (!p.value().requires_grad()) s.comm->broadcast(p.value(), 0)->wait();
+    for (const auto& b : model.named_buffers(/*recurse=*/true))
+      if (b.value().defined()) s.comm->broadcast(b.value(), 0)->wait();
+  }
+  s.backend = backends::make_backend(job, *s.comm, std::move(specs), setup);
+  s.backend->wait_parameters();
+  s.model = &model;
+  s.prepared.reset(new PreparedOptimizer(*this, optimizer));
+  if (rank() == 0) logging::info("accel: " + s.backend->describe());
+  return *s.prepared;
+}
+
+std::string Accelerator::describe() const { return state_->backend ? state_->backend->describe() : "not prepared"; }
+
+DistributedSampler Accelerator::sampler(size_t size, bool shuffle) const {
+  return DistributedSampler(size, world_size(), rank(), shuffle, state_->training.seed);
+}
+
+MicroStep Accelerator::accumulate() {
+  State& s = *state_;
+  backends::Backend& engine = s.engine("accumulate()");
+  if (s.open) throw RunError("accel: accumulate() twice without backward() in between");
+  if (s.sync_ready)
+    throw RunError("accel: the gradients of the last accumulation boundary were not applied; call the prepared "
+                   "optimizer's step() after the backward() of every micro-step");
+  const int G = s.accumulation();
+  const int m = int(s.micro % G);
+  s.sync = m == G - 1;
+  engine.begin_micro_step(m, s.sync);
+  s.open = true;
+  return MicroStep(s.sync);
+}
+
+bool Accelerator::sync_gradients() const {
+  const State& s = *state_;
+  if (s.micro == 0 && !s.open) return s.accumulation() == 1;  // before the first micro-step
+  return s.sync;  // the current micro-step's, or the last one's until the next begins
+}
+
+void Accelerator::backward(const torch::Tensor& loss) {
+  State& s = *state_;
+  backends::Backend& engine = s.engine("backward()");
+  if (!s.open) accumulate();
+  engine.rearm_grads();
+  // Each rank's micro loss / G: the backend averages over ranks, so the gradient is that of the
+  // mean over the global batch.
+  const torch::Tensor scaled = s.accumulation() > 1 ? loss / double(s.accumulation()) : loss;
+  scaled.backward();
+  engine.end_micro_step(s.sync);
+  s.open = false;
+  ++s.micro;
+  if (s.sync) s.sync_ready = true;
+}
+
+double Accelerator::clip_grad_norm(double max_norm) {
+  State& s = *state_;
+  backends::Backend& engine = s.engine("clip_grad_norm()");
+  if (!s.sync_ready) return 0.0;
+  return engine.clip_grad_norm(max_norm);
+}
+
+void PreparedOptimizer::step() { acc_->optimizer_step(*optimizer_, applied_); }
+
+void Accelerator::optimizer_step(torch::optim::Optimizer& optimizer, bool& applied) {
+  State& s = *state_;
+  backends::Backend& engine = s.engine("step()");
+  applied = false;
+  if (!s.sync_ready) return;  // an accumulation micro-step: nothing to apply
+  std::vector<train::GroupHyper> groups;
+  auto& param_groups = optimizer.param_groups();
+  if (param_groups.size() != engine.optimizer_setup().groups.size())
+    throw RunError("accel: the optimizer has " + std::to_string(param_groups.size()) + " param groups, " +
+                   std::to_string(engine.optimizer_setup().groups.size()) + " when it was prepared");
+  for (size_t g = 0; g < param_groups.size(); ++g)
+    groups.push_back(group_hyper(s.kind, param_groups[g].options(), "param group " + std::to_string(g)));
+  engine.optimizer_step(groups);
+  engine.wait_parameters();  // the next forward reads parameters without unit boundaries
+  s.sync_ready = false;
+  ++s.steps;
+  applied = true;
+}
+
+int64_t Accelerator::step() const { return state_->steps; }
+
+double Accelerator::reduce_mean(double value) {
+  at::Tensor t = at::tensor({value}, at::kDouble);
+  state_->comm->all_reduce(t, comm::ReduceOp::Avg)->wait();
+  return t.item<double>();
+}
+
+void Accelerator::wait_for_everyone() { state_->comm->barrier()->wait(); }
+
+void Accelerator::save_model(const std::string& path) {
+  State& s = *state_;
+  backends::Backend& engine = s.engine("save_model()");
+  train::NamedTensors full = engine.full_parameters();  // collective; complete on rank 0
+  if (rank() != 0) return;
+  std::unordered_map<std::string, at::Tensor> trained(full.begin(), full.end());
+  train::NamedTensors out;
+  std::unordered_set<const void*> seen;
+  at::NoGradGuard no_grad;
+  for (const auto& p : s.model->named_parameters(/*recurse=*/true)) {
+    if (!seen.insert(p.value().unsafeGetTensorImpl()).second) continue;  // a tied parameter, once
+    auto it = trained.find(p.key());
+    out.emplace_back(p.key(), it != trained.end() ? it->second : p.value().detach().clone());
+  }
+  for (const auto& b : s.model->named_buffers(/*recurse=*/true))
+    if (b.value().defined()) out.emplace_back(b.key(), b.value().detach().clone());
+  const std::filesystem::path target(path);
+  if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path());
+  train::save_safetensors(path, out);
+}
+
+void Accelerator::log(int64_t step, const std::map<std::string, double>& values) {
+  State& s = *state_;
+  if (rank() != 0) return;
+  if (!s.metrics) {
+    std::filesystem::create_directories(s.training.output_dir);
+    s.metrics = std::make_unique<std::ofstream>(s.training.output_dir + "/metrics.jsonl", std::ios::trunc);
+    if (!*s.metrics) throw RunError("accel: cannot write " + s.training.output_dir + "/metrics.jsonl");
+  }
+  std::string line = "{\"step\": " + std::to_string(step);
+  for (const auto& [name, v] : values) line += ", " + json_string(name) + ": " + json_number(v);
+  *s.metrics << line << "}\n";
+  s.metrics->flush();
+}
+
+}  // namespace accel
