@@ -200,7 +200,7 @@ def main() -> int:
                 r = run_one(spec, c, os.path.join(work, f"r{rep}", c.key), a, env)
                 runs[c.key].append(r)
                 status = (f"{r['summary']['tokens_per_s']:,.0f} tokens/s, final loss {r['summary']['losses'][-1]:.5f}"
-                          if r["ok"] else "FAILED: " + (r["reason"] or "").strip().splitlines()[0][:200])
+                          if r["ok"] else "FAILED: " + report.headline(r["reason"]))
                 print(f"  [{rep + 1}/{a.repeat}] {c.name}: {status}", file=sys.stderr)
     finally:
         if not a.work_dir:

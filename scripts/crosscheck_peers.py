@@ -29,6 +29,7 @@ sys.path[:0] = [os.path.join(HERE, "peers"), os.path.join(HERE, "reference")]
 
 import crosscheck  # noqa: E402
 import procs  # noqa: E402
+import report  # noqa: E402
 from bench_peers import prebuild_deepspeed_op, prepare_inputs  # noqa: E402
 from settings import CONTENDERS, SIZES, RunSpec  # noqa: E402
 
@@ -46,6 +47,8 @@ def check_precision(a, precision: str, work: str, env) -> dict:
     d = os.path.join(work, precision)
     os.makedirs(d, exist_ok=True)
     prepare_inputs(spec, d)
+    if a.bf16_rounded_init:
+        round_init_to_bf16(spec.init_path)
     runs = {"reference fp32": crosscheck.run_reference(spec, os.path.join(d, "ref32")),
             "reference fp64": crosscheck.run_reference(spec, os.path.join(d, "ref64"), "float64")}
     keys = []
@@ -58,7 +61,7 @@ def check_precision(a, precision: str, work: str, env) -> dict:
     by_key = {c.key: c for c in CONTENDERS}
     for k in keys:
         runs[k] = crosscheck.run_training(spec, by_key[k], os.path.join(d, k), a.accel, env, ds_skip_shm=False)
-        state = "ok" if runs[k]["ok"] else "FAILED: " + runs[k]["reason"].strip().splitlines()[0][:200]
+        state = "ok" if runs[k]["ok"] else "FAILED: " + report.headline(runs[k]["reason"])
         print(f"  [{precision}] {by_key[k].name}: {state}", file=sys.stderr)
     tol_pair = crosscheck.TOLERANCES["fp32" if precision == "no" else "bf16"]
     tol_ref = crosscheck.TOLERANCES["fp32" if precision == "no" else "bf16_vs_fp32_reference"]
@@ -74,8 +77,20 @@ def check_precision(a, precision: str, work: str, env) -> dict:
         vs_ref.append({"a": k, "b": "reference fp32", "cmp": c, "ok": crosscheck.within(c, tol_ref), "tol": tol_ref,
                        "reason": None if c else runs[k].get("reason")})
     infos = {k: runs[k].get("info") for k in keys}
-    return {"precision": precision, "steps": spec.steps, "spec": spec.to_json(), "pairs": pairs, "vs_reference": vs_ref,
+    return {"precision": precision, "steps": spec.steps, "bf16_rounded_init": a.bf16_rounded_init, "spec": spec.to_json(), "pairs": pairs, "vs_reference": vs_ref,
             "losses": {k: r.get("losses") for k, r in runs.items()}, "peer_settings": infos}
+
+
+def round_init_to_bf16(path: str) -> None:
+    """Rewrite the fp32 init file with values that bf16 represents exactly. DeepSpeed builds its fp32
+    masters from the bf16 copy of the model (stage_1_and_2.py: the partition of the bit16 groups,
+    cloned to fp32), so it loses the init's low mantissa bits; accel and FSDP keep the fp32 values.
+    With an init that has no such bits, that difference is gone."""
+    import safetensors_io
+    import torch
+    w = safetensors_io.load_file(path)
+    safetensors_io.save_file(type(w)((k, v.to(torch.bfloat16).to(torch.float32)) for k, v in w.items()), path,
+                             {"format": "pt", "producer": "crosscheck_peers --bf16-rounded-init"})
 
 
 def markdown(res: dict) -> str:
@@ -93,7 +108,7 @@ def markdown(res: dict) -> str:
             c, t = r["cmp"], r["tol"]
             a, b = name.get(r["a"], r["a"]), name.get(r["b"], r["b"])
             if not c or "error" in c:
-                why = (c or {}).get("error") or (r.get("reason") or "").strip().splitlines()[0][:120]
+                why = (c or {}).get("error") or report.headline(r.get("reason"), 120)
                 out.append(f"| {a} | {b} | - | - | - | - | {t['loss']:.0e} / {t['weights']:.0e} | **failed**: {why} |")
                 continue
             out.append(f"| {a} | {b} | {fmt(c['max_dloss'])} ({c['max_dloss_step']}) | {c['first_step_differing']} "
@@ -110,6 +125,9 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--max-grad-norm", type=float, default=1.0,
                     help="clip norm for every side (1.0); 0 turns clipping off, to separate clipping from the rest")
+    ap.add_argument("--bf16-rounded-init", action="store_true",
+                    help="round the init weights to bf16 values (stored as fp32) first: shows the effect of "
+                         "DeepSpeed building its fp32 masters from the bf16 model")
     ap.add_argument("--only", help="comma list: strategies (zero3, full_shard, ...) or contender keys")
     ap.add_argument("--work-dir", help="keep the run directories here")
     ap.add_argument("--json")

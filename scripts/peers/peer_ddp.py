@@ -5,9 +5,11 @@ views of the buckets: no copy, no second gradient buffer), static_graph=True (th
 the same every step and every parameter is used), broadcast_buffers=False (the GPT has no
 buffers), bucket_cap_mb = accel's ddp.bucket_cap_mb. Warm-up steps run before timing in the loop.
 
-bf16 (cross-check only): DDP's private _MixedPrecision(param_dtype=bf16, reduce_dtype=bf16) keeps
-fp32 parameters and optimizer states, computes in bf16 and all-reduces bf16 gradients: what accel
-does for ddp with mixed_precision bf16 (docs/design/0008).
+bf16 (cross-check only): DDP's private _MixedPrecision(param_dtype=bf16, reduce_dtype=bf16) would
+keep fp32 parameters and optimizer states, compute in bf16 and all-reduce bf16 gradients (what
+accel does for ddp with mixed_precision bf16, docs/design/0008), but it creates an accelerator
+stream at construction and so fails on a CPU-only machine with the CUDA wheel; the peer reports
+that as its failure.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import contextlib
 import torch
 import torch.distributed as dist
 
-from peer_common import Peer, decay_names, make_adamw, ordered_full, set_lr
+from peer_common import Peer, lm_loss, decay_names, make_adamw, ordered_full, set_lr
 
 
 def ddp_kwargs(spec) -> dict:
@@ -35,14 +37,22 @@ class TorchDDP(Peer):
             kw["mixed_precision"] = _MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16,
                                                     buffer_dtype=torch.bfloat16)
         decay = decay_names(model)
-        self.ddp = DDP(model, **kw)
+        try:
+            self.ddp = DDP(model, **kw)
+        except Exception as e:  # torch.AcceleratorError on this wheel without a GPU
+            if "mixed_precision" not in kw:
+                raise
+            raise RuntimeError(
+                "PyTorch DDP cannot run bf16 mixed precision on the CPU: its _MixedPrecision creates an "
+                "accelerator stream (torch.Stream() in DistributedDataParallel.__init__), which on this CUDA "
+                f"wheel without a GPU fails: {type(e).__name__}: {str(e).splitlines()[0]}") from e
         self.opt = make_adamw(model.named_parameters(), decay, spec)
         self.info = {"ddp": {k: (str(v) if k == "mixed_precision" else v) for k, v in kw.items()}}
 
     def micro(self, x, y, sync, accum):
         ctx = contextlib.nullcontext() if sync else self.ddp.no_sync()
         with ctx:
-            _, loss = self.ddp(x, y)
+            loss = lm_loss(self.ddp(x), y)
             (loss / accum).backward()
         return float(loss.detach())
 
@@ -94,7 +104,7 @@ class AccelerateDDP(Peer):
     def micro(self, x, y, sync, accum):
         ctx = contextlib.nullcontext() if sync else self.acc.no_sync(self.ddp)
         with ctx:
-            _, loss = self.ddp(x, y)
+            loss = lm_loss(self.ddp(x), y)
             self.acc.backward(loss / accum)
         return float(loss.detach())
 

@@ -21,7 +21,7 @@ import os
 
 import torch
 
-from peer_common import Peer, decay_names, make_adamw, ordered_full, set_lr
+from peer_common import Peer, lm_loss, decay_names, make_adamw, ordered_full, set_lr
 import ds_config
 
 
@@ -53,7 +53,7 @@ class DeepSpeedZero(Peer):
                                    "shm_op": "skipped" if skip_shm_build else "built"}}
 
     def micro(self, x, y, sync, accum):
-        _, loss = self.engine(x, y)
+        loss = lm_loss(self.engine(x), y)
         self.engine.backward(loss)
         if not sync:
             self.engine.step()  # not a boundary: DeepSpeed only counts the micro-step

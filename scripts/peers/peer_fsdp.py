@@ -19,12 +19,13 @@ reduce_dtype=bf16).
 from __future__ import annotations
 
 import contextlib
+import os
 
 import torch
 import torch.distributed as dist
 
 import gpt_model
-from peer_common import Peer, decay_names, gloo_reduce_scatter_avg_ok, make_adamw, ordered_full, set_lr
+from peer_common import Peer, lm_loss, decay_names, gloo_reduce_scatter_avg_ok, make_adamw, ordered_full, set_lr
 
 
 def _total_norm_float(norm) -> float:
@@ -50,18 +51,27 @@ class FSDP2(Peer):
         fully_shard(model, mesh=mesh, reshard_after_forward=raf, mp_policy=mp)
         self.model = model
         avg_ok = gloo_reduce_scatter_avg_ok(spec.world)
-        if not avg_ok:
+        simulate_bug = os.environ.get("PEERS_FSDP2_SIMULATE_AVG_BUG") == "1"
+        if simulate_bug:
+            # What pytorch/pytorch#162338 did on Gloo: the gradients summed, not averaged (world x).
+            # For showing its effect (docs/bench/peers_cpu.md) and that the cross-check catches it.
+            for m in model.modules():
+                if isinstance(m, FSDPModule):
+                    m.set_force_sum_reduction_for_comms(True)  # SUM (gloo has no PREMUL_SUM) ...
+                    m.set_gradient_divide_factor(1.0)  # ... divided by 1
+        elif not avg_ok:
             for m in model.modules():
                 if isinstance(m, FSDPModule):
                     m.set_force_sum_reduction_for_comms(True)
         self.opt = make_adamw(model.named_parameters(), decay, spec)
         self.info = {"fsdp2": {"mesh": "cpu", "reshard_after_forward": raf, "units": len(model.h) + 1,
                                "mp_policy": str(mp), "gloo_reduce_scatter_avg_ok": avg_ok,
-                               "force_sum_reduction_for_comms": not avg_ok}}
+                               "force_sum_reduction_for_comms": not avg_ok and not simulate_bug,
+                               "simulated_avg_bug": simulate_bug}}
 
     def micro(self, x, y, sync, accum):
         self.model.set_requires_gradient_sync(sync)
-        _, loss = self.model(x, y)
+        loss = lm_loss(self.model(x), y)
         (loss / accum).backward()
         return float(loss.detach().float())
 
@@ -110,7 +120,7 @@ class FSDP1(Peer):
     def micro(self, x, y, sync, accum):
         ctx = contextlib.nullcontext() if sync else self.model.no_sync()
         with ctx:
-            _, loss = self.model(x, y)
+            loss = lm_loss(self.model(x), y)
             (loss / accum).backward()
         return float(loss.detach().float())
 

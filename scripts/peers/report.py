@@ -71,6 +71,20 @@ def contender_summary(spec, contender, runs: List[Dict]) -> Dict[str, object]:
     return out
 
 
+def headline(reason: Optional[str], width: int = 200) -> str:
+    """The line of a failure reason that says what went wrong: the last error-looking line of the
+    log tail (an exception, an `error:`, an abort), else the first line."""
+    lines = [ln.strip() for ln in (reason or "").strip().splitlines() if ln.strip()]
+    if not lines:
+        return "(no reason given)"
+    keys = ("Error", "error:", "Exception", "terminate called", "Killed", "Traceback", "timed out", "Aborted")
+    hits = [ln for ln in lines[1:] if any(k in ln for k in keys) and not ln.startswith("Traceback")]
+    detail = hits[-1] if hits else ""
+    first = lines[0].split(";")[0]
+    text = f"{first}: {detail}" if detail else first
+    return text[:width]
+
+
 def _mib(b) -> str:
     return "-" if b is None else f"{b / MIB:.1f}"
 
@@ -93,9 +107,8 @@ def markdown(spec, summaries: List[Dict], meta: Dict) -> str:
                  if s["family"] == "accel" and s.get("tokens_per_s")}
     for s in summaries:
         if s["status"] == "failed":
-            reason = (s.get("reason") or "").strip().splitlines()
-            first = reason[0][:160] if reason else ""
-            lines.append(f"| {s['strategy']} | {s['name']} | - | - | - | - | - | - | - | **failed**: {first} |")
+            why = headline(s.get("reason")).replace("|", "/")
+            lines.append(f"| {s['strategy']} | {s['name']} | - | - | - | - | - | - | - | **failed**: {why} |")
             continue
         tps = s["tokens_per_s"]
         ref = accel_tps.get(s["strategy"])

@@ -9,10 +9,11 @@ same gradients in a different order (accel's ring reduce-scatter then divide; De
 each rank's gradient then reduce-scatters and clips with an fp64 norm and its own division; FSDP2
 reduce-scatters with AVG), which moves results by about an fp32 ulp per step. Measured over 20
 steps (docs/bench/peers_cpu.md): losses within 5e-7, weights within 6e-6 of each other. The
-tolerances (loss 1e-5, weights 1e-4; reasons in scripts/peers/crosscheck.py) fail on any real
-difference in sharding, averaging, clipping, schedule or batch order: a gradient off by the
-world size, a skipped clip, one step of lr or one window moves the loss by 1e-3 or more within
-5 steps.
+tolerances (loss 1e-5, weights 1e-4, grad norm 1e-4 relative; reasons in
+scripts/peers/crosscheck.py) fail on a real difference in sharding, clipping, schedule or batch
+order (one step of lr or one other window moves the loss by 1e-3 or more within 5 steps); a
+gradient off by a constant factor (Gloo's old AVG bug) leaves losses and weights alone under
+clipping and Adam and shows in the grad norm, which is checked too.
 
 DeepSpeed's shm op (used only by its inference all-reduce) is not built here (it would compile
 for about a minute on a fresh machine): PEERS_DS_SKIP_SHM marks it incompatible. The DeepSpeed
@@ -78,7 +79,11 @@ class _PeerPair:
         self.assertLessEqual(c["max_dloss"], LOSS_TOL, f"losses: {runs[self.accel_key]['losses']} vs "
                                                        f"{runs[self.peer_key]['losses']}")
         self.assertLessEqual(c["max_dweight"], WEIGHT_TOL, c["max_dweight_tensor"])
-        self.assertLessEqual(c["max_dgrad_norm_rel"], 1e-4)
+        # An averaging bug shows here, not in the losses: with clipping at 1.0 and Adam (invariant to a
+        # constant gradient factor) gradients 2x too large train the same weights (measured with
+        # PEERS_FSDP2_SIMULATE_AVG_BUG=1: losses within 2.4e-7, grad norms 2x apart).
+        self.assertLessEqual(c["max_dgrad_norm_rel"], 1e-4, f"grad norms: {runs[self.accel_key]['grad_norms']} vs "
+                                                            f"{runs[self.peer_key]['grad_norms']}")
 
 
 @unittest.skipUnless(_deepspeed_importable(), "deepspeed is not importable in this Python (scripts/setup.sh "
