@@ -65,17 +65,22 @@ def check_precision(a, precision: str, work: str, env) -> dict:
         print(f"  [{precision}] {by_key[k].name}: {state}", file=sys.stderr)
     tol_pair = crosscheck.TOLERANCES["fp32" if precision == "no" else "bf16"]
     tol_ref = crosscheck.TOLERANCES["fp32" if precision == "no" else "bf16_vs_fp32_reference"]
+    pname = "bf16" if precision == "bf16" else "fp32"
+
+    def na(key):
+        return None if runs[key].get("ok") else crosscheck.UNSUPPORTED.get((pname, key))
     pairs = []
     for acc, peer in crosscheck.PAIRS:
         if acc in runs and peer in runs:
             c = crosscheck.compare(runs[acc], runs[peer])
             pairs.append({"a": acc, "b": peer, "cmp": c, "ok": crosscheck.within(c, tol_pair), "tol": tol_pair,
+                          "na": na(peer),
                           "reason": None if c else (runs[acc].get("reason") or runs[peer].get("reason"))})
     vs_ref = []
     for k in ["reference fp64"] + keys:
         c = crosscheck.compare(runs[k], runs["reference fp32"])
         vs_ref.append({"a": k, "b": "reference fp32", "cmp": c, "ok": crosscheck.within(c, tol_ref), "tol": tol_ref,
-                       "reason": None if c else runs[k].get("reason")})
+                       "na": na(k) if k in by_key else None, "reason": None if c else runs[k].get("reason")})
     infos = {k: runs[k].get("info") for k in keys}
     return {"precision": precision, "steps": spec.steps, "bf16_rounded_init": a.bf16_rounded_init, "spec": spec.to_json(), "pairs": pairs, "vs_reference": vs_ref,
             "losses": {k: r.get("losses") for k, r in runs.items()}, "peer_settings": infos}
@@ -107,6 +112,9 @@ def markdown(res: dict) -> str:
         for r in rows:
             c, t = r["cmp"], r["tol"]
             a, b = name.get(r["a"], r["a"]), name.get(r["b"], r["b"])
+            if r.get("na"):
+                out.append(f"| {a} | {b} | - | - | - | - | {t['loss']:.0e} / {t['weights']:.0e} | n/a: {r['na']} |")
+                continue
             if not c or "error" in c:
                 why = (c or {}).get("error") or report.headline(r.get("reason"), 120)
                 out.append(f"| {a} | {b} | - | - | - | - | {t['loss']:.0e} / {t['weights']:.0e} | **failed**: {why} |")
@@ -155,7 +163,7 @@ def main() -> int:
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"tolerances": crosscheck.TOLERANCES, "results": results}, f, indent=1)
-    bad = [r for res in results for r in res["pairs"] if r["ok"] is not True]
+    bad = [r for res in results for r in res["pairs"] if r["ok"] is not True and not r.get("na")]
     return 1 if bad else 0
 
 

@@ -52,6 +52,13 @@ TOLERANCES = {
     "bf16_vs_fp32_reference": {"loss": 5e-3, "weights": 2e-2, "grad_norm_rel": 2e-2},
 }
 
+# Peers that cannot run a precision on this machine, and why: their pairs are reported as n/a (the
+# run is still attempted, so that the table shows the peer's own error).
+UNSUPPORTED = {
+    ("bf16", "torch-ddp"): "PyTorch DDP's bf16 mixed precision (_MixedPrecision) creates an accelerator stream "
+                           "in DistributedDataParallel.__init__ and fails on a CPU-only machine",
+}
+
 PAIRS = [  # (accel contender, peer contender)
     ("accel-ddp", "torch-ddp"),
     ("accel-zero1", "deepspeed-zero1"),
