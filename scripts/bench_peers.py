@@ -135,6 +135,12 @@ def build_spec(a) -> RunSpec:
     if spec.n_embd % spec.n_head:
         raise SystemExit(f"bench_peers: error: --n-embd {spec.n_embd} is not divisible by --n-head {spec.n_head}")
     if a.accel_config == "accelerate":
+        # The ZeRO keys come from the DeepSpeed JSONs the Accelerate files name, for both sides.
+        fixed = [f for f in ("reduce_bucket_size", "allgather_bucket_size", "prefetch_bucket_size", "ddp_bucket_cap_mb")
+                 if getattr(a, f, None) is not None]
+        if fixed:
+            raise SystemExit(f"bench_peers: error: --accel-config accelerate takes the bucket sizes from "
+                             f"scripts/peers/accelerate_configs/*.json; drop --{', --'.join(f.replace('_', '-') for f in fixed)}")
         spec.ds_config_dir = accel_runner.ACCELERATE_CONFIGS
     return spec
 
