@@ -76,4 +76,14 @@ GradReadyHooks::~GradReadyHooks() {
   }
 }
 
+void rearm_grad_aliases(std::vector<std::pair<std::string, at::Tensor>>& params, const std::vector<at::Tensor>& grad_views) {
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) {
+    at::Tensor& g = params[i].second.mutable_grad();
+    if (g.is_same(grad_views[i])) continue;
+    if (g.defined()) grad_views[i].copy_(g);
+    g = grad_views[i];
+  }
+}
+
 }  // namespace accel::backends

@@ -15,6 +15,8 @@
 
 #include <functional>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace torch::autograd {
@@ -29,6 +31,11 @@ namespace accel::backends {
 // on this alias it works, so a user's zero_grad() on a prepared module does what it does in torch
 // to .grad (Backend::rearm_grads points a dropped one back at the buffer).
 at::Tensor grad_alias(const at::Tensor& flat, int64_t offset, at::IntArrayRef sizes);
+
+// Points every parameter's .grad back at its alias `grad_views[i]` (Backend::rearm_grads). A .grad
+// zero_grad(set_to_none) dropped keeps its values (accel's until the step zeroes them); one the
+// user assigned is copied in, so the next backward accumulates on top of it, as in torch.
+void rearm_grad_aliases(std::vector<std::pair<std::string, at::Tensor>>& params, const std::vector<at::Tensor>& grad_views);
 
 class GradReadyHooks {
  public:

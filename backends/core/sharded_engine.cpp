@@ -507,15 +507,7 @@ void ShardedEngine::wait_parameters() {
 
 void ShardedEngine::rearm_grads() {
   if (policy_.shard_grads) return;  // stages 2-3: .grad is set at each unit's first gradient
-  at::NoGradGuard no_grad;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    at::Tensor& g = params_[i].second.mutable_grad();
-    if (g.is_same(grad_views_[i])) continue;
-    // Dropped (zero_grad's set_to_none): the values stay, they are accel's until the step zeroes
-    // them. Assigned by the user: the next backward accumulates on top of it, as in torch.
-    if (g.defined()) grad_views_[i].copy_(g);
-    g = grad_views_[i];
-  }
+  rearm_grad_aliases(params_, grad_views_);
 }
 
 void ShardedEngine::optimizer_step(const std::vector<train::GroupHyper>& groups) {

@@ -120,15 +120,7 @@ void DdpBackend::end_micro_step(bool sync) {
 }
 
 void DdpBackend::rearm_grads() {
-  at::NoGradGuard no_grad;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    at::Tensor& g = params_[i].second.mutable_grad();
-    if (g.is_same(grad_views_[i])) continue;
-    // Dropped (zero_grad's set_to_none): the values stay, they are accel's until the step zeroes
-    // them. Assigned by the user: the next backward accumulates on top of it, as in torch.
-    if (g.defined()) grad_views_[i].copy_(g);
-    g = grad_views_[i];
-  }
+  rearm_grad_aliases(params_, grad_views_);
 }
 
 double DdpBackend::unscale_and_clip(double max_norm, double grad_scale) {
