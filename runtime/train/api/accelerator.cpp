@@ -434,12 +434,14 @@ void Accelerator::log(int64_t step, const std::map<std::string, double>& values)
 // Checkpoints: the one checkpoint path, through state_io.cpp.
 std::string Accelerator::save_state(const std::string& root) {
   State& s = *state_;
-  return s.checkpoints().save(root, s.engine("save_state()"), *s.model, s.position());
+  backends::Backend& engine = s.engine("save_state()");
+  return s.checkpoints().save(root, engine, *s.model, s.position());
 }
 
 bool Accelerator::load_state(const std::string& dir) {
   State& s = *state_;
-  const std::optional<int64_t> steps = s.checkpoints().load(dir, s.engine("load_state()"), *s.model, s.position());
+  backends::Backend& engine = s.engine("load_state()");
+  const std::optional<int64_t> steps = s.checkpoints().load(dir, engine, *s.model, s.position());
   if (!steps) return false;
   s.steps = s.resumed_steps = *steps;
   s.micro = *steps * s.accumulation();
