@@ -18,18 +18,28 @@
 
 namespace {
 
+// A residual block: fsdp's default transformer_layer_cls_to_wrap (Block) makes it a unit.
+struct BlockImpl : torch::nn::Module {
+  explicit BlockImpl(int64_t c) : fc(register_module("fc", torch::nn::Linear(c, c))) {}
+  torch::Tensor forward(const torch::Tensor& x) { return x + torch::tanh(fc(x)); }
+  torch::nn::Linear fc;
+};
+TORCH_MODULE(Block);
+
 struct NetImpl : torch::nn::Module {
   explicit NetImpl(int64_t width)
       : in(register_module("in", torch::nn::Linear(16, width))),
-        block(register_module("block", torch::nn::Linear(width, width))),
+        block(register_module("block", Block(width))),
         out(register_module("out", torch::nn::Linear(width, 1))) {
     micro_steps = register_buffer("micro_steps", torch::zeros({1}));
   }
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& keep) {
     torch::Tensor h = torch::tanh(in(x * (1 + 0.1 * torch::sin(micro_steps)))) * keep;
-    return out(h + torch::tanh(block(h)));
+    return out(block(h));
   }
-  torch::nn::Linear in, block, out;
+  torch::nn::Linear in;
+  Block block;
+  torch::nn::Linear out;
   torch::Tensor micro_steps;
 };
 TORCH_MODULE(Net);

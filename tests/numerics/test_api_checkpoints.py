@@ -9,8 +9,9 @@ directory) under ddp at world 1, fsdp SHARD_GRAD_OP at world 2 and at world 4, e
 global batch (8 rows per micro-step). Steps 5-8 (losses, learning rates) and the final weights
 must match the reference. Two negative controls resume at world 1 and then forget the generator
 (reseed) or the registered objects (reset): they must NOT match, so the comparison can fail.
-BadCheckpoints: a checkpoint with one flipped byte, and one that does not fit the module (another
-width), stop the run with exit 1 and a message naming the file or the parameter and the fix.
+BadCheckpoints: a checkpoint with one flipped byte, one that does not fit the module (another
+width), and one of the built-in trainer, stop the run with exit 1 and a message naming the file or
+the parameter and the fix.
 """
 import json
 import os
@@ -21,6 +22,7 @@ import unittest
 
 import torch
 
+import trainer_test_support as ts
 from trainer_test_support import ACCEL, ROOT, describe, read_metrics, run, write_job
 
 PROGRAM = os.environ.get("ACCEL_RESUME_PROGRAM") or os.path.join(ROOT, "build", "tests", "api",
@@ -123,6 +125,12 @@ class ResumeElsewhere(unittest.TestCase):
             self.assertEqual(record["objects"], {"position": 1, "schedule": 1})
             self.assertEqual(record["backend_state"]["layout"], "zero")
             self.assertTrue(os.path.exists(os.path.join(ckpt, "zero_rank_00001.safetensors")))  # shards stay shards
+            # The trainer's format: accel merge-weights exports the trained parameters under the module's names.
+            merged = os.path.join(tmp, "merged.safetensors")
+            proc = run([ACCEL, "merge-weights", ckpt, "-o", merged])
+            self.assertEqual(proc.returncode, 0, describe(proc))
+            self.assertEqual(sorted(read_safetensors(merged)),
+                             sorted(k for k in ref_weights if k != "micro_steps"))  # the buffer is not the backend's
 
             worst = {}
             cases = [("ddp_world1", 1, DDP), ("shard_grad_op_world2", 2, fsdp("SHARD_GRAD_OP")),
@@ -165,6 +173,18 @@ class BadCheckpoints(unittest.TestCase):
                 self.assertIn("does not fit the prepared module", text)
                 self.assertIn("'in.weight' is [32, 16] there and [24, 16] here", text)
                 self.assertFalse(os.path.exists(os.path.join(out, "metrics.jsonl")))
+            with self.subTest("the built-in trainer's checkpoint"):
+                trainer_out = os.path.join(tmp, "trainer")
+                trainer_job = ts.job(trainer_out, world=1, steps=2, checkpoint_every=2, eval_every=0)
+                trainer_job["data"] = {"kind": "synthetic"}
+                proc = ts.launch(write_job(os.path.join(tmp, "trainer.yaml"), trainer_job))
+                self.assertEqual(proc.returncode, 0, describe(proc))
+                trainer_ckpt = os.path.join(trainer_out, "checkpoints", "step_00000002")
+                proc, out = launch(tmp, "from_trainer", 1, DDP, resume=trainer_ckpt)
+                self.assertEqual(proc.returncode, 1, describe(proc))
+                text = proc.stdout + proc.stderr
+                self.assertIn("written by accel trainer (model gpt), not by Accelerator::save_state", text)
+                self.assertIn("accel merge-weights " + trainer_ckpt, text)
             with self.subTest("corrupted"):
                 damaged = os.path.join(tmp, "damaged")
                 shutil.copytree(ckpt, damaged)
