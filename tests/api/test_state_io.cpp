@@ -204,3 +204,26 @@ TEST_CASE("save_state / load_state refusals name what, where and the fix", "[api
   }
   CHECK_THAT(load_into(8, true), Contains(saved + "/zero_rank_00000.safetensors is corrupted"));
 }
+
+TEST_CASE("log() after load_state keeps the records of the restored steps and replaces the rest", "[api][state]") {
+  accel::test::TempDir dir;
+  const std::string out = (dir.path() / "run").string();
+  {
+    accel::Accelerator acc(dir.write("a.yaml", job_text(kDdp, out)));
+    Loop loop(acc);
+    for (int s = 1; s <= 3; ++s) {
+      acc.log(s, {{"loss", double(s)}});
+      loop.train(acc, 1);
+      if (s == 2) acc.save_state();
+    }
+  }
+  accel::Accelerator acc(dir.write("b.yaml", job_text(kDdp, out)));
+  Loop loop(acc);
+  REQUIRE(acc.load_state());
+  acc.log(acc.step() + 1, {{"loss", 30.0}});
+  std::ifstream in(out + "/metrics.jsonl");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  CHECK(lines == std::vector<std::string>{"{\"step\": 1, \"loss\": 1}", "{\"step\": 2, \"loss\": 2}",
+                                          "{\"step\": 3, \"loss\": 30}"});
+}
