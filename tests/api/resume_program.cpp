@@ -9,7 +9,8 @@
 // Rows of micro-step p are global rows [p * B, (p + 1) * B), B = world x micro batch; rank r takes
 // its micro batch of them in order (as DistributedSampler does).
 // Flags: --stop-after K (save_state() after step K and stop), --width W (a mismatched module),
-// --reset-rng / --reset-objects (forget what load_state restored: the test's negative controls).
+// --reset-rng / --reset-objects (forget what load_state restored: the test's negative controls),
+// --rank-draws (each rank draws a different count: per-rank generator states).
 #include <accel/accel.hpp>
 #include <torch/torch.h>
 
@@ -56,12 +57,13 @@ std::pair<torch::Tensor, torch::Tensor> rows(int64_t first, int64_t n) {
 
 int main(int argc, char** argv) try {
   int64_t stop_after = -1, width = 32;
-  bool reset_rng = false, reset_objects = false;
+  bool reset_rng = false, reset_objects = false, rank_draws = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--stop-after") && i + 1 < argc) stop_after = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--width") && i + 1 < argc) width = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--reset-rng")) reset_rng = true;
     else if (!std::strcmp(argv[i], "--reset-objects")) reset_objects = true;
+    else if (!std::strcmp(argv[i], "--rank-draws")) rank_draws = true;
     else throw std::runtime_error(std::string("unknown flag ") + argv[i]);
   }
   accel::Accelerator acc;
@@ -102,6 +104,7 @@ int main(int argc, char** argv) try {
     acc.log(acc.step() + 1, {{"loss", mean}, {"grad_norm", norm}, {"lr", base_lr * lr_scale}});
     opt.step();
     lr_scale *= 0.9;
+    if (rank_draws) torch::rand({acc.rank() + 1});  // a per-rank stream: the ranks' generators part
     if (acc.step() == stop_after) {
       acc.save_state();
       return 0;
