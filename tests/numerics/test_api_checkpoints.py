@@ -32,11 +32,10 @@ SAVE_AT = 4
 GLOBAL_ROWS = 8  # rows per micro-step over all ranks: world x micro batch
 
 # The resumed runs replay steps 5-8 of the reference with the same data, mask, learning rates and
-# optimizer state. What may differ is only the summation order of the averages (gradients, the logged
-# loss): at world 1
-# one mean over 8 rows, at world 2 two 4-row means averaged, at world 4 four 2-row means: fp32
-# reassociation (~1e-7 relative per step), which AdamW (lr 1e-2) carries into the weights over the
-# steps. Same order as test_public_api.py (1e-5 / 2e-5; measured values are printed: at most 1.4e-6
+# optimizer state. What may differ is only the summation order of the averages (gradients, the
+# logged loss): at world 1 one mean over 8 rows, at world 2 two 4-row means averaged, at world 4
+# four 2-row means: fp32 reassociation (~1e-7 relative per step), which AdamW (lr 1e-2) carries
+# into the weights over the steps. Same order as test_public_api.py (1e-5 / 2e-5; measured values are printed: at most 1.4e-6
 # relative on losses and 1.5e-8 on weights). At world 2 (SHARD_GRAD_OP, NO_SHARD) each rank holds
 # the same 4 rows as in the reference and a two-term sum is exact in any order (a + b == b + a), so
 # whatever the collective's algorithm those resumes must be bitwise.
