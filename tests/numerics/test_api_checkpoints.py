@@ -62,7 +62,7 @@ def read_safetensors(path):
     return out
 
 
-def job(out, world, strategy, resume="never"):
+def job(out, world, strategy, resume="never", accum=1):
     j = {
         "program": [PROGRAM],
         "num_processes": world,
@@ -70,16 +70,16 @@ def job(out, world, strategy, resume="never"):
         "main_process_port": 0,
         "collective_timeout_s": 60,
         "rendezvous_timeout_s": 60,
-        "training": {"micro_batch_size": GLOBAL_ROWS // world, "gradient_accumulation_steps": 1,
+        "training": {"micro_batch_size": GLOBAL_ROWS // world, "gradient_accumulation_steps": accum,
                      "max_steps": STEPS, "seed": 3, "output_dir": out, "resume": resume},
     }
     j.update(strategy)
     return j
 
 
-def launch(tmp, name, world, strategy, resume="never", args=()):
+def launch(tmp, name, world, strategy, resume="never", args=(), accum=1):
     out = os.path.join(tmp, name)
-    j = job(out, world, strategy, resume)
+    j = job(out, world, strategy, resume, accum)
     j["program"] = [PROGRAM] + list(args)
     path = write_job(os.path.join(tmp, name + ".yaml"), j)
     return run([ACCEL, "launch", path], cwd=tmp), out
@@ -165,6 +165,28 @@ class ResumeElsewhere(unittest.TestCase):
                   "against the uninterrupted run:")
             for name, (l, w) in worst.items():
                 print(f"  {name:22s} {l:.3g} {'' if w is None else f'{w:.3g}'}")
+
+
+class ResumeWithAccumulation(unittest.TestCase):
+    def test_two_micro_steps_per_step_resume_at_world_1_and_4(self):
+        # A checkpoint is taken at a step boundary, so the micro-step count restarts at
+        # steps x 2 and the next sync micro-step is the second after the resume, as uninterrupted.
+        with tempfile.TemporaryDirectory() as tmp:
+            proc, ref_out = launch(tmp, "reference", 2, ZERO2, accum=2)
+            self.assertEqual(proc.returncode, 0, describe(proc))
+            ref_metrics = read_metrics(ref_out)
+            ref_weights = read_safetensors(os.path.join(ref_out, "model.safetensors"))
+            proc, first = launch(tmp, "first", 2, ZERO2, args=["--stop-after", str(SAVE_AT)], accum=2)
+            self.assertEqual(proc.returncode, 0, describe(proc))
+            ckpt = os.path.join(first, "checkpoints", "step_00000004")
+            for name, world, strategy in [("ddp_world1", 1, DDP), ("shard_grad_op_world4", 4, fsdp("SHARD_GRAD_OP"))]:
+                with self.subTest(name):
+                    proc, out = launch(tmp, name, world, strategy, resume=ckpt, accum=2)
+                    self.assertEqual(proc.returncode, 0, describe(proc))
+                    loss, weight = compare(self, out, ref_metrics, ref_weights)
+                    print(f"\naccumulation 2, {name}: relative loss {loss:.3g}, weights {weight:.3g}")
+                    self.assertLessEqual(loss, LOSS_RTOL, name)
+                    self.assertLessEqual(weight, WEIGHT_ATOL, name)
 
 
 class BadCheckpoints(unittest.TestCase):
