@@ -6,12 +6,15 @@ buffer, and a feature mask drawn from torch's CPU generator at every micro-step,
 ResumeElsewhere: 8 steps uninterrupted under deepspeed zero_stage 2 at world 2 (the reference);
 4 steps under the same job, then save_state(); then resumed through the job's training.resume (a
 directory) under ddp at world 1, fsdp SHARD_GRAD_OP at world 2 and at world 4, each with the same
-global batch (8 rows per micro-step); also NO_SHARD at world 2 and zero_stage 1 at world 4. Steps 5-8 (losses, learning rates) and the final weights
-must match the reference. Two negative controls resume at world 1 and then forget the generator
+global batch (8 rows per micro-step); also NO_SHARD at world 2 and zero_stage 1 at world 4.
+Steps 5-8 (losses, learning rates) and the final weights must match the reference. Two negative controls resume at world 1 and then forget the generator
 (reseed) or the registered objects (reset): they must NOT match, so the comparison can fail.
+ResumeWithAccumulation: the same with 2 micro-steps per step, resumed at world 1 and 4.
+NodeLocalStorage: two launchers (machines) with their own output_dir save and resume (auto) bitwise.
 BadCheckpoints: a checkpoint with one flipped byte, one that does not fit the module (another
 width), and one of the built-in trainer, stop the run with exit 1 and a message naming the file or
 the parameter and the fix.
+PerRankGenerators: ranks whose generators differ restore them at the same world size and warn at another.
 """
 import json
 import os
@@ -187,6 +190,37 @@ class ResumeWithAccumulation(unittest.TestCase):
                     print(f"\naccumulation 2, {name}: relative loss {loss:.3g}, weights {weight:.3g}")
                     self.assertLessEqual(loss, LOSS_RTOL, name)
                     self.assertLessEqual(weight, WEIGHT_ATOL, name)
+
+
+class NodeLocalStorage(unittest.TestCase):
+    def test_two_machines_with_their_own_output_dir_resume_bitwise(self):
+        # Two launchers on loopback play two machines of one rank each, each with its own output_dir
+        # (docs/design/0013): save_state() writes each machine's files there under one manifest, and
+        # load_state() (training.resume: auto) agrees on the latest and resumes both, bitwise the
+        # run that never stopped (the same world size: the same reductions).
+        with tempfile.TemporaryDirectory() as tmp:
+            proc, ref_out = launch(tmp, "reference", 2, ZERO2)
+            self.assertEqual(proc.returncode, 0, describe(proc))
+            ref_metrics = read_metrics(ref_out)
+            ref_weights = read_safetensors(os.path.join(ref_out, "model.safetensors"))
+            dirs = [os.path.join(tmp, f"machine{m}") for m in range(2)]
+            sets = [[f"training.output_dir={d}"] for d in dirs]
+            for stage, args in [("first", ["--stop-after", str(SAVE_AT)]), ("resumed", [])]:
+                j = job(dirs[0], 2, ZERO2, resume="auto")
+                j["program"] = [PROGRAM] + args
+                path = write_job(os.path.join(tmp, stage + ".yaml"), j)
+                procs = ts.launch_machines(path, 2, machine_sets=sets, cwd=tmp)
+                for p in procs:
+                    self.assertEqual(p.returncode, 0, f"{stage}: " + describe(p))
+            for m, d in enumerate(dirs):
+                ckpt = os.path.join(d, "checkpoints", "step_00000004")
+                self.assertTrue(os.path.exists(os.path.join(ckpt, f"zero_rank_0000{m}.safetensors")))
+                self.assertFalse(os.path.exists(os.path.join(ckpt, f"zero_rank_0000{1 - m}.safetensors")))
+                self.assertTrue(os.path.exists(os.path.join(ckpt, "objects.safetensors")))
+            self.assertEqual(read_metrics(dirs[0]), ref_metrics)  # steps 1-4 kept, 5-8 after the resume
+            weights = read_safetensors(os.path.join(dirs[0], "model.safetensors"))
+            for k in ref_weights:
+                self.assertTrue(torch.equal(weights[k], ref_weights[k]), k)
 
 
 class BadCheckpoints(unittest.TestCase):

@@ -181,10 +181,18 @@ void StateIo::check_fits(const std::string& dir, const nlohmann::json& record, t
                           "), not by Accelerator::save_state: its loop state does not describe your program's; "
                           "export its weights with `accel merge-weights " + dir + " -o weights.safetensors` and "
                           "load those into your module instead");
-  // The parameters the backend trains: names and shapes from the layout record (headers only).
-  const auto canonical = backends::CanonicalState::open(dir, record.value("backend_state", nlohmann::json::object()));
+  // The parameters the backend trains, names and shapes: the zero layout record lists them (so
+  // no shard file is opened: on node-local storage some are on other machines); a replicated
+  // checkpoint's are its model file's header, which every storage holds.
+  const nlohmann::json layout = record.value("backend_state", nlohmann::json::object());
   Shapes saved;
-  for (const auto& p : canonical->params()) saved.emplace_back(p.name, p.shape);
+  if (layout.value("layout", "") == "zero" && layout.value("format", 1) >= backends::kZeroLayoutFormat) {
+    for (const auto& unit : layout.value("units", nlohmann::json::array()))
+      for (const auto& p : unit.value("params", nlohmann::json::array()))
+        saved.emplace_back(p.at("name").get<std::string>(), p.at("shape").get<std::vector<int64_t>>());
+  } else {
+    for (const auto& p : backends::CanonicalState::open(dir, layout)->params()) saved.emplace_back(p.name, p.shape);
+  }
   std::vector<std::string> diff = differences(saved, shapes_of(module_params(model, /*trainable=*/true)));
   // Frozen parameters and buffers, from the record.
   Shapes saved_extras;
