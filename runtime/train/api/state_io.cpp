@@ -191,7 +191,8 @@ void StateIo::check_fits(const std::string& dir, const nlohmann::json& record, t
       for (const auto& p : unit.value("params", nlohmann::json::array()))
         saved.emplace_back(p.at("name").get<std::string>(), p.at("shape").get<std::vector<int64_t>>());
   } else {
-    for (const auto& p : backends::CanonicalState::open(dir, layout)->params()) saved.emplace_back(p.name, p.shape);
+    const auto canonical = backends::CanonicalState::open(dir, layout);
+    for (const auto& p : canonical->params()) saved.emplace_back(p.name, p.shape);
   }
   std::vector<std::string> diff = differences(saved, shapes_of(module_params(model, /*trainable=*/true)));
   // Frozen parameters and buffers, from the record.
