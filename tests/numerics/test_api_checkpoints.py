@@ -9,7 +9,8 @@ directory) under ddp at world 1, fsdp SHARD_GRAD_OP at world 2 and at world 4, e
 global batch (8 rows per micro-step); also NO_SHARD at world 2 and zero_stage 1 at world 4.
 Steps 5-8 (losses, learning rates) and the final weights must match the reference. Two negative controls resume at world 1 and then forget the generator
 (reseed) or the registered objects (reset): they must NOT match, so the comparison can fail.
-ResumeWithAccumulation: the same with 2 micro-steps per step, resumed at world 1 and 4.
+ResumeWithAccumulation: the same with 2 micro-steps per step, resumed at world 1 and 4; and a ddp
+world-2 checkpoint (replicated layout) resumed under zero_stage 2 at world 4 and SHARD_GRAD_OP at 1.
 NodeLocalStorage: two launchers (machines) with their own output_dir save and resume (auto) bitwise.
 BadCheckpoints: a checkpoint with one flipped byte, one that does not fit the module (another
 width), and one of the built-in trainer, stop the run with exit 1 and a message naming the file or
@@ -170,26 +171,38 @@ class ResumeElsewhere(unittest.TestCase):
                 print(f"  {name:22s} {l:.3g} {'' if w is None else f'{w:.3g}'}")
 
 
+def save_and_resume(test, saver, resumes, accum=1, label=""):
+    """`saver` at world 2 uninterrupted and stopped at SAVE_AT, then each of `resumes` (name, world,
+    strategy) from its checkpoint, compared with the uninterrupted run within the tolerances."""
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, ref_out = launch(tmp, "reference", 2, saver, accum=accum)
+        test.assertEqual(proc.returncode, 0, describe(proc))
+        ref_metrics = read_metrics(ref_out)
+        ref_weights = read_safetensors(os.path.join(ref_out, "model.safetensors"))
+        proc, first = launch(tmp, "first", 2, saver, args=["--stop-after", str(SAVE_AT)], accum=accum)
+        test.assertEqual(proc.returncode, 0, describe(proc))
+        ckpt = os.path.join(first, "checkpoints", "step_00000004")
+        for name, world, strategy in resumes:
+            with test.subTest(name):
+                proc, out = launch(tmp, name, world, strategy, resume=ckpt, accum=accum)
+                test.assertEqual(proc.returncode, 0, describe(proc))
+                loss, weight = compare(test, out, ref_metrics, ref_weights)
+                print(f"\n{label}{name}: relative loss {loss:.3g}, weights {weight:.3g}")
+                test.assertLessEqual(loss, LOSS_RTOL, name)
+                test.assertLessEqual(weight, WEIGHT_ATOL, name)
+
+
 class ResumeWithAccumulation(unittest.TestCase):
     def test_two_micro_steps_per_step_resume_at_world_1_and_4(self):
         # A checkpoint is taken at a step boundary, so the micro-step count restarts at
         # steps x 2 and the next sync micro-step is the second after the resume, as uninterrupted.
-        with tempfile.TemporaryDirectory() as tmp:
-            proc, ref_out = launch(tmp, "reference", 2, ZERO2, accum=2)
-            self.assertEqual(proc.returncode, 0, describe(proc))
-            ref_metrics = read_metrics(ref_out)
-            ref_weights = read_safetensors(os.path.join(ref_out, "model.safetensors"))
-            proc, first = launch(tmp, "first", 2, ZERO2, args=["--stop-after", str(SAVE_AT)], accum=2)
-            self.assertEqual(proc.returncode, 0, describe(proc))
-            ckpt = os.path.join(first, "checkpoints", "step_00000004")
-            for name, world, strategy in [("ddp_world1", 1, DDP), ("shard_grad_op_world4", 4, fsdp("SHARD_GRAD_OP"))]:
-                with self.subTest(name):
-                    proc, out = launch(tmp, name, world, strategy, resume=ckpt, accum=2)
-                    self.assertEqual(proc.returncode, 0, describe(proc))
-                    loss, weight = compare(self, out, ref_metrics, ref_weights)
-                    print(f"\naccumulation 2, {name}: relative loss {loss:.3g}, weights {weight:.3g}")
-                    self.assertLessEqual(loss, LOSS_RTOL, name)
-                    self.assertLessEqual(weight, WEIGHT_ATOL, name)
+        save_and_resume(self, ZERO2, [("ddp_world1", 1, DDP), ("shard_grad_op_world4", 4, fsdp("SHARD_GRAD_OP"))],
+                        accum=2, label="zero 2 world 2, accumulation 2 -> ")
+
+    def test_replicated_checkpoint_resumes_sharded(self):
+        # The other direction: ddp's replicated layout (model and optimizer files) into shards.
+        save_and_resume(self, DDP, [("zero2_world4", 4, ZERO2), ("shard_grad_op_world1", 1, fsdp("SHARD_GRAD_OP"))],
+                        label="ddp world 2 -> ")
 
 
 class NodeLocalStorage(unittest.TestCase):
