@@ -261,6 +261,12 @@ class BadCheckpoints(unittest.TestCase):
                 text = proc.stdout + proc.stderr
                 self.assertIn("written by accel trainer (model gpt), not by Accelerator::save_state", text)
                 self.assertIn("accel merge-weights " + trainer_ckpt, text)
+                # and the other way: the trainer refuses the program's checkpoint, naming its writer
+                trainer_job["training"]["resume"] = ckpt
+                trainer_job["training"]["output_dir"] = os.path.join(tmp, "trainer_from_api")
+                proc = ts.launch(write_job(os.path.join(tmp, "trainer_from_api.yaml"), trainer_job))
+                self.assertNotEqual(proc.returncode, 0, describe(proc))
+                self.assertIn("is not a trainer state: it was written by accel::Accelerator", proc.stdout + proc.stderr)
             with self.subTest("corrupted"):
                 damaged = os.path.join(tmp, "damaged")
                 shutil.copytree(ckpt, damaged)
