@@ -227,3 +227,25 @@ TEST_CASE("log() after load_state keeps the records of the restored steps and re
   CHECK(lines == std::vector<std::string>{"{\"step\": 1, \"loss\": 1}", "{\"step\": 2, \"loss\": 2}",
                                           "{\"step\": 3, \"loss\": 30}"});
 }
+
+TEST_CASE("load_state: a checkpoint of another optimizer kind is refused, naming both", "[api][state]") {
+  for (const auto& [saver, loader] : std::vector<std::pair<std::string, std::string>>{
+           {kZero2, kZero2}, {kZero2, kDdp}, {kDdp, kDdp}, {kDdp, kZero1}}) {
+    CAPTURE(saver, loader);
+    accel::test::TempDir dir;
+    const std::string out = (dir.path() / "run").string();
+    {
+      accel::Accelerator acc(dir.write("a.yaml", job_text(saver, out)));
+      auto net = make_net();
+      torch::optim::SGD sgd(trainable(net), torch::optim::SGDOptions(1e-2).momentum(0.9));
+      auto& opt = acc.prepare(*net, sgd);
+      acc.backward(net->forward(torch::ones({4, 3})).pow(2).mean());
+      opt.step();
+      acc.save_state();
+    }
+    accel::Accelerator acc(dir.write("b.yaml", job_text(loader, out)));
+    Loop loop(acc, 8, 0, /*register_position=*/false);
+    CHECK_THROWS_WITH(acc.load_state(), Contains("holds optimizer state {momentum} (sgd with momentum) but the "
+                                                  "prepared optimizer keeps {exp_avg, exp_avg_sq} (adamw)"));
+  }
+}

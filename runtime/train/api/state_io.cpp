@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <unordered_set>
 
 #include "backends/core/canonical_state.hpp"
@@ -172,7 +173,8 @@ std::string StateIo::save(const std::string& root, backends::Backend& backend, t
   return dir;
 }
 
-void StateIo::check_fits(const std::string& dir, const nlohmann::json& record, torch::nn::Module& model) const {
+void StateIo::check_fits(const std::string& dir, const nlohmann::json& record, torch::nn::Module& model,
+                         const train::OptimizerSetup& optimizer) const {
   const std::string file = dir + "/" + train::kStateRecordFile;
   const std::string writer = record.value("writer", std::string("the accel trainer"));
   if (writer != kApiWriter)
@@ -186,14 +188,27 @@ void StateIo::check_fits(const std::string& dir, const nlohmann::json& record, t
   // checkpoint's are its model file's header, which every storage holds.
   const nlohmann::json layout = record.value("backend_state", nlohmann::json::object());
   Shapes saved;
+  std::vector<std::string> saved_kinds;
   if (layout.value("layout", "") == "zero" && layout.value("format", 1) >= backends::kZeroLayoutFormat) {
     for (const auto& unit : layout.value("units", nlohmann::json::array()))
       for (const auto& p : unit.value("params", nlohmann::json::array()))
         saved.emplace_back(p.at("name").get<std::string>(), p.at("shape").get<std::vector<int64_t>>());
+    saved_kinds = layout.value("state_kinds", std::vector<std::string>{});
   } else {
     const auto canonical = backends::CanonicalState::open(dir, layout);
     for (const auto& p : canonical->params()) saved.emplace_back(p.name, p.shape);
+    saved_kinds = canonical->state_kinds();
   }
+  // The optimizer's states (the same rule as the engines': AdamW's moments, SGD's momentum if any
+  // group uses it), checked here because a same-layout load reads the shard files as they are.
+  std::vector<std::string> kinds;
+  if (optimizer.kind == config::OptimizerName::adamw) kinds = {"exp_avg", "exp_avg_sq"};
+  else if (optimizer.keeps_momentum()) kinds = {"momentum"};
+  if (std::set<std::string>(saved_kinds.begin(), saved_kinds.end()) != std::set<std::string>(kinds.begin(), kinds.end()))
+    throw CheckpointError("accel: load_state(): checkpoint " + dir + " holds optimizer state " +
+                          backends::describe_state_kinds(saved_kinds) + " but the prepared optimizer keeps " +
+                          backends::describe_state_kinds(kinds) + "; prepare the optimizer the saving program used "
+                          "(AdamW/Adam, or SGD with or without momentum)");
   std::vector<std::string> diff = differences(saved, shapes_of(module_params(model, /*trainable=*/true)));
   // Frozen parameters and buffers, from the record.
   Shapes saved_extras;
@@ -245,7 +260,7 @@ std::optional<int64_t> StateIo::load(const std::string& dir, backends::Backend& 
   }
   if (!source) return std::nullopt;
   const nlohmann::json record =
-      own.load(*source, [&](const nlohmann::json& r) { check_fits(*source, r, model); });
+      own.load(*source, [&](const nlohmann::json& r) { check_fits(*source, r, model, backend.optimizer_setup()); });
   backend.wait_parameters();  // the sharded engines re-gather the restored masters
 
   at::NoGradGuard no_grad;

@@ -57,7 +57,8 @@ class StateIo {
     std::function<void(const std::vector<at::Tensor>&)> load;
   };
   train::CheckpointEngine& engine(const std::string& root, backends::Backend& backend);
-  void check_fits(const std::string& dir, const nlohmann::json& record, torch::nn::Module& model) const;
+  void check_fits(const std::string& dir, const nlohmann::json& record, torch::nn::Module& model,
+                  const train::OptimizerSetup& optimizer) const;
 
   const config::LoadedJob& job_;
   comm::Communicator& comm_;
