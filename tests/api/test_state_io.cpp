@@ -81,7 +81,8 @@ const std::string kShardGradOp = "backend: fsdp\nfsdp:\n  sharding_strategy: SHA
 
 }  // namespace
 
-TEST_CASE("save_state / load_state at world 1: a resume continues the run bit for bit, across backends", "[api][state]") {
+TEST_CASE("save_state / load_state at world 1: a resume continues the run bit for bit, across backends",
+          "[api][state]") {
   // At world 1 every backend applies the same kernels to the same numbers (test_accelerator.cpp:
   // bit for bit with libtorch's AdamW), so a resume under another backend is exact too.
   for (const auto& [saver, loader] : std::vector<std::pair<std::string, std::string>>{
@@ -184,7 +185,8 @@ TEST_CASE("save_state / load_state refusals name what, where and the fix", "[api
   };
   CHECK(load_into(8, true) == "no error");
   const std::string wider = load_into(6, true);
-  CHECK_THAT(wider, Contains("does not fit the prepared module") && Contains("'0.weight' is [8, 3] there and [6, 3] here") &&
+  CHECK_THAT(wider, Contains("does not fit the prepared module") &&
+                        Contains("'0.weight' is [8, 3] there and [6, 3] here") &&
                         Contains("buffers/frozen: '0.bias' is [8] there and [6] here") && Contains(saved));
   CHECK_THAT(load_into(8, false), Contains("'position' is in the checkpoint but not registered"));
   CHECK_THAT(load_into(8, true, "epoch"), Contains("'epoch' is registered but not in the checkpoint"));
@@ -195,6 +197,12 @@ TEST_CASE("save_state / load_state refusals name what, where and the fix", "[api
     CHECK_THROWS_WITH(acc.register_for_checkpointing("position", value), Contains("registered already"));
     CHECK_THROWS_WITH(acc.register_for_checkpointing("a/b", value), Contains("without '/'"));
     CHECK_THROWS_WITH(acc.save_state(), Contains("save_state() before prepare"));
+    Loop loop(acc, 8, 0, /*register_position=*/false);
+    acc.register_for_checkpointing(
+        "complex", [] { return std::vector<torch::Tensor>{torch::zeros({2}, torch::kComplexFloat)}; },
+        [](const std::vector<torch::Tensor>&) {});
+    CHECK_THROWS_WITH(acc.save_state(), Contains("object 'complex' returned a ComplexFloat tensor (#0)"));
+    CHECK_FALSE(fs::exists(out + "/checkpoints/step_00000000"));
   }
   // A damaged file: the manifest's hash names it, before anything is read.
   {

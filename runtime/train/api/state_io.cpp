@@ -66,7 +66,8 @@ std::vector<std::string> differences(const Shapes& saved, const Shapes& here, si
       out.push_back("'" + name + "' is " + shape_text(it->second) + " there and " + shape_text(shape) + " here");
   }
   for (const auto& [name, shape] : saved)
-    if (!named.count(name)) out.push_back("it holds '" + name + "' " + shape_text(shape) + ", which the module has not");
+    if (!named.count(name))
+      out.push_back("it holds '" + name + "' " + shape_text(shape) + ", which the module has not");
   if (out.size() > limit) {
     const size_t more = out.size() - limit;
     out.resize(limit);
@@ -82,6 +83,17 @@ std::string joined(const std::vector<std::string>& lines) {
 }
 
 std::string object_tensor_name(const std::string& object, size_t i) { return object + "/" + std::to_string(i); }
+
+// The dtypes safetensors files hold (safetensors.hpp).
+bool safetensors_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kDouble: case at::kFloat: case at::kHalf: case at::kBFloat16: case at::kLong: case at::kInt:
+    case at::kShort: case at::kChar: case at::kByte: case at::kBool:
+      return true;
+    default:
+      return false;
+  }
+}
 
 }  // namespace
 
@@ -106,7 +118,8 @@ train::CheckpointEngine& StateIo::engine(const std::string& root, backends::Back
   auto& slot = engines_[key];
   // Only the job's own root probes node-local storage (design 0013): a root the program names is
   // taken to be one storage every machine shares.
-  if (!slot) slot = std::make_unique<train::CheckpointEngine>(job_, comm_, key == own ? rendezvous_ : nullptr, backend, key);
+  if (!slot)
+    slot = std::make_unique<train::CheckpointEngine>(job_, comm_, key == own ? rendezvous_ : nullptr, backend, key);
   return *slot;
 }
 
@@ -147,6 +160,10 @@ std::string StateIo::save(const std::string& root, backends::Backend& backend, t
       if (!tensors[i].defined())
         throw RunError("accel: save_state(): registered object '" + name + "' returned an undefined tensor (#" +
                        std::to_string(i) + ")");
+      if (!safetensors_dtype(tensors[i].scalar_type()))  // checked before anything is staged
+        throw RunError("accel: save_state(): registered object '" + name + "' returned a " +
+                       std::string(c10::toString(tensors[i].scalar_type())) + " tensor (#" + std::to_string(i) +
+                       "); checkpoints hold float64/32/16, bfloat16, int64/32/16/8, uint8 and bool tensors");
       objects.emplace_back(object_tensor_name(name, i), tensors[i].detach().contiguous().cpu());
     }
     object_counts[name] = tensors.size();
@@ -204,7 +221,8 @@ void StateIo::check_fits(const std::string& dir, const nlohmann::json& record, t
   std::vector<std::string> kinds;
   if (optimizer.kind == config::OptimizerName::adamw) kinds = {"exp_avg", "exp_avg_sq"};
   else if (optimizer.keeps_momentum()) kinds = {"momentum"};
-  if (std::set<std::string>(saved_kinds.begin(), saved_kinds.end()) != std::set<std::string>(kinds.begin(), kinds.end()))
+  using KindSet = std::set<std::string>;
+  if (KindSet(saved_kinds.begin(), saved_kinds.end()) != KindSet(kinds.begin(), kinds.end()))
     throw CheckpointError("accel: load_state(): checkpoint " + dir + " holds optimizer state " +
                           backends::describe_state_kinds(saved_kinds) + " but the prepared optimizer keeps " +
                           backends::describe_state_kinds(kinds) + "; prepare the optimizer the saving program used "
@@ -233,7 +251,8 @@ void StateIo::check_fits(const std::string& dir, const nlohmann::json& record, t
                           " lists:" + joined(objects_diff) +
                           "\nregister_for_checkpointing() the same names as the program that saved it, before "
                           "load_state()");
-  const int64_t rows = int64_t(comm_.size()) * job_.job.training.micro_batch_size * job_.job.training.gradient_accumulation_steps;
+  const auto& t = job_.job.training;
+  const int64_t rows = int64_t(comm_.size()) * t.micro_batch_size * t.gradient_accumulation_steps;
   if (record.value("global_batch_rows", rows) != rows && comm_.rank() == 0)
     logging::warn("accel: load_state(): " + dir + " was trained with a global batch of " +
                   std::to_string(record.value("global_batch_rows", rows)) + " rows, this run has " +
