@@ -10,10 +10,12 @@
 // its micro batch of them in order (as DistributedSampler does).
 // Flags: --stop-after K (save_state() after step K and stop), --width W (a mismatched module),
 // --reset-rng / --reset-objects (forget what load_state restored: the test's negative controls),
-// --rank-draws (each rank draws a different count: per-rank generator states).
+// --rank-draws (each rank draws a different count: per-rank generator states), --save-every N
+// and --crash-after K (rank 1 dies after step K on the launcher's first attempt).
 #include <accel/accel.hpp>
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 
@@ -56,11 +58,13 @@ std::pair<torch::Tensor, torch::Tensor> rows(int64_t first, int64_t n) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  int64_t stop_after = -1, width = 32;
+  int64_t stop_after = -1, width = 32, save_every = 0, crash_after = -1;
   bool reset_rng = false, reset_objects = false, rank_draws = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--stop-after") && i + 1 < argc) stop_after = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--width") && i + 1 < argc) width = std::atoll(argv[++i]);
+    else if (!std::strcmp(argv[i], "--save-every") && i + 1 < argc) save_every = std::atoll(argv[++i]);
+    else if (!std::strcmp(argv[i], "--crash-after") && i + 1 < argc) crash_after = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--reset-rng")) reset_rng = true;
     else if (!std::strcmp(argv[i], "--reset-objects")) reset_objects = true;
     else if (!std::strcmp(argv[i], "--rank-draws")) rank_draws = true;
@@ -109,6 +113,10 @@ int main(int argc, char** argv) try {
       acc.save_state();
       return 0;
     }
+    if (save_every > 0 && acc.step() % save_every == 0) acc.save_state();
+    const char* restarts = std::getenv("ACCEL_RESTART_COUNT");
+    if (acc.step() == crash_after && acc.rank() == 1 && (!restarts || !std::strcmp(restarts, "0")))
+      std::_Exit(3);  // a worker failure on the first attempt: the launcher restarts the group
   }
   acc.save_model(t.output_dir + "/model.safetensors");
 } catch (const std::exception& e) {

@@ -11,6 +11,7 @@ Steps 5-8 (losses, learning rates) and the final weights must match the referenc
 (reseed) or the registered objects (reset): they must NOT match, so the comparison can fail.
 ResumeWithAccumulation: the same with 2 micro-steps per step, resumed at world 1 and 4; and a ddp
 world-2 checkpoint (replicated layout) resumed under zero_stage 2 at world 4 and SHARD_GRAD_OP at 1.
+RestartAfterFailure: a worker dies; max_restarts relaunches and load_state() resumes from `latest`.
 NodeLocalStorage: two launchers (machines) with their own output_dir save and resume (auto) bitwise.
 BadCheckpoints: a checkpoint with one flipped byte, one that does not fit the module (another
 width), and one of the built-in trainer, stop the run with exit 1 and a message naming the file or
@@ -232,6 +233,29 @@ class NodeLocalStorage(unittest.TestCase):
                 self.assertTrue(os.path.exists(os.path.join(ckpt, "objects.safetensors")))
             self.assertEqual(read_metrics(dirs[0]), ref_metrics)  # steps 1-4 kept, 5-8 after the resume
             weights = read_safetensors(os.path.join(dirs[0], "model.safetensors"))
+            for k in ref_weights:
+                self.assertTrue(torch.equal(weights[k], ref_weights[k]), k)
+
+
+class RestartAfterFailure(unittest.TestCase):
+    def test_a_worker_failure_restarts_and_resumes_from_latest_bitwise(self):
+        # max_restarts 1: rank 1 dies after step 5 of the first attempt; the relaunched program's
+        # load_state() (training.resume: auto) takes step 4, the latest, and the run ends as the
+        # one that never failed, bitwise (the same world size), metrics.jsonl included.
+        with tempfile.TemporaryDirectory() as tmp:
+            proc, ref_out = launch(tmp, "reference", 2, ZERO2)
+            self.assertEqual(proc.returncode, 0, describe(proc))
+            out = os.path.join(tmp, "restarted")
+            j = job(out, 2, ZERO2, resume="auto")
+            j["program"] = [PROGRAM, "--save-every", "2", "--crash-after", "5"]
+            j["max_restarts"] = 1
+            proc = run([ACCEL, "launch", write_job(os.path.join(tmp, "restarted.yaml"), j)], cwd=tmp)
+            self.assertEqual(proc.returncode, 0, describe(proc))
+            self.assertIn("accel: loaded " + os.path.join(out, "checkpoints", "step_00000004") + " (4 steps)",
+                          proc.stdout + proc.stderr)
+            self.assertEqual(read_metrics(out), read_metrics(ref_out))
+            weights = read_safetensors(os.path.join(out, "model.safetensors"))
+            ref_weights = read_safetensors(os.path.join(ref_out, "model.safetensors"))
             for k in ref_weights:
                 self.assertTrue(torch.equal(weights[k], ref_weights[k]), k)
 
