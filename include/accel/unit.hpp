@@ -19,12 +19,15 @@
 // Rules under stage 3 / FULL_SHARD: a unit's parameters are read only inside its forward (not by
 // code outside it: register such a parameter outside the unit too and accel keeps it in the root);
 // only the first tensor argument may require grad; the output is a tensor or a std::tuple.
+// fsdp.activation_checkpointing: each wrapper keeps only its first tensor argument and recomputes
+// its forward in backward (the other arguments are kept as copies); the output must be a tensor.
 // Only torch and the standard library are included here.
 #pragma once
 
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -53,6 +56,10 @@ class UnitTag {
 // naming the unit for what stage 3 cannot run (see the rules above).
 at::Tensor unit_pre_forward(UnitTag& tag, torch::nn::Module& unit, at::Tensor x, bool other_inputs_need_grad);
 at::Tensor unit_post_forward(UnitTag& tag, torch::nn::Module& unit, at::Tensor y);
+// Activation checkpointing (fsdp.activation_checkpointing): whether the unit recomputes its forward
+// in backward, and the recompute itself (body(x) now without a graph, again in backward).
+bool unit_recomputes(UnitTag& tag);
+at::Tensor unit_recompute(std::function<at::Tensor(const at::Tensor&)> body, const at::Tensor& x);
 [[noreturn]] void unit_output_unsupported(torch::nn::Module& unit);
 
 template <class T>
@@ -96,9 +103,15 @@ R post(UnitTag& tag, torch::nn::Module& unit, R&& out) {
   }
 }
 
+// self.Impl::forward(args...) with argument K replaced by x.
+template <class Impl, size_t K, class Self, class... A, size_t... I>
+decltype(auto) call_replacing(Self& self, at::Tensor& x, std::index_sequence<I...>, A&&... args) {
+  return self.Impl::forward(pick<I == K>(x, std::forward<A>(args))...);
+}
+
 // The boundary around one call of `impl.Impl::forward(args...)`.
 template <class Impl, class Self, class... A, size_t... I>
-decltype(auto) run_unit(Self& self, std::index_sequence<I...>, A&&... args) {
+decltype(auto) run_unit(Self& self, std::index_sequence<I...> indices, A&&... args) {
   constexpr size_t k = first_tensor_index<A...>();
   auto call = [&](auto&&... a) -> decltype(auto) { return self.Impl::forward(std::forward<decltype(a)>(a)...); };
   if (!self.hooked()) return call(std::forward<A>(args)...);  // no strategy needs the boundary
@@ -111,7 +124,20 @@ decltype(auto) run_unit(Self& self, std::index_sequence<I...>, A&&... args) {
     size_t index = 0;
     ((others = others || (index++ != k && needs_grad(args))), ...);
     at::Tensor x = unit_pre_forward(self, self, std::get<k>(std::forward_as_tuple(args...)), others);
-    Result out = call(pick<I == k>(x, std::forward<A>(args))...);
+    if constexpr (is_tensor_v<Result>) {
+      if (unit_recomputes(self)) {
+        // The graph keeps copies of the other arguments until the recompute in backward.
+        std::function<at::Tensor(const at::Tensor&)> body =
+            [&self, saved = std::make_tuple(std::decay_t<A>(args)...)](const at::Tensor& again) mutable -> at::Tensor {
+          at::Tensor in = again;
+          return std::apply([&](auto&... a) -> at::Tensor {
+            return call_replacing<Impl, k>(self, in, std::index_sequence_for<A...>{}, a...);
+          }, saved);
+        };
+        return post<Result>(self, self, unit_recompute(std::move(body), x));
+      }
+    }
+    Result out = call_replacing<Impl, k>(self, x, indices, std::forward<A>(args)...);
     return post<Result>(self, self, std::move(out));
   }
 }

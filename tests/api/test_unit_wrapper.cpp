@@ -17,9 +17,14 @@
 
 namespace {
 
+thread_local int block_forwards = 0;  // BlockImpl::forward calls on this thread (a rank): recomputes count
+
 struct BlockImpl : torch::nn::Module {
   explicit BlockImpl(int64_t c) : fc(register_module("fc", torch::nn::Linear(c, c))) {}
-  torch::Tensor forward(torch::Tensor x) { return x + torch::tanh(fc(x)); }
+  torch::Tensor forward(torch::Tensor x) {
+    ++block_forwards;
+    return x + torch::tanh(fc(x));
+  }
   torch::nn::Linear fc;
 };
 TORCH_MODULE(Block);
@@ -175,7 +180,10 @@ std::vector<at::Tensor> train(const accel::config::JobConfig& job, int world) {
         backend->wait_parameters();
         accel::train::UnitHooks* hooks = nullptr;
         std::shared_ptr<accel::detail::UnitSink> sink;
-        if (frees_parameters(job)) sink = accel::api::attach_unit_sink(boundaries, [&] { return hooks; }, backend->name());
+        const bool recompute = job.fsdp.activation_checkpointing;
+        if (frees_parameters(job) || recompute)
+          sink = accel::api::attach_unit_sink(boundaries, [&] { return hooks; }, backend->name(), recompute);
+        block_forwards = 0;
         for (int step = 0; step < 3; ++step) {
           for (int m = 0; m < 2; ++m) {
             hooks = backend->begin_micro_step(m, m == 1);
@@ -188,6 +196,9 @@ std::vector<at::Tensor> train(const accel::config::JobConfig& job, int world) {
           backend->optimizer_step(backend->optimizer_setup().groups);
           backend->wait_parameters();
         }
+        // 4 block calls per forward, 6 forwards; recomputing runs each again in backward (and the
+        // nested block a third time: its outer unit's recompute runs it once more without a graph).
+        CHECK(block_forwards == (recompute ? 9 * 6 : 4 * 6));
         if (frees_parameters(job)) {
           // Between uses a unit holds no parameter storage; the root stays gathered.
           CHECK(net->blocks[1]->fc->weight.storage().nbytes() == 0);
@@ -219,7 +230,8 @@ accel::config::JobConfig job_for(accel::config::Backend backend, int stage,
 
 }  // namespace
 
-TEST_CASE("Unit<M> at world 2: zero 3, FULL_SHARD, HYBRID_SHARD (and ddp, zero 1-2) match world 1", "[api][unit]") {
+TEST_CASE("Unit<M> at world 2: zero 3, FULL_SHARD, HYBRID_SHARD, recompute (and ddp, zero 1-2) match world 1",
+          "[api][unit]") {
   using accel::config::Backend;
   using accel::config::ShardingStrategy;
   const auto reference = train(job_for(Backend::ddp, 0), 1);
@@ -236,7 +248,13 @@ TEST_CASE("Unit<M> at world 2: zero 3, FULL_SHARD, HYBRID_SHARD (and ddp, zero 1
     std::string name;
     accel::config::JobConfig job;
   };
+  auto with_recompute = [](accel::config::JobConfig job) {
+    job.fsdp.activation_checkpointing = true;
+    return job;
+  };
   for (const auto& c : {Case{"zero 3", job_for(Backend::deepspeed, 3)}, Case{"zero 3 no prefetch", no_prefetch},
+                        Case{"FULL_SHARD recompute", with_recompute(job_for(Backend::fsdp, 0))},
+                        Case{"HYBRID_SHARD recompute", with_recompute(job_for(Backend::fsdp, 0, ShardingStrategy::HYBRID_SHARD))},
                         Case{"FULL_SHARD", job_for(Backend::fsdp, 0)}, Case{"FULL_SHARD prefetch", fsdp_prefetch},
                         Case{"HYBRID_SHARD", hybrid}, Case{"ddp", job_for(Backend::ddp, 0)},
                         Case{"zero 1", job_for(Backend::deepspeed, 1)}, Case{"zero 2", job_for(Backend::deepspeed, 2)}}) {
@@ -308,6 +326,14 @@ TEST_CASE("Unit<M> through Accelerator at world 1: zero 3 gives ddp's losses; ev
     }
   }
 
+  {
+    accel::Accelerator acc(dir.write("job.yaml", "num_processes: 1\nbackend: fsdp\nfsdp:\n  sharding_strategy: "
+                                                 "SHARD_GRAD_OP\n  activation_checkpointing: true\n"));
+    Net net;
+    torch::optim::AdamW adamw(net->parameters());
+    CHECK_THROWS_WITH(acc.prepare(*net, adamw), Catch::Matchers::Contains("fsdp.activation_checkpointing") &&
+                                                    Catch::Matchers::Contains("FULL_SHARD"));
+  }
   accel::Accelerator acc(dir.write("job.yaml", "num_processes: 1\nbackend: deepspeed\ndeepspeed:\n  zero_stage: 3\n"
                                                "training:\n  output_dir: " + out + "\n"));
   PairNetImpl net;

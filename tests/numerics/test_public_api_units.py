@@ -4,12 +4,13 @@ through `accel launch` (`program:`) at world 2 under the strategies that free pa
 uses, and under the others, against the same program at world 1 without sharding.
 
 UnitsAgreement: deepspeed zero_stage 3 (its default prefetch, and none), fsdp FULL_SHARD (with
-forward prefetch and BACKWARD_POST too) and HYBRID_SHARD at world 2 (micro batch 4); zero_stage 3
-and FULL_SHARD with accumulation (micro batch 2, 2 micro-steps); ddp, zero_stage 1 and 2 with the
-wrappers as plain calls. Each has the same global batch of 8 rows per step as the world-1 run
-(micro batch 8): per-step losses and final weights agree within fp32 reassociation.
-UnitsRefusals: fsdp activation_checkpointing is refused for a prepared module even with wrappers
-(exit 1, the key named, before any step).
+forward prefetch and BACKWARD_POST too, and with activation_checkpointing) and HYBRID_SHARD at
+world 2 (micro batch 4); zero_stage 3 and FULL_SHARD (also with activation_checkpointing) with
+accumulation (micro batch 2, 2 micro-steps); ddp, zero_stage 1 and 2 with the wrappers as
+plain calls. Each has the same global batch of 8 rows per step as the world-1 run (micro batch 8):
+per-step losses and final weights agree within fp32 reassociation.
+UnitsRefusals: mixed_precision bf16, and activation_checkpointing under SHARD_GRAD_OP, are refused
+for a prepared module even with wrappers (exit 1, the key named, before any step).
 """
 import os
 import tempfile
@@ -84,6 +85,9 @@ class UnitsAgreement(unittest.TestCase):
                      ("hybrid_shard", fsdp("HYBRID_SHARD"), 4, 1, "parameters"),
                      ("zero3_accum", zero(3), 2, 2, "parameters"),
                      ("full_shard_accum", fsdp("FULL_SHARD"), 2, 2, "parameters"),
+                     ("full_shard_recompute", fsdp("FULL_SHARD", activation_checkpointing=True), 4, 1, "parameters"),
+                     ("full_shard_recompute_accum", fsdp("FULL_SHARD", activation_checkpointing=True), 2, 2,
+                      "parameters"),
                      ("ddp", DDP, 4, 1, None), ("zero1", zero(1), 4, 1, None), ("zero2", zero(2), 4, 1, None)]
             worst = {}
             for name, strategy, micro, accum, sharded in cases:
@@ -108,12 +112,16 @@ class UnitsAgreement(unittest.TestCase):
 
 
 class UnitsRefusals(unittest.TestCase):
-    def test_activation_checkpointing_is_refused(self):
+    def test_mixed_precision_and_recompute_with_kept_parameters_are_refused(self):
         with tempfile.TemporaryDirectory() as tmp:
-            proc, out = launch(tmp, "ac", 2, 4, 1, fsdp("FULL_SHARD", activation_checkpointing=True))
-            self.assertEqual(proc.returncode, 1, describe(proc))
-            self.assertIn("fsdp.activation_checkpointing", proc.stdout + proc.stderr)
-            self.assertFalse(os.path.exists(os.path.join(out, "metrics.jsonl")))
+            for name, strategy, key in [
+                    ("bf16", {**fsdp("FULL_SHARD"), "mixed_precision": "bf16"}, "mixed_precision bf16"),
+                    ("ac", fsdp("SHARD_GRAD_OP", activation_checkpointing=True), "fsdp.activation_checkpointing")]:
+                with self.subTest(name):
+                    proc, out = launch(tmp, name, 2, 4, 1, strategy)
+                    self.assertEqual(proc.returncode, 1, describe(proc))
+                    self.assertIn(key, proc.stdout + proc.stderr)
+                    self.assertFalse(os.path.exists(os.path.join(out, "metrics.jsonl")))
 
 
 if __name__ == "__main__":

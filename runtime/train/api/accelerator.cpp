@@ -311,13 +311,13 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   s.backend->wait_parameters();
   const bool frees_parameters = (job.backend == config::Backend::deepspeed && job.deepspeed.zero_stage >= 3) ||
                                 (job.backend == config::Backend::fsdp && plan.shard_params);
-  if (wrapped && frees_parameters)
+  if (wrapped && (frees_parameters || plan.activation_checkpointing))
     s.unit_sink = api::attach_unit_sink(boundaries, [this, &s]() -> train::UnitHooks* {
       if (s.open) return s.hooks;
       if (!at::GradMode::is_enabled()) return s.backend->eval_hooks();  // evaluation: gather, release
       accumulate();  // a forward that will be backpropagated begins the micro-step (accumulate() is optional)
       return s.hooks;
-    }, s.backend->name());
+    }, s.backend->name(), /*recompute=*/plan.activation_checkpointing);
   s.model = &model;
   s.prepared.reset(new PreparedOptimizer(*this, optimizer));
   if (rank() == 0) logging::info("accel: " + s.backend->describe());

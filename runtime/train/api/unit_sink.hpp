@@ -19,8 +19,10 @@ namespace accel::detail {
 class UnitSink {
  public:
   // `hooks`: the engine's hooks for the forward now running (it may begin the micro-step).
-  explicit UnitSink(std::function<train::UnitHooks*()> hooks, std::string strategy)
-      : hooks_(std::move(hooks)), strategy_(std::move(strategy)) {}
+  // `recompute`: fsdp.activation_checkpointing, each wrapper recomputes its forward in backward.
+  UnitSink(std::function<train::UnitHooks*()> hooks, std::string strategy, bool recompute)
+      : hooks_(std::move(hooks)), strategy_(std::move(strategy)), recompute_(recompute) {}
+  bool recomputes() const { return recompute_ && hooks_ != nullptr; }
   train::UnitHooks* hooks() { return hooks_ ? hooks_() : nullptr; }
   void detach() { hooks_ = nullptr; }
   // The wrapper's path in the prepared model ("h.3"), for messages.
@@ -31,6 +33,7 @@ class UnitSink {
  private:
   std::function<train::UnitHooks*()> hooks_;
   std::string strategy_;
+  bool recompute_ = false;
   std::unordered_map<const torch::nn::Module*, std::string> paths_;
 };
 
@@ -49,8 +52,10 @@ detail::UnitTag* unit_tag(torch::nn::Module& module);
 bool has_unit_wrappers(torch::nn::Module& root);
 
 // Points every wrapper in `units` (module path -> the engine unit's module) at one new sink, so
-// their calls reach the engine's hooks; returns the sink (detach it when the engine goes).
+// their calls reach the engine's hooks (and recompute in backward when `recompute`); returns the
+// sink (detach it when the engine goes).
 std::shared_ptr<detail::UnitSink> attach_unit_sink(const std::vector<std::pair<std::string, torch::nn::Module*>>& units,
-                                                   std::function<train::UnitHooks*()> hooks, std::string strategy);
+                                                   std::function<train::UnitHooks*()> hooks, std::string strategy,
+                                                   bool recompute = false);
 
 }  // namespace accel::api
