@@ -134,8 +134,10 @@ std::unique_ptr<Backend> make_backend(const config::JobConfig& job, comm::Commun
 // policy is the caller's (one engine unit per spec).
 std::unique_ptr<Backend> make_backend(const config::JobConfig& job, comm::Communicator& comm,
                                       std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer);
-// Why the job cannot run a module prepared as it is (the first refusal, with its key and fix), or
-// "" if it can: what the make_backend above refuses, known before any collective.
-std::string prepared_module_refusal(const config::JobConfig& job);
+// Why the job cannot run a prepared module (the first refusal, with its key and fix), or "" if it
+// can: what the make_backend above refuses, known before any collective. `unit_boundaries`: the
+// module has accel::Unit<> wrappers (has_unit_boundaries of its specs; design B), so strategies
+// that free parameters between uses can run it.
+std::string prepared_module_refusal(const config::JobConfig& job, bool unit_boundaries = false);
 
 }  // namespace accel::backends

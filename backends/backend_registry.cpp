@@ -24,14 +24,14 @@ at::ScalarType compute_dtype(const config::JobConfig& job) {
   return at::kFloat;
 }
 
-std::string prepared_module_refusal(const config::JobConfig& job) {
-  if (job.backend == config::Backend::deepspeed && job.deepspeed.zero_stage >= 3)
-    return "deepspeed.zero_stage 3: a module prepared as it is (accel::Accelerator::prepare) has no unit boundaries "
-           "in its forward, and stage 3 frees the parameters between uses, which needs them; use zero_stage 2 "
-           "(gradients and optimizer states stay partitioned), or wait for accel::Unit<> around the blocks (design B, "
-           "docs/design/0015)";
+std::string prepared_module_refusal(const config::JobConfig& job, bool unit_boundaries) {
+  if (job.backend == config::Backend::deepspeed && job.deepspeed.zero_stage >= 3 && !unit_boundaries)
+    return "deepspeed.zero_stage 3: the prepared module has no unit boundaries in its forward (no accel::Unit<> in "
+           "it), and stage 3 frees the parameters between uses, which needs them; fix: wrap the blocks in "
+           "accel::Unit<> (accel::Unit<Block> instead of Block; design B, docs/design/0015), or use zero_stage 2 "
+           "(gradients and optimizer states stay partitioned)";
   if (job.backend == config::Backend::fsdp) {
-    const FsdpPlan plan = plan_fsdp(job, /*user_module=*/true);
+    const FsdpPlan plan = plan_fsdp(job, /*user_module=*/true, unit_boundaries);
     if (!plan.refusals.empty()) return describe_issue(plan.refusals.front());
   }
   return "";
@@ -59,7 +59,7 @@ std::unique_ptr<Backend> make_deepspeed(const config::JobConfig& job, comm::Comm
                        ds.offload_param_device != config::OffloadDevice::none;
   if (offload && ds.zero_stage == 0)
     throw RunError("deepspeed offload needs zero_stage 1 or more (the offloaded states are the partitioned ones)");
-  if (user_module && ds.zero_stage >= 3) throw RunError(prepared_module_refusal(job));
+  if (user_module && ds.zero_stage >= 3 && !has_unit_boundaries(units)) throw RunError(prepared_module_refusal(job));
   std::string label = "deepspeed zero_stage " + std::to_string(ds.zero_stage);
   if (ds.zero_stage == 0 && compute_dtype(job) != at::kFloat)
     return make_replicated_mixed(job, comm, std::move(units), optimizer, label);

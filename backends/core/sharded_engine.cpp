@@ -56,7 +56,7 @@ ShardedEngine::ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> spe
   if (policy_.shard_params) policy_.shard_grads = true;
   if (policy_.shard_params)
     for (const auto& spec : specs)
-      if (!spec.module)
+      if (!spec.module && !spec.pinned)
         throw RunError(policy_.label + ": partitioned parameters are freed between uses, which needs unit boundaries "
                        "in the model's forward; unit '" + spec.name + "' has none");
   if (!policy_.shard_optimizer && policy_.shard_grads)
@@ -136,7 +136,7 @@ ShardedEngine::ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> spe
     UnitShardState& st = optimizer_->add_unit(rt.name, layout, param_groups, my_shard);
     // The parameters' storage from now on (a copy unless fp32).
     at::Tensor full = compute == at::kFloat ? flat : unit_empty(layout.padded_numel(), compute).copy_(flat);
-    bool keeps = !policy_.shard_params || layout.numel() < policy_.persistence_threshold;
+    bool keeps = !policy_.shard_params || layout.numel() < policy_.persistence_threshold || (rt.token_input && !rt.token_unit);
     if (param_store_ && !keeps) {
       // Parameter offload: a partitioned unit's shard lives in a file (persistent units keep theirs).
       rt.param_file = params_from_masters
@@ -289,7 +289,7 @@ train::UnitHooks* ShardedEngine::eval_hooks() {
   return this;
 }
 
-at::Tensor ShardedEngine::pre_forward(train::Unit& unit, at::Tensor x) {
+at::Tensor ShardedEngine::pre_forward_module(torch::nn::Module& unit, at::Tensor x) {
   const torch::nn::Module* module = &unit;
   int u = unit_index_.at(module);
   UnitRuntime& rt = units_[size_t(u)];
@@ -316,7 +316,7 @@ at::Tensor ShardedEngine::pre_forward(train::Unit& unit, at::Tensor x) {
   return signal_after_backward(x, this, tag_of(u, false));
 }
 
-at::Tensor ShardedEngine::post_forward(train::Unit& unit, at::Tensor y) {
+at::Tensor ShardedEngine::post_forward_module(torch::nn::Module& unit, at::Tensor y) {
   const torch::nn::Module* module = &unit;
   int u = unit_index_.at(module);
   UnitRuntime& rt = units_[size_t(u)];

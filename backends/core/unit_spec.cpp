@@ -26,6 +26,12 @@ void check_unit_specs(const std::vector<UnitSpec>& units, size_t groups, const s
   }
 }
 
+bool has_unit_boundaries(const std::vector<UnitSpec>& units) {
+  for (const auto& u : units)
+    if (!u.module && !u.pinned) return false;
+  return true;
+}
+
 NamedTensors all_parameters(const std::vector<UnitSpec>& units) {
   NamedTensors out;
   for (const auto& u : units) out.insert(out.end(), u.params.begin(), u.params.end());

@@ -30,9 +30,15 @@ struct UnitSpec {
   const torch::nn::Module* module = nullptr;
   // A hooked forward uses this unit first and last (the tied embedding and head, FSDP's root): it
   // stays gathered from its first use to the end of the micro-step and is not counted in live
-  // limits; its uses alternate between starting a forward and ending it.
+  // limits; its uses alternate between starting a forward and ending it. Pinned with no module (the
+  // root of a module with accel::Unit<> wrappers, design B): no boundaries at all, so it is never
+  // released (gathered at every point of the forward and backward, like a persistent unit).
   bool pinned = false;
 };
+
+// Every unit has forward boundaries (a module) or needs none (pinned): strategies that free
+// parameters between uses can run the model.
+bool has_unit_boundaries(const std::vector<UnitSpec>& units);
 
 // Throws RunError naming `who` if the invariants above do not hold for `groups` parameter groups.
 void check_unit_specs(const std::vector<UnitSpec>& units, size_t groups, const std::string& who);

@@ -45,7 +45,7 @@ int64_t largest_padded_unit(const UnitGroups& groups, const std::vector<int64_t>
 // module (one engine unit per spec).
 std::unique_ptr<Backend> build_fsdp(const config::JobConfig& job, comm::Communicator& comm, std::vector<UnitSpec> units,
                                     const train::OptimizerSetup& optimizer, train::Model* model) {
-  FsdpPlan plan = plan_fsdp(job, /*user_module=*/model == nullptr);
+  FsdpPlan plan = plan_fsdp(job, /*user_module=*/model == nullptr, /*unit_boundaries=*/model || has_unit_boundaries(units));
   if (!plan.refusals.empty()) throw RunError("backend fsdp: " + describe_issue(plan.refusals.front()));
   // A property of the model's forward, so it holds for whichever engine runs below.
   if (model) model->set_activation_checkpointing(plan.activation_checkpointing);

@@ -177,27 +177,38 @@ void plan_other_keys(const config::JobConfig& job, FsdpPlan& plan) {
 
 }  // namespace
 
-// A module prepared as it is has no unit boundaries in its forward (docs/design/0015, design A).
-void check_user_module(const config::JobConfig& job, FsdpPlan& plan) {
-  const std::string why = "a module prepared as it is (accel::Accelerator::prepare) has no unit boundaries in its "
-                          "forward, and ";
-  const std::string later = "accel::Unit<> around the blocks (design B, docs/design/0015) will add them";
-  if (plan.shard_params)
-    plan.refusals.push_back({"fsdp.sharding_strategy", why + config::to_string(job.fsdp.sharding_strategy) +
+// A module prepared as it is has no unit boundaries in its forward (docs/design/0015, design A);
+// one with accel::Unit<> wrappers has them (design B): each wrapper can recompute its forward.
+void check_user_module(const config::JobConfig& job, FsdpPlan& plan, bool unit_boundaries) {
+  if (plan.shard_params && !unit_boundaries)
+    plan.refusals.push_back({"fsdp.sharding_strategy", "the prepared module has no unit boundaries in its forward (no "
+                             "accel::Unit<> in it), and " + config::to_string(job.fsdp.sharding_strategy) +
                              " frees the parameters between uses, which needs them", "NO_SHARD, SHARD_GRAD_OP",
-                             "use SHARD_GRAD_OP (gradients and optimizer states stay sharded); " + later});
-  if (plan.activation_checkpointing)
-    plan.refusals.push_back({"fsdp.activation_checkpointing", why + "recomputing a unit's forward in backward needs "
-                             "them", "false", "remove the key; " + later});
+                             "wrap the blocks in accel::Unit<> (accel::Unit<Block> instead of Block; design B, "
+                             "docs/design/0015), or use SHARD_GRAD_OP (gradients and optimizer states stay sharded)"});
+  if (plan.activation_checkpointing && !unit_boundaries)
+    plan.refusals.push_back({"fsdp.activation_checkpointing", "the prepared module has no unit boundaries in its "
+                             "forward (no accel::Unit<> in it), and recomputing a unit's forward in backward needs "
+                             "them", "false", "wrap the blocks in accel::Unit<> (design B, docs/design/0015), or "
+                             "remove the key"});
+  // Kept parameters learn readiness from AccumulateGrad hooks, and each recompute is a backward pass
+  // of its own: a wrapper called twice would be reduced after its first recompute. FULL_SHARD's
+  // boundaries count the uses instead.
+  if (plan.activation_checkpointing && unit_boundaries && !plan.shard_params)
+    plan.refusals.push_back({"fsdp.activation_checkpointing", "with " + config::to_string(job.fsdp.sharding_strategy) +
+                             " a prepared module's gradients are found ready per backward pass, and each recompute is "
+                             "a pass of its own (a unit called twice would be reduced too early); FULL_SHARD and "
+                             "HYBRID_SHARD count a unit's uses at its boundaries", "true with FULL_SHARD or HYBRID_SHARD",
+                             "set sharding_strategy: FULL_SHARD, or remove the key"});
 }
 
-FsdpPlan plan_fsdp(const config::JobConfig& job, bool user_module) {
+FsdpPlan plan_fsdp(const config::JobConfig& job, bool user_module, bool unit_boundaries) {
   FsdpPlan plan;
   plan_sharding(job, plan);
   check_wrap(job, plan, user_module);
   plan_precision(job, plan);
   plan_other_keys(job, plan);
-  if (user_module) check_user_module(job, plan);
+  if (user_module) check_user_module(job, plan, unit_boundaries);
   return plan;
 }
 

@@ -52,9 +52,10 @@ struct FsdpPlan {
 
 // `user_module`: the plan for a module prepared through the public API (docs/design/0015) rather than
 // the built-in model: the wrap classes are the user's (resolved against the module tree by the
-// caller, not checked here), and what needs unit boundaries in the forward (FULL_SHARD,
-// HYBRID_SHARD, activation_checkpointing) is refused until accel::Unit<> lands (design B).
-FsdpPlan plan_fsdp(const config::JobConfig& job, bool user_module = false);
+// caller, not checked here). FULL_SHARD, HYBRID_SHARD and activation_checkpointing need unit
+// boundaries in the forward: refused unless `unit_boundaries` (accel::Unit<> wrappers, design B);
+// activation_checkpointing for a user module also needs FULL_SHARD or HYBRID_SHARD.
+FsdpPlan plan_fsdp(const config::JobConfig& job, bool user_module = false, bool unit_boundaries = false);
 
 // "fsdp.auto_wrap_policy: NO_WRAP ... (allowed: ...); fix: ...", for errors outside the launcher.
 std::string describe_issue(const FsdpIssue& issue);

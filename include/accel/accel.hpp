@@ -3,3 +3,4 @@
 
 #include "accel/accelerator.hpp"
 #include "accel/sampler.hpp"
+#include "accel/unit.hpp"

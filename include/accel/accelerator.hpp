@@ -1,6 +1,6 @@
 // accel as a library (docs/design/0015): your own torch::nn::Module and torch::optim optimizer,
-// trained with the data parallelism the job file names (ddp, deepspeed zero_stage 0-2, fsdp
-// NO_SHARD / SHARD_GRAD_OP), in a loop you write:
+// trained with the data parallelism the job file names (ddp, deepspeed zero_stage 0-3, fsdp
+// NO_SHARD / SHARD_GRAD_OP / FULL_SHARD / HYBRID_SHARD), in a loop you write:
 //
 //   accel::Accelerator acc;                              // the job from ACCEL_JOB (accel launch)
 //   auto& opt = acc.prepare(*model, adamw);              // shards states, hooks gradients
@@ -11,10 +11,13 @@
 //     opt.step();                                        // at accumulation boundaries only
 //   }
 //
-// The model needs no change: units (flat buffers, reductions, optimizer shards) are chosen by a
-// policy over its module tree, and gradients are found ready by hooks on each parameter's
-// AccumulateGrad node. Strategies that free parameters between uses (ZeRO-3, FULL_SHARD) need unit
-// boundaries in the forward; they are refused with a clear message until accel::Unit<> lands.
+// For ddp, zero stages 0-2, NO_SHARD and SHARD_GRAD_OP the model needs no change: units (flat
+// buffers, reductions, optimizer shards) are chosen by a policy over its module tree, and gradients
+// are found ready by hooks on each parameter's AccumulateGrad node. Strategies that free parameters
+// between uses (zero_stage 3, FULL_SHARD, HYBRID_SHARD) need unit boundaries in the forward: wrap
+// the blocks in accel::Unit<> (accel/unit.hpp); each wrapper is then a unit and the parameters
+// outside every wrapper form the root, which stays gathered. Without wrappers those strategies are
+// refused at prepare() with a message naming the key and this fix.
 // Only torch and the standard library are included here.
 #pragma once
 

@@ -119,9 +119,11 @@ TEST_CASE("Accelerator at world 1: refusals name the key and the fix", "[api]") 
     return std::string("no error");
   };
   CHECK_THAT(refused("backend: deepspeed\ndeepspeed:\n  zero_stage: 3"),
-             Catch::Matchers::Contains("zero_stage 3") && Catch::Matchers::Contains("design B"));
+             Catch::Matchers::Contains("zero_stage 3") && Catch::Matchers::Contains("design B") &&
+                 Catch::Matchers::Contains("wrap the blocks in accel::Unit<>"));
   CHECK_THAT(refused("backend: fsdp\nfsdp:\n  sharding_strategy: FULL_SHARD"),
-             Catch::Matchers::Contains("fsdp.sharding_strategy") && Catch::Matchers::Contains("SHARD_GRAD_OP"));
+             Catch::Matchers::Contains("fsdp.sharding_strategy") && Catch::Matchers::Contains("SHARD_GRAD_OP") &&
+                 Catch::Matchers::Contains("wrap the blocks in accel::Unit<>"));
   CHECK_THAT(refused("backend: fsdp\nfsdp:\n  sharding_strategy: SHARD_GRAD_OP\n  activation_checkpointing: true"),
              Catch::Matchers::Contains("fsdp.activation_checkpointing"));
   CHECK_THAT(refused("backend: ddp\nmixed_precision: bf16"), Catch::Matchers::Contains("mixed_precision bf16"));

@@ -184,7 +184,8 @@ TEST_CASE("a module without unit hooks: stage 3 and FULL_SHARD are refused, nami
     Net net;
     set_values(net);
     CHECK_THROWS_WITH(accel::backends::make_backend(job, *comm, specs_of(net), two_groups()),
-                      Catch::Matchers::Contains("no unit boundaries") && Catch::Matchers::Contains("design B"));
+                      Catch::Matchers::Contains("no unit boundaries") && Catch::Matchers::Contains("design B") &&
+                          Catch::Matchers::Contains("wrap the blocks in accel::Unit<>"));
   }
 }
 

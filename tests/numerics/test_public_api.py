@@ -7,7 +7,7 @@ PublicApiAgreement: ddp, deepspeed zero_stage 1 and 2, fsdp SHARD_GRAD_OP and NO
 with the same global batch of 8 rows per step as the world-1 run (micro batch 8): per-step losses
 and final weights agree within fp32 reassociation.
 PublicApiRefusals: zero_stage 3 and FULL_SHARD stop the run (exit 1) with the message naming
-design B, before any step.
+design B and its fix (wrap the blocks in accel::Unit<>: test_public_api_units.py), before any step.
 """
 import json
 import os
@@ -121,6 +121,7 @@ class PublicApiRefusals(unittest.TestCase):
                     text = proc.stdout + proc.stderr
                     self.assertIn(key, text)
                     self.assertIn("design B", text)
+                    self.assertIn("wrap the blocks in accel::Unit<>", text)
                     self.assertFalse(os.path.exists(os.path.join(out, "metrics.jsonl")))
 
 

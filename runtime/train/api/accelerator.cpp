@@ -25,6 +25,7 @@
 #include "runtime/config/overrides.hpp"
 #include "runtime/train/api/state_io.hpp"
 #include "runtime/train/api/unit_policy.hpp"
+#include "runtime/train/api/unit_sink.hpp"
 #include "runtime/train/model/safetensors.hpp"
 #include "runtime/worker/worker_context.hpp"
 
@@ -126,6 +127,8 @@ struct Accelerator::State {
   OptimizerKind kind = OptimizerKind::adamw;
   std::unique_ptr<backends::Backend> backend;
   std::unique_ptr<PreparedOptimizer> prepared;
+  train::UnitHooks* hooks = nullptr;                // the open micro-step's (accel::Unit<> calls reach them)
+  std::shared_ptr<detail::UnitSink> unit_sink;      // design B under stage 3 / FULL_SHARD; else none
 
   int64_t micro = 0;        // micro-steps whose backward ran
   bool open = false;        // a micro-step has begun and its backward has not run
@@ -194,7 +197,9 @@ Accelerator::Accelerator(const std::string& job_file) : state_(std::make_unique<
   fill_training(state_->job.job, state_->training);
 }
 
-Accelerator::~Accelerator() = default;
+Accelerator::~Accelerator() {
+  if (state_->unit_sink) state_->unit_sink->detach();  // the model's wrappers become plain calls
+}
 
 int Accelerator::rank() const { return state_->comm->rank(); }
 int Accelerator::world_size() const { return state_->comm->size(); }
@@ -252,10 +257,11 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
                    " (or model.dtype bf16): a module prepared as it is keeps fp32 parameters, because bf16 ones "
                    "need their inputs cast at unit boundaries (accel::Unit<>, design B, docs/design/0015); set "
                    "mixed_precision: no");
-  if (const std::string refusal = backends::prepared_module_refusal(job); !refusal.empty())
+  const bool wrapped = api::has_unit_wrappers(model);  // accel::Unit<> boundaries (design B)
+  if (const std::string refusal = backends::prepared_module_refusal(job, wrapped); !refusal.empty())
     throw RunError("accel: " + refusal);
   backends::FsdpPlan plan;
-  if (job.backend == config::Backend::fsdp) plan = backends::plan_fsdp(job, /*user_module=*/true);
+  if (job.backend == config::Backend::fsdp) plan = backends::plan_fsdp(job, /*user_module=*/true, wrapped);
   s.kind = optimizer_kind(optimizer);
 
   // The optimizer's groups: every trainable parameter of the model in exactly one.
@@ -284,9 +290,13 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   // Units by policy (frozen parameters in none).
   const UnitPolicy policy = s.policy_set ? s.policy : job_policy(s.job, plan, model);
   std::vector<backends::UnitSpec> specs;
+  std::vector<std::pair<std::string, torch::nn::Module*>> boundaries;  // the wrappers that are units
   for (auto& unit : api::apply_unit_policy(model, policy)) {
+    if (unit.boundary) boundaries.emplace_back(unit.name, unit.boundary);
     backends::UnitSpec spec;
     spec.name = unit.name;
+    spec.module = unit.boundary;
+    spec.pinned = wrapped && !unit.boundary;  // the root (and policy units outside the wrappers): never released
     for (auto& [name, p] : unit.params) {
       if (p.device().type() != at::kCPU)
         throw RunError("accel: parameter '" + name + "' is on " + p.device().str() + "; accel runs on CPU tensors "
@@ -308,6 +318,15 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   }
   s.backend = backends::make_backend(job, *s.comm, std::move(specs), setup);
   s.backend->wait_parameters();
+  const bool frees_parameters = (job.backend == config::Backend::deepspeed && job.deepspeed.zero_stage >= 3) ||
+                                (job.backend == config::Backend::fsdp && plan.shard_params);
+  if (wrapped && (frees_parameters || plan.activation_checkpointing))
+    s.unit_sink = api::attach_unit_sink(boundaries, [this, &s]() -> train::UnitHooks* {
+      if (s.open) return s.hooks;
+      if (!at::GradMode::is_enabled()) return s.backend->eval_hooks();  // evaluation: gather, release
+      accumulate();  // a forward that will be backpropagated begins the micro-step (accumulate() is optional)
+      return s.hooks;
+    }, s.backend->name(), /*recompute=*/plan.activation_checkpointing);
   s.model = &model;
   s.prepared.reset(new PreparedOptimizer(*this, optimizer));
   if (rank() == 0) logging::info("accel: " + s.backend->describe());
@@ -330,7 +349,7 @@ MicroStep Accelerator::accumulate() {
   const int G = s.accumulation();
   const int m = int(s.micro % G);
   s.sync = m == G - 1;
-  engine.begin_micro_step(m, s.sync);
+  s.hooks = engine.begin_micro_step(m, s.sync);
   s.open = true;
   return MicroStep(s.sync);
 }

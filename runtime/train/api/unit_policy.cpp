@@ -5,10 +5,31 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "runtime/train/api/unit_sink.hpp"
+
 namespace accel::api {
 
-bool class_matches(const std::string& module_name, const std::string& wanted) {
+namespace {
+
+// "accel::UnitImpl<ns::BlockImpl, at::Tensor (ns::BlockImpl::*)(at::Tensor)>" -> "ns::BlockImpl".
+std::string unwrapped(const std::string& name) {
+  const std::string prefix = "accel::UnitImpl<";
+  if (name.rfind(prefix, 0) != 0) return name;
+  int depth = 0;
+  for (size_t i = prefix.size(); i < name.size(); ++i) {
+    const char c = name[i];
+    if (c == '<' || c == '(') ++depth;
+    if (c == '>' || c == ')') --depth;
+    if (depth < 0 || (depth == 0 && c == ',')) return name.substr(prefix.size(), i - prefix.size());
+  }
+  return name;
+}
+
+}  // namespace
+
+bool class_matches(const std::string& wrapped_name, const std::string& wanted) {
   if (wanted.empty()) return false;
+  const std::string module_name = unwrapped(wrapped_name);
   auto bare = [](const std::string& s) {
     const size_t colon = s.rfind("::");
     return colon == std::string::npos ? s : s.substr(colon + 2);
@@ -42,7 +63,7 @@ bool glob_matches(const std::string& text, const std::string& pattern) {
 
 std::vector<std::string> module_classes(torch::nn::Module& root) {
   std::set<std::string> names;
-  for (const auto& m : root.modules(/*include_self=*/false)) names.insert(m->name());
+  for (const auto& m : root.modules(/*include_self=*/false)) names.insert(unwrapped(m->name()));
   return {names.begin(), names.end()};
 }
 
@@ -51,11 +72,12 @@ namespace {
 struct Walk {
   const UnitPolicy& policy;
   const std::unordered_map<const void*, std::string>& canonical;  // trainable parameter -> its first name
+  const bool wrapped_model;  // design B: wrappers make the units, the policy only adds outside them
   std::unordered_set<const void*> claimed;
   std::vector<PolicyUnit> units;
 
   bool matches(const std::string& path, const torch::nn::Module& m, int64_t numel, int depth) const {
-    if (policy.empty()) return depth == 1;
+    if (policy.empty()) return !wrapped_model && depth == 1;
     for (const auto& c : policy.classes)
       if (class_matches(m.name(), c)) return true;
     for (const auto& g : policy.name_patterns)
@@ -64,11 +86,12 @@ struct Walk {
     return policy.predicate && policy.predicate(path, m);
   }
 
-  void visit(torch::nn::Module& m, const std::string& path, int depth) {
+  void visit(torch::nn::Module& m, const std::string& path, int depth, bool in_wrapper) {
+    const bool wrapper = depth > 0 && unit_tag(m) != nullptr;
     for (const auto& child : m.named_children())
-      visit(*child.value(), path.empty() ? child.key() : path + "." + child.key(), depth + 1);
+      visit(*child.value(), path.empty() ? child.key() : path + "." + child.key(), depth + 1, in_wrapper || wrapper);
     if (depth == 0) return;  // the root is never a unit of its own: what is left goes to "root"
-    PolicyUnit unit{path, {}};
+    PolicyUnit unit{path, {}, wrapper ? &m : nullptr};
     std::unordered_set<const void*> mine;
     int64_t numel = 0;
     for (const auto& p : m.named_parameters(/*recurse=*/true)) {
@@ -78,7 +101,7 @@ struct Walk {
       unit.params.emplace_back(it->second, p.value());
       numel += p.value().numel();
     }
-    if (unit.params.empty() || !matches(path, m, numel, depth)) return;
+    if (unit.params.empty() || !(wrapper || (!in_wrapper && matches(path, m, numel, depth)))) return;
     claimed.insert(mine.begin(), mine.end());
     units.push_back(std::move(unit));
   }
@@ -88,17 +111,33 @@ struct Walk {
 
 std::vector<PolicyUnit> apply_unit_policy(torch::nn::Module& root, const UnitPolicy& policy) {
   std::unordered_map<const void*, std::string> canonical;
+  std::unordered_map<const void*, std::vector<std::string>> every_name;  // a tied tensor has several
   std::unordered_map<const void*, size_t> position;
   std::vector<std::pair<std::string, at::Tensor>> ordered;
   for (const auto& p : root.named_parameters(/*recurse=*/true)) {
     const void* key = p.value().unsafeGetTensorImpl();
+    every_name[key].push_back(p.key());
     if (!p.value().requires_grad() || canonical.count(key)) continue;
     canonical.emplace(key, p.key());
     position.emplace(key, ordered.size());
     ordered.emplace_back(p.key(), p.value());
   }
-  Walk walk{policy, canonical, {}, {}};
-  walk.visit(root, "", 0);
+  Walk walk{policy, canonical, has_unit_wrappers(root), {}, {}};
+  walk.visit(root, "", 0, false);
+  // A wrapper's parameter registered outside it too is read outside its boundaries: the root's.
+  for (auto& u : walk.units) {
+    if (!u.boundary) continue;
+    auto outside = [&](const auto& named) {
+      for (const auto& name : every_name.at(named.second.unsafeGetTensorImpl()))
+        if (name.rfind(u.name + ".", 0) != 0) return true;
+      return false;
+    };
+    for (const auto& named : u.params)
+      if (outside(named)) walk.claimed.erase(named.second.unsafeGetTensorImpl());
+    u.params.erase(std::remove_if(u.params.begin(), u.params.end(), outside), u.params.end());
+  }
+  walk.units.erase(std::remove_if(walk.units.begin(), walk.units.end(), [](const PolicyUnit& u) { return u.params.empty(); }),
+                   walk.units.end());
   auto first = [&](const PolicyUnit& u) { return position.at(u.params.front().second.unsafeGetTensorImpl()); };
   for (auto& u : walk.units)
     std::sort(u.params.begin(), u.params.end(), [&](const auto& a, const auto& b) {

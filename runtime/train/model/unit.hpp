@@ -55,6 +55,10 @@ class UnitHooks {
   virtual ~UnitHooks() = default;
   virtual at::Tensor pre_forward(Unit& unit, at::Tensor x);
   virtual at::Tensor post_forward(Unit& unit, at::Tensor y);
+  // The same boundaries around a module that is not a train::Unit: an accel::Unit<M> wrapper in a
+  // module prepared through the public API (include/accel/unit.hpp, design B).
+  virtual at::Tensor pre_forward_module(torch::nn::Module& /*module*/, at::Tensor x) { return x; }
+  virtual at::Tensor post_forward_module(torch::nn::Module& /*module*/, at::Tensor y) { return y; }
 };
 
 // Runs `body` as one use of `unit`, with the hooks (if any) around it:

@@ -1,0 +1,76 @@
+// examples/minimal with its blocks wrapped in accel::Unit<> (include/accel/unit.hpp): each wrapper
+// is a unit boundary, so ZeRO-3 and FSDP FULL_SHARD can free the blocks' parameters between uses.
+// The input and output layers stay outside any unit: they form the root, which stays gathered.
+// Lines marked "accel:" are the additions to a plain libtorch program (examples/README.md).
+#include <accel/accel.hpp>  // accel:
+#include <torch/torch.h>
+
+// Rows of y = sin(x . w) for fixed x and w: the same on every rank.
+struct Rows : torch::data::datasets::Dataset<Rows> {
+  torch::Tensor x, y;
+  explicit Rows(int64_t n) {
+    torch::manual_seed(7);
+    x = torch::randn({n, 16});
+    y = torch::sin(x.matmul(torch::linspace(-0.25, 0.25, 16))).unsqueeze(1);
+  }
+  torch::data::Example<> get(size_t i) override { return {x[int64_t(i)], y[int64_t(i)]}; }
+  std::optional<size_t> size() const override { return size_t(x.size(0)); }
+};
+
+struct BlockImpl : torch::nn::Module {
+  explicit BlockImpl(int64_t c)
+      : norm(register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c})))),
+        fc(register_module("fc", torch::nn::Linear(c, c))) {}
+  torch::Tensor forward(torch::Tensor x) { return x + torch::tanh(fc(norm(x))); }
+  torch::nn::LayerNorm norm;
+  torch::nn::Linear fc;
+};
+TORCH_MODULE(Block);
+
+struct NetImpl : torch::nn::Module {
+  NetImpl(int64_t blocks, int64_t width) {
+    in = register_module("in", torch::nn::Linear(16, width));
+    for (int64_t i = 0; i < blocks; ++i) h->push_back(units.emplace_back(width));  // names h.0.fc.weight, ...
+    register_module("h", h);
+    out = register_module("out", torch::nn::Linear(width, 1));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::tanh(in(x));
+    for (auto& block : units) x = block(x);  // accel: each call is a unit boundary
+    return out(x);
+  }
+  torch::nn::Linear in{nullptr}, out{nullptr};
+  torch::nn::ModuleList h;
+  std::vector<accel::Unit<Block>> units;  // accel: was std::vector<Block>
+};
+TORCH_MODULE(Net);
+
+int main() try {
+  accel::Accelerator acc;                                    // accel: the job and the world
+  const accel::TrainingConfig& t = acc.training();           // accel: training.* from the job
+  torch::manual_seed(int64_t(t.seed));
+  Net net(3, 64);
+  torch::optim::AdamW adamw(net->parameters(), torch::optim::AdamWOptions(3e-3).weight_decay(0.01));
+  accel::PreparedOptimizer& opt = acc.prepare(*net, adamw);  // accel: shard, hook gradients and units
+  const size_t rows = size_t(t.max_steps) * t.gradient_accumulation_steps * acc.world_size() * t.micro_batch_size;
+  auto loader = torch::data::make_data_loader(Rows(int64_t(rows)).map(torch::data::transforms::Stack<>()),
+                                              acc.sampler(rows), size_t(t.micro_batch_size));  // accel: sampler
+  double loss_sum = 0;
+  for (auto& batch : *loader) {
+    torch::Tensor loss = torch::mse_loss(net->forward(batch.data), batch.target);
+    acc.backward(loss);                                      // accel: was loss.backward()
+    loss_sum += loss.item<double>();
+    if (acc.sync_gradients()) {                              // accel: an optimizer step follows
+      double norm = acc.clip_grad_norm(1.0);                 // accel: global norm, over the shards
+      double mean = acc.reduce_mean(loss_sum / t.gradient_accumulation_steps);
+      acc.log(acc.step() + 1, {{"loss", mean}, {"grad_norm", norm}});  // accel: metrics.jsonl
+      loss_sum = 0;
+    }
+    opt.step();  // applies at accumulation boundaries only
+    opt.zero_grad();
+  }
+  acc.save_model(t.output_dir + "/model.safetensors");     // accel: full weights, your names
+} catch (const std::exception& e) {
+  std::cerr << e.what() << "\n";
+  return 1;
+}

@@ -1,0 +1,128 @@
+"""accel::Unit<> end to end (docs/design/0015, design B): examples/units, a user's own module whose
+blocks are accel::Unit<> wrappers (the input and output layers outside them: the root), run
+through `accel launch` (`program:`) at world 2 under the strategies that free parameters between
+uses, and under the others, against the same program at world 1 without sharding.
+
+UnitsAgreement: deepspeed zero_stage 3 (its default prefetch, and none), fsdp FULL_SHARD (with
+forward prefetch and BACKWARD_POST too, and with activation_checkpointing) and HYBRID_SHARD at
+world 2 (micro batch 4); zero_stage 3 and FULL_SHARD (also with activation_checkpointing) with
+accumulation (micro batch 2, 2 micro-steps); ddp, zero_stage 1 and 2 with the wrappers as
+plain calls. Each has the same global batch of 8 rows per step as the world-1 run (micro batch 8):
+per-step losses and final weights agree within fp32 reassociation.
+UnitsRefusals: mixed_precision bf16, and activation_checkpointing under SHARD_GRAD_OP, are refused
+for a prepared module even with wrappers (exit 1, the key named, before any step).
+"""
+import os
+import tempfile
+import unittest
+
+from test_public_api import read_safetensors
+from trainer_test_support import ACCEL, ROOT, describe, read_metrics, run, write_job
+
+EXAMPLE = os.environ.get("ACCEL_EXAMPLE_UNITS") or os.path.join(ROOT, "build", "examples", "units",
+                                                                "accel_example_units")
+STEPS = 8
+
+# As in test_public_api.py: losses are means over the same 8 rows summed in another order (two 4-row
+# means averaged, or four 2-row means), so each step's gradient differs from world 1's by fp32
+# reassociation (~1e-7 relative); AdamW (lr 3e-3) carries that into the weights over 8 steps.
+# Gathering and releasing parameters moves values bit for bit (all-gather of fp32 shards), so
+# stage 3 adds no error of its own. Measured figures: printed by the test and in the design record.
+LOSS_RTOL = 1e-5
+WEIGHT_ATOL = 2e-5
+
+
+def job(out, world, micro, accum, strategy):
+    j = {
+        "program": [EXAMPLE],
+        "num_processes": world,
+        "device": "cpu",
+        "main_process_port": 0,
+        "collective_timeout_s": 60,
+        "rendezvous_timeout_s": 60,
+        "training": {"micro_batch_size": micro, "gradient_accumulation_steps": accum, "max_steps": STEPS,
+                     "seed": 1, "output_dir": out},
+    }
+    j.update(strategy)
+    return j
+
+
+def launch(tmp, name, world, micro, accum, strategy):
+    out = os.path.join(tmp, name)
+    path = write_job(os.path.join(tmp, name + ".yaml"), job(out, world, micro, accum, strategy))
+    return run([ACCEL, "launch", path], cwd=tmp), out
+
+
+DDP = {"backend": "ddp"}
+
+
+def zero(stage, **keys):
+    # The example's blocks (~4k values) are under DeepSpeed's default persistence threshold (1e5),
+    # which would keep them gathered: 0 makes stage 3 release every unit, as FSDP does.
+    return {"backend": "deepspeed", "deepspeed": {"zero_stage": stage, "stage3_param_persistence_threshold": 0, **keys}}
+
+
+def fsdp(strategy, **keys):
+    return {"backend": "fsdp", "fsdp": {"sharding_strategy": strategy, **keys}}
+
+
+class UnitsAgreement(unittest.TestCase):
+    def test_sharded_parameters_at_world_2_match_world_1(self):
+        self.assertTrue(os.access(EXAMPLE, os.X_OK), f"{EXAMPLE} is not built")
+        with tempfile.TemporaryDirectory() as tmp:
+            proc, ref_out = launch(tmp, "world1", 1, 8, 1, DDP)
+            self.assertEqual(proc.returncode, 0, describe(proc))
+            ref_losses = [r["loss"] for r in read_metrics(ref_out)]
+            self.assertEqual(len(ref_losses), STEPS)
+            self.assertLess(ref_losses[-1], ref_losses[0])  # it trains
+            ref_weights = read_safetensors(os.path.join(ref_out, "model.safetensors"))
+            self.assertIn("h.2.fc.weight", ref_weights)  # the user's names, no wrapper segment
+            cases = [("zero3", zero(3), 4, 1, "parameters"),
+                     ("zero3_no_prefetch", zero(3, stage3_prefetch_bucket_size=0), 4, 1, "parameters"),
+                     ("full_shard", fsdp("FULL_SHARD"), 4, 1, "parameters"),
+                     ("full_shard_prefetch", fsdp("FULL_SHARD", forward_prefetch=True, backward_prefetch="BACKWARD_POST"),
+                      4, 1, "parameters"),
+                     ("hybrid_shard", fsdp("HYBRID_SHARD"), 4, 1, "parameters"),
+                     ("zero3_accum", zero(3), 2, 2, "parameters"),
+                     ("full_shard_accum", fsdp("FULL_SHARD"), 2, 2, "parameters"),
+                     ("full_shard_recompute", fsdp("FULL_SHARD", activation_checkpointing=True), 4, 1, "parameters"),
+                     ("full_shard_recompute_accum", fsdp("FULL_SHARD", activation_checkpointing=True), 2, 2,
+                      "parameters"),
+                     ("ddp", DDP, 4, 1, None), ("zero1", zero(1), 4, 1, None), ("zero2", zero(2), 4, 1, None)]
+            worst = {}
+            for name, strategy, micro, accum, sharded in cases:
+                with self.subTest(name):
+                    proc, out = launch(tmp, name, 2, micro, accum, strategy)
+                    self.assertEqual(proc.returncode, 0, describe(proc))
+                    if sharded:  # the start-up line: parameters partitioned, only the root kept gathered
+                        self.assertIn("gradients, parameters", proc.stdout + proc.stderr)
+                        self.assertIn("; 1 small units stay gathered", proc.stdout + proc.stderr)
+                    losses = [r["loss"] for r in read_metrics(out)]
+                    self.assertEqual(len(losses), STEPS)
+                    loss_diff = max(abs(a - b) / abs(b) for a, b in zip(losses, ref_losses))
+                    weights = read_safetensors(os.path.join(out, "model.safetensors"))
+                    self.assertEqual(sorted(weights), sorted(ref_weights))
+                    weight_diff = max((weights[k] - ref_weights[k]).abs().max().item() for k in weights)
+                    worst[name] = (loss_diff, weight_diff)
+                    self.assertLessEqual(loss_diff, LOSS_RTOL, f"{name}: losses {losses} vs {ref_losses}")
+                    self.assertLessEqual(weight_diff, WEIGHT_ATOL, name)
+            print("\nlargest relative loss / absolute weight difference against world 1:")
+            for name, (l, w) in worst.items():
+                print(f"  {name:20s} {l:.3g} {w:.3g}")
+
+
+class UnitsRefusals(unittest.TestCase):
+    def test_mixed_precision_and_recompute_with_kept_parameters_are_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, strategy, key in [
+                    ("bf16", {**fsdp("FULL_SHARD"), "mixed_precision": "bf16"}, "mixed_precision bf16"),
+                    ("ac", fsdp("SHARD_GRAD_OP", activation_checkpointing=True), "fsdp.activation_checkpointing")]:
+                with self.subTest(name):
+                    proc, out = launch(tmp, name, 2, 4, 1, strategy)
+                    self.assertEqual(proc.returncode, 1, describe(proc))
+                    self.assertIn(key, proc.stdout + proc.stderr)
+                    self.assertFalse(os.path.exists(os.path.join(out, "metrics.jsonl")))
+
+
+if __name__ == "__main__":
+    unittest.main()
