@@ -146,8 +146,37 @@ class Accelerator {
   // rank 0 writes `path`.
   void save_model(const std::string& path);
   // Appends {"step": step, name: value...} to <output_dir>/metrics.jsonl (rank 0; the file is
-  // started afresh by the first call of a run).
+  // started afresh by the first call of a run, or after load_state() keeps the records up to the
+  // steps it restored).
   void log(int64_t step, const std::map<std::string, double>& values);
+
+  // Checkpoints (docs/design/0015 "save_state and load_state"): the trainer's format and path.
+  //
+  // Collective, at an optimizer-step boundary (after the prepared optimizer's step(); a call with
+  // micro-steps accumulated since is refused). Writes <root>/step_N (N = step()) atomically and
+  // moves <root>/latest to it: the model and optimizer state as the backend holds them (shards
+  // stay shards), the optimizer-step count, each rank's torch CPU generator, the module's buffers
+  // and frozen parameters (rank 0's) and the registered objects. `root` empty: the job's
+  // <output_dir>/checkpoints, as the built-in trainer's. Returns the step_N directory.
+  std::string save_state(const std::string& root = "");
+  // Collective, after prepare() and before the first micro-step (or at a step boundary). Restores
+  // what save_state saved, at any world size and under any backend the job names, after checking
+  // every file against the checkpoint's manifest and the checkpoint against the prepared model
+  // (parameter names and shapes, optimizer kind, registered objects). `dir`: a step_N directory,
+  // or a root (its `latest`). Empty: the job's training.resume (auto: <output_dir>/checkpoints'
+  // latest, if any; never: nothing; a directory: that one). Returns false when there was nothing
+  // to load; then step() is 0 and nothing changed. Generators: rank r's own at the same world
+  // size; at another, the saved state when all ranks had the same one (else left as they are).
+  bool load_state(const std::string& dir = "");
+  // State of your program saved by save_state and restored by load_state under `name`: `save`
+  // returns tensors (any dtype and shape: a counter, a position, a scheduler's numbers, bytes as
+  // kUInt8), `load` receives them back, on every rank. Rank 0's are saved: keep them equal on every
+  // rank, as a resume at another world size needs. Register before load_state, under the same
+  // names as the program that saved (a difference is an error naming them).
+  void register_for_checkpointing(const std::string& name, std::function<std::vector<torch::Tensor>()> save,
+                                  std::function<void(const std::vector<torch::Tensor>&)> load);
+  // The common case: one integer (an epoch, a data position) saved and restored in place.
+  void register_for_checkpointing(const std::string& name, int64_t& value);
 
  private:
   friend class PreparedOptimizer;

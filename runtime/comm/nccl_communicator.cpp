@@ -56,6 +56,30 @@ class NcclWork final : public Work {
   bool done_ = false;
 };
 
+// NCCL's reduce-scatter and all-gather need equal chunks; shard_range gives rank r its shard at
+// r * chunk, the last ones one element shorter. The (full, shard) pair as NCCL takes it: the tensors
+// themselves when numel divides evenly, else zero-padded buffers of chunk * world and chunk elements,
+// with the source side (the full tensor when `from_full`, else the shard) copied in.
+struct EqualChunks {
+  at::Tensor full;
+  at::Tensor shard;
+  bool padded = false;
+};
+
+EqualChunks equal_chunks(const at::Tensor& full, const at::Tensor& shard, int world, bool from_full) {
+  const int64_t numel = full.numel();
+  const int64_t chunk = shard_chunk(numel, world);
+  EqualChunks c{full.view(-1), shard.view(-1), chunk * world != numel};
+  if (!c.padded) return c;
+  c.full = from_full ? at::zeros({chunk * world}, full.options()) : at::empty({chunk * world}, full.options());
+  c.shard = from_full ? at::empty({chunk}, shard.options()) : at::zeros({chunk}, shard.options());
+  if (from_full)
+    c.full.narrow(0, 0, numel).copy_(full.view(-1));
+  else
+    c.shard.narrow(0, 0, shard.numel()).copy_(shard.view(-1));
+  return c;
+}
+
 // Floating Avg is NCCL's own (ncclAvg); integer Avg is a Sum divided afterwards, truncating toward
 // zero as the contract and the Gloo communicator do.
 c10d::ReduceOp to_c10d(ReduceOp op, at::ScalarType dtype) {
@@ -118,27 +142,19 @@ class NcclCommunicator final : public Communicator {
       output.view(-1).copy_(input.view(-1));
       return completed_work();
     }
-    // NCCL needs equal chunks: every rank's chunk is shard_chunk elements in a zero-padded buffer,
-    // and this rank's shard is the front of its chunk (shard_range's layout).
-    const int64_t chunk = shard_chunk(numel, size_);
-    const bool padded = chunk * size_ != numel;
-    at::Tensor send = input.view(-1);
-    at::Tensor recv = output.view(-1);
-    if (padded) {
-      send = at::zeros({chunk * size_}, input.options());
-      send.narrow(0, 0, numel).copy_(input.view(-1));
-      recv = at::empty({chunk}, output.options());
-    }
+    const EqualChunks c = equal_chunks(input, output, size_, /*from_full=*/true);
     c10d::ReduceScatterOptions opts;
     opts.reduceOp = to_c10d(op, input.scalar_type());
     opts.timeout = timeout_;
     std::function<void()> finish;
-    if (padded || integer_average(op, input)) {
-      finish = [output, recv, padded, average = integer_average(op, input), n = shard.size(), world = size_]() mutable {
+    if (c.padded || integer_average(op, input)) {
+      finish = [output, recv = c.shard, padded = c.padded, average = integer_average(op, input), n = shard.size(),
+                world = size_]() mutable {
         if (padded) output.view(-1).copy_(recv.narrow(0, 0, n));
         if (average) finish_average(output, world);
       };
     }
+    at::Tensor recv = c.shard, send = c.full;
     return issue("reduce_scatter", [&] { return backend_->_reduce_scatter_base(recv, send, opts); },
                  std::move(finish));
   }
@@ -151,20 +167,13 @@ class NcclCommunicator final : public Communicator {
       output.view(-1).copy_(input.view(-1));
       return completed_work();
     }
-    const int64_t chunk = shard_chunk(numel, size_);
-    const bool padded = chunk * size_ != numel;
-    at::Tensor send = input.view(-1);
-    at::Tensor recv = output.view(-1);
-    if (padded) {
-      send = at::zeros({chunk}, input.options());
-      send.narrow(0, 0, input.numel()).copy_(input.view(-1));
-      recv = at::empty({chunk * size_}, output.options());
-    }
+    const EqualChunks c = equal_chunks(output, input, size_, /*from_full=*/false);
+    at::Tensor recv = c.full, send = c.shard;
     c10d::AllgatherOptions opts;
     opts.timeout = timeout_;
     std::function<void()> finish;
     // shard_range places rank r's shard at r * chunk: the unpadded result is the padded one's front.
-    if (padded) finish = [output, recv, numel]() mutable { output.view(-1).copy_(recv.narrow(0, 0, numel)); };
+    if (c.padded) finish = [output, recv, numel]() mutable { output.view(-1).copy_(recv.narrow(0, 0, numel)); };
     return issue("all_gather", [&] { return backend_->_allgather_base(recv, send, opts); }, std::move(finish));
   }
 

@@ -23,6 +23,7 @@
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
 #include "runtime/config/overrides.hpp"
+#include "runtime/train/api/state_io.hpp"
 #include "runtime/train/api/unit_policy.hpp"
 #include "runtime/train/api/unit_sink.hpp"
 #include "runtime/train/model/safetensors.hpp"
@@ -135,6 +136,14 @@ struct Accelerator::State {
   bool sync_ready = false;  // a sync micro-step's gradients are reduced and wait for the step
   int64_t steps = 0;
   std::unique_ptr<std::ofstream> metrics;
+  std::unique_ptr<api::StateIo> io;  // save_state / load_state (state_io.hpp), made at first use
+  int64_t resumed_steps = 0;         // the steps load_state() restored
+
+  api::StateIo& checkpoints() {
+    if (!io) io = std::make_unique<api::StateIo>(job, *comm, ctx ? ctx->rendezvous.get() : nullptr);
+    return *io;
+  }
+  api::LoopPosition position() const { return {steps, micro, open, sync_ready, accumulation()}; }
 
   int accumulation() const { return training.gradient_accumulation_steps; }
   backends::Backend& engine(const char* what) {
@@ -430,13 +439,49 @@ void Accelerator::log(int64_t step, const std::map<std::string, double>& values)
   if (rank() != 0) return;
   if (!s.metrics) {
     std::filesystem::create_directories(s.training.output_dir);
-    s.metrics = std::make_unique<std::ofstream>(s.training.output_dir + "/metrics.jsonl", std::ios::trunc);
-    if (!*s.metrics) throw RunError("accel: cannot write " + s.training.output_dir + "/metrics.jsonl");
+    const std::string path = s.training.output_dir + "/metrics.jsonl";
+    if (s.resumed_steps > 0) api::keep_metrics_through(path, s.resumed_steps);
+    s.metrics = std::make_unique<std::ofstream>(path, s.resumed_steps > 0 ? std::ios::app : std::ios::trunc);
+    if (!*s.metrics) throw RunError("accel: cannot write " + path);
   }
   std::string line = "{\"step\": " + std::to_string(step);
   for (const auto& [name, v] : values) line += ", " + json_string(name) + ": " + json_number(v);
   *s.metrics << line << "}\n";
   s.metrics->flush();
+}
+
+// Checkpoints: the one checkpoint path, through state_io.cpp.
+std::string Accelerator::save_state(const std::string& root) {
+  State& s = *state_;
+  backends::Backend& engine = s.engine("save_state()");
+  return s.checkpoints().save(root, engine, *s.model, s.position());
+}
+
+bool Accelerator::load_state(const std::string& dir) {
+  State& s = *state_;
+  backends::Backend& engine = s.engine("load_state()");
+  const std::optional<int64_t> steps = s.checkpoints().load(dir, engine, *s.model, s.position());
+  if (!steps) return false;
+  s.steps = s.resumed_steps = *steps;
+  s.micro = *steps * s.accumulation();
+  s.sync = true;  // as after the sync micro-step of the step it ended with
+  return true;
+}
+
+void Accelerator::register_for_checkpointing(const std::string& name, std::function<std::vector<torch::Tensor>()> save,
+                                             std::function<void(const std::vector<torch::Tensor>&)> load) {
+  state_->checkpoints().register_object(name, std::move(save), std::move(load));
+}
+
+void Accelerator::register_for_checkpointing(const std::string& name, int64_t& value) {
+  register_for_checkpointing(
+      name, [&value] { return std::vector<torch::Tensor>{at::tensor({value}, at::kLong)}; },
+      [&value, name](const std::vector<torch::Tensor>& saved) {
+        if (saved.size() != 1 || saved[0].numel() != 1 || saved[0].scalar_type() != at::kLong)
+          throw RunError("accel: load_state(): object '" + name + "' was not saved as one integer; register it as "
+                         "the program that saved it did");
+        value = saved[0].item<int64_t>();
+      });
 }
 
 }  // namespace accel

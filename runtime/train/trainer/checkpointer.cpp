@@ -1,114 +1,27 @@
 #include "runtime/train/trainer/checkpointer.hpp"
 
-#include <ATen/CPUGeneratorImpl.h>
-#include <ATen/core/Generator.h>
-
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <mutex>
-#include <random>
-
-#include "runtime/common/errors.hpp"
-#include "runtime/common/log.hpp"
 #include "runtime/train/checkpoint/checkpoint_store.hpp"
-#include "runtime/train/model/safetensors.hpp"
 
 namespace accel::train {
-namespace fs = std::filesystem;
 
-namespace {
-
-constexpr const char* kTrainerFile = "trainer.json";
-constexpr const char* kJobFile = "job.resolved.yaml";
-
-std::string rng_file(int rank) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "rng_rank_%05d.safetensors", rank);
-  return buf;
-}
-
-at::Tensor cpu_rng_state() {
-  auto gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return gen.get_state();
-}
-
-void set_cpu_rng_state(const at::Tensor& state) {
-  auto gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(state);
-}
-
-// The rendezvous store as a string key-value exchange (store gets wait up to its timeout).
-ckpt::KeyValueExchange store_exchange(const c10::intrusive_ptr<c10d::Store>& store) {
-  return {[store](const std::string& key, const std::string& value) {
-            store->set(key, std::vector<uint8_t>(value.begin(), value.end()));
-          },
-          [store](const std::string& key) {
-            std::vector<uint8_t> v = store->get(key);
-            return std::string(v.begin(), v.end());
-          }};
-}
-
-std::string random_nonce() {
-  std::random_device device;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%08x%08x", device(), device());
-  return buf;
-}
-
-}  // namespace
+// "writer" names the program whose loop the record describes: the public API refuses the
+// trainer's checkpoints and the trainer the API's, each saying so (their loops differ).
+inline constexpr const char* kTrainerWriter = "accel trainer";
 
 Checkpointer::Checkpointer(const config::LoadedJob& job, comm::Communicator& comm, comm::Rendezvous& rendezvous,
                            backends::Backend& backend, const Dataset& data, const FaultInjector& faults)
     : job_(job),
       comm_(comm),
-      world_(rendezvous.world()),
-      kv_(store_exchange(rendezvous.store())),
-      key_prefix_(rendezvous.prefix()),
-      backend_(backend),
       data_(data),
       faults_(faults),
-      root_(ckpt::checkpoints_root(job.job.training.output_dir)),
-      writer_(world_.rank == 0) {
-  const int machines = machine_count();
-  if (machines <= 1) return;  // one machine: one storage, nothing to probe
-  if (world_.rank == 0) kv_.set(key_prefix_ + "storage/nonce", random_nonce());
-  const std::string nonce = kv_.get(key_prefix_ + "storage/nonce");
-  storage_ = ckpt::probe_storage(job.job.training.output_dir, world_.machine_rank, machines, world_.local_rank == 0,
-                                 nonce, key_prefix_, kv_);
-  if (world_.rank == 0) logging::info("checkpoint storage: " + storage_.describe());
-  if (storage_.shared()) return;
-  for (int r = 0; r < world_.world_size; ++r)
-    rank_storage_.group_of_rank.push_back(storage_.group_of_machine(world_.machine_of(r)));
-  const auto& group = storage_.groups[size_t(storage_.group_of_machine(world_.machine_rank))];
-  writer_ = world_.rank == group.front() * world_.local_world_size;
-}
+      engine_(job, comm, &rendezvous, backend, ckpt::checkpoints_root(job.job.training.output_dir)) {}
 
-std::optional<std::string> Checkpointer::resume_dir() const {
-  const std::string& resume = job_.job.training.resume;
-  if (resume == "never") return std::nullopt;
-  if (resume == "auto") {
-    auto latest = ckpt::find_latest_checkpoint(root_);
-    return storage_.shared() ? latest : agree_on_latest(latest);
-  }
-  if (!fs::is_directory(resume))
-    throw RunError("training.resume: checkpoint directory " + resume +
-                   " does not exist; give a step_N directory under <output_dir>/checkpoints, auto, or never");
-  return resume;
-}
-
-nlohmann::json Checkpointer::trainer_state(int64_t steps_done, const nlohmann::json& backend_layout,
-                                           const nlohmann::json& loop_state) const {
+nlohmann::json Checkpointer::trainer_state(const nlohmann::json& loop_state) const {
   const auto& j = job_.job;
   const auto& t = j.training;
-  return {{"steps_done", steps_done},
+  return {{"writer", kTrainerWriter},
           {"max_steps", t.max_steps},
-          {"backend", config::to_string(j.backend)},
-          {"backend_state", backend_layout},
           {"loop_state", loop_state},
-          {"world_size", comm_.size()},
           {"micro_batch_size", t.micro_batch_size},
           {"gradient_accumulation_steps", t.gradient_accumulation_steps},
           {"global_batch_rows", int64_t(comm_.size()) * t.micro_batch_size * t.gradient_accumulation_steps},
@@ -123,138 +36,24 @@ nlohmann::json Checkpointer::trainer_state(int64_t steps_done, const nlohmann::j
             {"block_size", j.model.block_size}}}};
 }
 
-std::optional<std::string> Checkpointer::agree_on_latest(const std::optional<std::string>& mine) const {
-  // Each machine committed its own `latest`; a crash between two commits leaves them a
-  // checkpoint apart. Every rank learns every rank's step (-1: none) and all take the oldest.
-  const double step = mine ? double(ckpt::read_manifest(*mine).step) : -1.0;
-  at::Tensor all = at::empty({world_.world_size}, at::kDouble);
-  comm_.all_gather(at::tensor({step}, at::kDouble), all)->wait();
-  const double lowest = all.min().item<double>(), highest = all.max().item<double>();
-  if (highest < 0) return std::nullopt;
-  if (lowest < 0) {
-    const int64_t without = all.argmin().item<int64_t>();
-    throw ckpt::CheckpointError("machine " + std::to_string(world_.machine_of(int(without))) + " has no checkpoint in " +
-                                "its output_dir while another machine's latest is step " +
-                                std::to_string(int64_t(highest)) + " (node-local storage); copy that machine's "
-                                "checkpoints directory there, or set training.resume: never to start over");
-  }
-  const std::string dir = root_ + "/" + ckpt::step_dir_name(int64_t(lowest));
-  if (lowest != highest && world_.rank == 0)
-    logging::warn("checkpoint storage: the machines' latest checkpoints differ (steps " +
-                  std::to_string(int64_t(lowest)) + " to " + std::to_string(int64_t(highest)) +
-                  "; a commit was interrupted): resuming every machine from step " + std::to_string(int64_t(lowest)));
-  if (!fs::is_directory(dir))
-    throw ckpt::CheckpointError(dir + " does not exist on machine " + std::to_string(world_.machine_rank) +
-                                ", but the other machines resume from it; copy it from another machine's output_dir");
-  return dir;
-}
-
 std::string Checkpointer::save(int64_t steps_done, const nlohmann::json& loop_state) {
-  int rank = comm_.rank();
-  const std::string staging = root_ + "/." + std::string("tmp.") + ckpt::step_dir_name(steps_done);
-  // A checkpoint that cannot be written (disk full, read-only, permissions) ends the run with what
-  // to do; a failing peer (CommError) is reported as itself.
-  auto guarded = [&](const auto& write) {
-    try {
-      write();
-    } catch (const comm::CommError&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw write_failure(steps_done, e.what(), staging);
-    }
-  };
-  guarded([&] {
-    if (writer_) ckpt::begin_checkpoint(root_, steps_done);
-  });
-  comm_.barrier()->wait();  // the staging directories exist before anyone writes into them
-
-  guarded([&] {
-    nlohmann::json layout = backend_.save_state(staging, rank_storage_);
-    save_safetensors(staging + "/" + rng_file(rank), {{"torch_cpu", cpu_rng_state()}});
-    if (writer_)
-      ckpt::write_file_synced(staging + "/" + kTrainerFile, trainer_state(steps_done, layout, loop_state).dump(2) + "\n");
-    if (rank == 0 && !job_.file.empty())
-      fs::copy_file(job_.file, staging + "/" + kJobFile, fs::copy_options::overwrite_existing);
-  });
-  faults_.at("checkpoint_write", steps_done - 1);
-  comm_.barrier()->wait();  // every rank's files are complete before the manifest seals them
-
-  std::string final_dir = root_ + "/" + ckpt::step_dir_name(steps_done);
-  guarded([&] {
-    if (writer_)
-      final_dir = commit(steps_done, {{"backend", config::to_string(job_.job.backend)}, {"world_size", comm_.size()}});
-  });
-  comm_.barrier()->wait();  // nobody moves on (or resumes) before `latest` names the new checkpoint
-  return final_dir;
-}
-
-ckpt::CheckpointError Checkpointer::write_failure(int64_t steps_done, const std::string& what,
-                                                  const std::string& staging) const {
-  // The partial directory holds nothing usable and may hold most of a disk: give the space back
-  // (best effort; the next checkpoint's begin would remove it too).
-  std::error_code ec;
-  fs::remove_all(staging, ec);
-  std::string previous;
-  try {
-    if (auto dir = ckpt::find_latest_checkpoint(root_))
-      previous = "the last complete checkpoint, " + *dir + " (" + std::to_string(ckpt::read_manifest(*dir).step) +
-                 " steps), is intact and still `latest`; ";
-  } catch (const std::exception&) {  // a damaged `latest` is reported when resuming, not here
-  }
-  if (previous.empty()) previous = "there is no earlier checkpoint; ";
-  return ckpt::CheckpointError(
-      "checkpoint step " + std::to_string(steps_done) + " could not be written on machine " +
-      std::to_string(world_.machine_rank) + ": " + what + "\nthe partial checkpoint was removed; " + previous +
-      "to go on: free disk space or make " + root_ + " writable (or set training.output_dir to another directory "
-      "and copy the checkpoints there), then run the same command again: training.resume: auto continues from "
-      "the last complete checkpoint");
-}
-
-// Called by each storage group's writer. Node-local: the writers swap their file lists through
-// the store, so every machine's manifest lists every machine's files.
-std::string Checkpointer::commit(int64_t steps_done, const nlohmann::json& extra) {
-  if (storage_.shared()) return ckpt::commit_checkpoint(root_, steps_done, extra);
-  const std::string key = key_prefix_ + "checkpoint/" + std::to_string(steps_done) + "/group/";
-  const int group = storage_.group_of_machine(world_.machine_rank);
-  kv_.set(key + std::to_string(group), ckpt::files_to_text(ckpt::hash_staged_files(root_, steps_done)));
-  std::vector<std::vector<ckpt::FileEntry>> files_of_group;
-  for (size_t g = 0; g < storage_.groups.size(); ++g) files_of_group.push_back(ckpt::files_from_text(kv_.get(key + std::to_string(g))));
-  return ckpt::commit_node_local(root_, steps_done, extra, ckpt::merge_group_files(storage_, files_of_group),
-                                 storage_.num_machines());
+  CheckpointEngine::SaveRequest request;
+  request.steps_done = steps_done;
+  request.record = trainer_state(loop_state);
+  request.after_files = [&] { faults_.at("checkpoint_write", steps_done - 1); };
+  return engine_.save(request);
 }
 
 int64_t Checkpointer::load(const std::string& dir) {
-  ckpt::Manifest manifest = ckpt::verify_checkpoint(dir, machine_count() > 1 ? world_.machine_rank : -1);
-  try {
-    return load_verified(dir, manifest);
-  } catch (const RunError& e) {  // a file held by another machine's storage: say where it is
-    const std::string note = ckpt::elsewhere_note(manifest, dir);
-    if (note.empty()) throw;
-    throw ckpt::CheckpointError(std::string(e.what()) + "\n" + note);
-  }
-}
-
-int64_t Checkpointer::load_verified(const std::string& dir, const ckpt::Manifest& manifest) {
-  nlohmann::json state;
-  {
-    std::ifstream in(dir + "/" + kTrainerFile);
-    state = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  }
-  if (state.is_discarded() || !state.contains("steps_done") || !state.contains("data"))
-    throw ckpt::CheckpointError(dir + "/" + kTrainerFile + " is not a trainer state (written by another program?)");
-  int64_t steps = state["steps_done"].get<int64_t>();
-  if (steps != manifest.step)
-    throw ckpt::CheckpointError(dir + "/" + kTrainerFile + " says " + std::to_string(steps) +
-                                " steps but the manifest says " + std::to_string(manifest.step));
-  data_.check_state(state["data"]);
-  backend_.load_state(dir, state.value("backend_state", nlohmann::json::object()));
-  loaded_loop_state_ = state.value("loop_state", nlohmann::json::object());
-  std::string rng = dir + "/" + rng_file(comm_.rank());
-  if (fs::exists(rng)) {
-    auto tensors = load_safetensors(rng);
-    if (tensors.size() == 1) set_cpu_rng_state(tensors[0].second);
-  }
-  return steps;
+  const nlohmann::json record = engine_.load(dir, [&](const nlohmann::json& state) {
+    if (!state.contains("data"))
+      throw ckpt::CheckpointError(dir + "/" + kStateRecordFile + " is not a trainer state: it was written by " +
+                                  state.value("writer", std::string("another program")) +
+                                  "; resume it with the program that saved it, or set training.resume: never");
+    data_.check_state(state["data"]);
+  });
+  loaded_loop_state_ = record.value("loop_state", nlohmann::json::object());
+  return record["steps_done"].get<int64_t>();
 }
 
 }  // namespace accel::train

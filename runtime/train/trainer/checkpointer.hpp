@@ -1,5 +1,6 @@
-// Checkpoints of a training run (layout and guarantees: docs/design/0004): which checkpoint to
-// resume from, writing one atomically from every rank, and loading one back after verifying it.
+// Checkpoints of the built-in trainer's run (layout and guarantees: docs/design/0004): the
+// trainer's state record (data, model, loop state) over the one checkpoint path both the trainer
+// and the public API take (checkpoint/checkpoint_engine.hpp).
 // Invariant: a checkpoint named step_N holds the state after N optimizer steps; loading it and
 // continuing gives the same metrics as never stopping (batches depend only on the step).
 #pragma once
@@ -13,6 +14,7 @@
 #include "backends/backend.hpp"
 #include "runtime/comm/rendezvous.hpp"
 #include "runtime/config/job_loader.hpp"
+#include "runtime/train/checkpoint/checkpoint_engine.hpp"
 #include "runtime/train/checkpoint/node_local.hpp"
 #include "runtime/train/data/dataset.hpp"
 #include "runtime/train/trainer/fault_injection.hpp"
@@ -29,8 +31,8 @@ class Checkpointer {
   // Collective. training.resume: "never" -> none; "auto" -> the checkpoint `latest` names under
   // <output_dir>/checkpoints, if any (node-local storage: the oldest of the machines' latest,
   // which every machine has); anything else -> that directory (it must exist).
-  std::optional<std::string> resume_dir() const;
-  const ckpt::StorageLayout& storage() const { return storage_; }
+  std::optional<std::string> resume_dir() const { return engine_.resume_dir(); }
+  const ckpt::StorageLayout& storage() const { return engine_.storage(); }
 
   // Verifies every file of `dir` (size and hash), checks it was written for the same data and
   // model, restores the backend's state and this rank's RNG, and returns the steps it holds.
@@ -46,32 +48,18 @@ class Checkpointer {
   // all. Returns the directory.
   std::string save(int64_t steps_done, const nlohmann::json& loop_state = nlohmann::json::object());
 
-  std::string root() const { return root_; }
+  std::string root() const { return engine_.root(); }
 
  private:
-  nlohmann::json trainer_state(int64_t steps_done, const nlohmann::json& backend_layout,
-                               const nlohmann::json& loop_state) const;
-  std::string commit(int64_t steps_done, const nlohmann::json& extra);
-  int64_t load_verified(const std::string& dir, const ckpt::Manifest& manifest);
-  // The error for a checkpoint that could not be written: removes its staging directory and says
-  // which checkpoint is still `latest` and what to do.
-  ckpt::CheckpointError write_failure(int64_t steps_done, const std::string& what, const std::string& staging) const;
-  std::optional<std::string> agree_on_latest(const std::optional<std::string>& mine) const;
-  int machine_count() const { return world_.world_size / std::max(1, world_.local_world_size); }
+  // The trainer's keys of the state record (the engine adds the backend's and the step count).
+  nlohmann::json trainer_state(const nlohmann::json& loop_state) const;
 
   const config::LoadedJob& job_;
   comm::Communicator& comm_;
-  comm::WorldInfo world_;
-  ckpt::KeyValueExchange kv_;
-  std::string key_prefix_;
-  ckpt::StorageLayout storage_;
-  backends::CheckpointStorage rank_storage_;  // storage_ per rank, for the backend
-  backends::Backend& backend_;
   const Dataset& data_;
   const FaultInjector& faults_;
-  std::string root_;
+  CheckpointEngine engine_;
   nlohmann::json loaded_loop_state_ = nlohmann::json::object();
-  bool writer_ = false;  // the first rank of this rank's storage group: stages and commits there
 };
 
 }  // namespace accel::train

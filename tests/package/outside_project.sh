@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# accel as a package (docs/design/0016), as a user outside accel's tree meets it:
+#  1. `cmake --install` gives bin/accel, lib/libaccel.so, include/accel and lib/cmake/accel, and the
+#     installed config names nothing in accel's source tree;
+#  2. examples/minimal, configured as a project of its own, builds with find_package(accel) against
+#     the installed tree and against the build tree;
+#  3. the installed launcher runs the installed-tree build at world 2 (deepspeed zero_stage 2), and its
+#     losses and final weights are bitwise those of the in-tree example (the same code and library);
+#  4. a torch of another version is refused at configure time with a message naming both versions.
+# Usage: outside_project.sh <accel build dir> <accel source dir> <in-tree accel_example_minimal>
+set -euo pipefail
+build=$(cd "$1" && pwd); src=$(cd "$2" && pwd); in_tree_example=$3
+work="$build/package_test"
+rm -rf "$work"; mkdir -p "$work"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+launcher=""; [ -n "$(command -v ccache)" ] && launcher="-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
+export CCACHE_BASEDIR="$src" CCACHE_NOHASHDIR=1
+
+echo "== 1. install"
+cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
+for f in bin/accel lib/libaccel.so include/accel/accel.hpp include/accel/accelerator.hpp \
+         lib/cmake/accel/accelConfig.cmake lib/cmake/accel/accelConfigVersion.cmake lib/cmake/accel/accelTargets.cmake; do
+  [ -e "$work/prefix/$f" ] || fail "the install has no $f (see $work/install.log)"
+done
+if grep -l "$src" "$work"/prefix/lib/cmake/accel/*.cmake; then fail "the installed config refers to the source tree"; fi
+"$work/prefix/bin/accel" --version > /dev/null || fail "the installed accel does not run"
+
+echo "== 2. examples/minimal as a project of its own, against each tree"
+for tree in install build; do
+  if [ $tree = install ]; then dir="$work/prefix/lib/cmake/accel"; else dir="$build"; fi
+  cmake -S "$src/examples/minimal" -B "$work/minimal_$tree" -DCMAKE_BUILD_TYPE=RelWithDebInfo $launcher \
+        -Daccel_DIR="$dir" > "$work/configure_$tree.log" 2>&1 || { cat "$work/configure_$tree.log"; fail "configure against the $tree tree"; }
+  cmake --build "$work/minimal_$tree" -j 1 > "$work/build_$tree.log" 2>&1 || { tail -30 "$work/build_$tree.log"; fail "build against the $tree tree"; }
+done
+# Against the installed tree, the headers come from the prefix, not from accel's sources.
+grep -q "$work/prefix/include" "$work/minimal_install/compile_commands.json" 2>/dev/null ||
+  grep -rq "$work/prefix/include" "$work/minimal_install/CMakeFiles/accel_example_minimal.dir/flags.make" ||
+  fail "the installed-tree build does not use the installed headers"
+if grep -q "$src/include" "$work/minimal_install/CMakeFiles/accel_example_minimal.dir/flags.make"; then
+  fail "the installed-tree build reads accel's source include/"
+fi
+
+echo "== 3. the installed launcher runs it at world 2; the result equals the in-tree example's"
+run_example() {  # <program> <output dir>
+  sed -e "s#^program:.*#program: [\"$1\"]#" -e "s#output_dir:.*#output_dir: $2#" -e "s#max_steps:.*#max_steps: 4#" \
+      "$src/examples/minimal/job.yaml" > "$2.yaml"
+  (cd "$work" && "$work/prefix/bin/accel" launch "$2.yaml" > "$2.log" 2>&1) || { tail -20 "$2.log"; fail "accel launch $1"; }
+}
+run_example "$work/minimal_install/accel_example_minimal" "$work/run_install"
+run_example "$in_tree_example" "$work/run_in_tree"
+[ "$(wc -l < "$work/run_install/metrics.jsonl")" -eq 4 ] || fail "expected 4 metrics records"
+cmp "$work/run_install/model.safetensors" "$work/run_in_tree/model.safetensors" ||
+  fail "the installed-tree build's weights differ from the in-tree example's"
+diff <(grep -o '"loss":[^,}]*' "$work/run_install/metrics.jsonl") <(grep -o '"loss":[^,}]*' "$work/run_in_tree/metrics.jsonl") ||
+  fail "the losses differ"
+
+echo "== 4. another torch version is refused at configure time"
+fake="$work/fake_torch"; mkdir -p "$fake"
+printf 'set(PACKAGE_VERSION "2.10.0")\nset(PACKAGE_VERSION_COMPATIBLE TRUE)\n' > "$fake/TorchConfigVersion.cmake"
+printf 'add_library(torch INTERFACE IMPORTED)\nset(Torch_FOUND TRUE)\n' > "$fake/TorchConfig.cmake"
+if cmake -S "$src/examples/minimal" -B "$work/minimal_wrong_torch" -Daccel_DIR="$work/prefix/lib/cmake/accel" \
+         -DTorch_DIR="$fake" > "$work/configure_wrong_torch.log" 2>&1; then
+  fail "a torch 2.10 was accepted"
+fi
+grep -q "built against torch 2.11" "$work/configure_wrong_torch.log" && grep -q "found torch 2.10.0" "$work/configure_wrong_torch.log" ||
+  { cat "$work/configure_wrong_torch.log"; fail "the refusal does not name both versions"; }
+echo "package: install, find_package from both trees, bitwise-equal run, torch version check: ok"
