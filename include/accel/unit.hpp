@@ -65,6 +65,12 @@ at::Tensor unit_recompute(std::function<at::Tensor(const at::Tensor&)> body, con
 template <class T>
 inline constexpr bool is_tensor_v = std::is_same_v<std::decay_t<T>, at::Tensor>;
 
+// std::tuple, std::pair, std::array (C++17: the public headers are C++17-clean).
+template <class T, class = void>
+struct is_tuple_like : std::false_type {};
+template <class T>
+struct is_tuple_like<T, std::void_t<decltype(std::tuple_size<T>::value)>> : std::true_type {};
+
 // Index of the first argument that is a tensor (sizeof...(A) if none).
 template <class... A>
 constexpr size_t first_tensor_index() {
@@ -94,7 +100,7 @@ template <class R>
 R post(UnitTag& tag, torch::nn::Module& unit, R&& out) {
   if constexpr (is_tensor_v<R>) {
     return unit_post_forward(tag, unit, std::forward<R>(out));
-  } else if constexpr (requires { std::tuple_size<std::decay_t<R>>::value; }) {
+  } else if constexpr (is_tuple_like<std::decay_t<R>>::value) {
     std::decay_t<R> result(std::forward<R>(out));
     std::apply([&](auto&... element) { (post_element(tag, unit, element), ...); }, result);
     return result;

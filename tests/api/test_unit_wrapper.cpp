@@ -286,7 +286,8 @@ struct PairNetImpl : torch::nn::Module {
 
 }  // namespace
 
-TEST_CASE("Unit<M> through Accelerator at world 1: zero 3 gives ddp's losses; eval and misuse", "[api][unit]") {
+TEST_CASE("Unit<M> through Accelerator at world 1: zero 3, FULL_SHARD (and recompute) give ddp's losses; eval, misuse",
+          "[api][unit]") {
   accel::test::TempDir dir;
   const std::string out = (dir.path() / "run").string();
   auto run = [&](const std::string& backend) {
@@ -315,7 +316,8 @@ TEST_CASE("Unit<M> through Accelerator at world 1: zero 3 gives ddp's losses; ev
   };
   const auto ddp = run("backend: ddp");
   for (const std::string backend : {"backend: deepspeed\ndeepspeed:\n  zero_stage: 3\n  stage3_param_persistence_threshold: 0",
-                                    "backend: fsdp\nfsdp:\n  sharding_strategy: FULL_SHARD"}) {
+                                    "backend: fsdp\nfsdp:\n  sharding_strategy: FULL_SHARD",
+                                    "backend: fsdp\nfsdp:\n  sharding_strategy: FULL_SHARD\n  activation_checkpointing: true"}) {
     CAPTURE(backend);
     const auto sharded = run(backend);
     REQUIRE(sharded.size() == ddp.size());
