@@ -21,13 +21,13 @@ PerRankGenerators: ranks whose generators differ restore them at the same world 
 import json
 import os
 import shutil
-import struct
 import tempfile
 import unittest
 
 import torch
 
 import trainer_test_support as ts
+from api_test_support import read_safetensors
 from trainer_test_support import ACCEL, ROOT, describe, read_metrics, run, write_job
 
 PROGRAM = os.environ.get("ACCEL_RESUME_PROGRAM") or os.path.join(ROOT, "build", "tests", "api",
@@ -50,21 +50,6 @@ WEIGHT_ATOL = 2e-5
 # The negative controls must miss the reference by far more than that (a wrong mask or position
 # changes the loss at the first resumed step by percents).
 CONTROL_MIN_LOSS_RDIFF = 1e-3
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = info["data_offsets"]
-        dtype = {"F32": torch.float32, "I64": torch.int64}[info["dtype"]]
-        out[name] = torch.frombuffer(bytearray(data[begin:end]), dtype=dtype).reshape(info["shape"])
-    return out
 
 
 def job(out, world, strategy, resume="never", accum=1):

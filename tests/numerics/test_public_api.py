@@ -9,15 +9,12 @@ and final weights agree within fp32 reassociation.
 PublicApiRefusals: zero_stage 3 and FULL_SHARD stop the run (exit 1) with the message naming
 design B and its fix (wrap the blocks in accel::Unit<>: test_public_api_units.py), before any step.
 """
-import json
 import os
-import struct
 import tempfile
 import unittest
 
-import torch
-
-from trainer_test_support import ACCEL, ROOT, describe, read_metrics, run, write_job
+from api_test_support import launch_program, read_safetensors
+from trainer_test_support import ROOT, describe, read_metrics
 
 EXAMPLE = os.environ.get("ACCEL_EXAMPLE_MINIMAL") or os.path.join(ROOT, "build", "examples", "minimal",
                                                                   "accel_example_minimal")
@@ -31,40 +28,8 @@ LOSS_RTOL = 1e-5
 WEIGHT_ATOL = 2e-5
 
 
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = info["data_offsets"]
-        assert info["dtype"] == "F32", (name, info["dtype"])
-        out[name] = torch.frombuffer(bytearray(data[begin:end]), dtype=torch.float32).reshape(info["shape"])
-    return out
-
-
-def job(out, world, micro, accum, strategy):
-    j = {
-        "program": [EXAMPLE],
-        "num_processes": world,
-        "device": "cpu",
-        "main_process_port": 0,
-        "collective_timeout_s": 60,
-        "rendezvous_timeout_s": 60,
-        "training": {"micro_batch_size": micro, "gradient_accumulation_steps": accum, "max_steps": STEPS,
-                     "seed": 1, "output_dir": out},
-    }
-    j.update(strategy)
-    return j
-
-
 def launch(tmp, name, world, micro, accum, strategy):
-    out = os.path.join(tmp, name)
-    path = write_job(os.path.join(tmp, name + ".yaml"), job(out, world, micro, accum, strategy))
-    return run([ACCEL, "launch", path], cwd=tmp), out
+    return launch_program(tmp, name, EXAMPLE, world, micro, accum, STEPS, strategy)
 
 
 DDP = {"backend": "ddp"}

@@ -16,8 +16,8 @@ import os
 import tempfile
 import unittest
 
-from test_public_api import read_safetensors
-from trainer_test_support import ACCEL, ROOT, describe, read_metrics, run, write_job
+from api_test_support import launch_program, read_safetensors
+from trainer_test_support import ROOT, describe, read_metrics
 
 EXAMPLE = os.environ.get("ACCEL_EXAMPLE_UNITS") or os.path.join(ROOT, "build", "examples", "units",
                                                                 "accel_example_units")
@@ -32,25 +32,8 @@ LOSS_RTOL = 1e-5
 WEIGHT_ATOL = 2e-5
 
 
-def job(out, world, micro, accum, strategy):
-    j = {
-        "program": [EXAMPLE],
-        "num_processes": world,
-        "device": "cpu",
-        "main_process_port": 0,
-        "collective_timeout_s": 60,
-        "rendezvous_timeout_s": 60,
-        "training": {"micro_batch_size": micro, "gradient_accumulation_steps": accum, "max_steps": STEPS,
-                     "seed": 1, "output_dir": out},
-    }
-    j.update(strategy)
-    return j
-
-
 def launch(tmp, name, world, micro, accum, strategy):
-    out = os.path.join(tmp, name)
-    path = write_job(os.path.join(tmp, name + ".yaml"), job(out, world, micro, accum, strategy))
-    return run([ACCEL, "launch", path], cwd=tmp), out
+    return launch_program(tmp, name, EXAMPLE, world, micro, accum, STEPS, strategy)
 
 
 DDP = {"backend": "ddp"}
