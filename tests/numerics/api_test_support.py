@@ -1,13 +1,14 @@
 """What the public API's end-to-end tests share (test_public_api.py, test_public_api_units.py,
-test_api_checkpoints.py): reading a user program's safetensors output, and launching a user
-program (`program:`) under a strategy with a given world size and batch shape."""
+test_api_checkpoints.py): reading a user program's safetensors output, launching a user program
+(`program:`) under a strategy with a given world size and batch shape, and comparing a run with
+the world-1 reference."""
 import json
 import os
 import struct
 
 import torch
 
-from trainer_test_support import ACCEL, run, write_job
+from trainer_test_support import ACCEL, read_metrics, run, write_job
 
 _DTYPES = {"F32": torch.float32, "I64": torch.int64}
 
@@ -49,3 +50,18 @@ def launch_program(tmp, name, program, world, micro, accum, steps, strategy):
     out = os.path.join(tmp, name)
     path = write_job(os.path.join(tmp, name + ".yaml"), program_job(program, out, world, micro, accum, steps, strategy))
     return run([ACCEL, "launch", path], cwd=tmp), out
+
+
+def check_against_reference(test, name, out, ref_losses, ref_weights, loss_rtol, weight_atol):
+    """Asserts on `test` that the run in `out` has the reference's step count and tensor names, its
+    per-step losses within loss_rtol (relative) and its final weights within weight_atol (absolute);
+    returns (largest relative loss difference, largest absolute weight difference)."""
+    losses = [r["loss"] for r in read_metrics(out)]
+    test.assertEqual(len(losses), len(ref_losses))
+    loss_diff = max(abs(a - b) / abs(b) for a, b in zip(losses, ref_losses))
+    weights = read_safetensors(os.path.join(out, "model.safetensors"))
+    test.assertEqual(sorted(weights), sorted(ref_weights))
+    weight_diff = max((weights[k] - ref_weights[k]).abs().max().item() for k in weights)
+    test.assertLessEqual(loss_diff, loss_rtol, f"{name}: losses {losses} vs {ref_losses}")
+    test.assertLessEqual(weight_diff, weight_atol, name)
+    return loss_diff, weight_diff

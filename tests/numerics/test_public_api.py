@@ -13,7 +13,7 @@ import os
 import tempfile
 import unittest
 
-from api_test_support import launch_program, read_safetensors
+from api_test_support import check_against_reference, launch_program, read_safetensors
 from trainer_test_support import ROOT, describe, read_metrics
 
 EXAMPLE = os.environ.get("ACCEL_EXAMPLE_MINIMAL") or os.path.join(ROOT, "build", "examples", "minimal",
@@ -61,15 +61,8 @@ class PublicApiAgreement(unittest.TestCase):
                 with self.subTest(name):
                     proc, out = launch(tmp, name, 2, micro, accum, strategy)
                     self.assertEqual(proc.returncode, 0, describe(proc))
-                    losses = [r["loss"] for r in read_metrics(out)]
-                    self.assertEqual(len(losses), STEPS)
-                    loss_diff = max(abs(a - b) / abs(b) for a, b in zip(losses, ref_losses))
-                    weights = read_safetensors(os.path.join(out, "model.safetensors"))
-                    self.assertEqual(sorted(weights), sorted(ref_weights))
-                    weight_diff = max((weights[k] - ref_weights[k]).abs().max().item() for k in weights)
-                    worst[name] = (loss_diff, weight_diff)
-                    self.assertLessEqual(loss_diff, LOSS_RTOL, f"{name}: losses {losses} vs {ref_losses}")
-                    self.assertLessEqual(weight_diff, WEIGHT_ATOL, name)
+                    worst[name] = check_against_reference(self, name, out, ref_losses, ref_weights, LOSS_RTOL,
+                                                          WEIGHT_ATOL)
             print("\nlargest relative loss / absolute weight difference against world 1:")
             for name, (l, w) in worst.items():
                 print(f"  {name:14s} {l:.3g} {w:.3g}")

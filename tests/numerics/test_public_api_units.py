@@ -16,7 +16,7 @@ import os
 import tempfile
 import unittest
 
-from api_test_support import launch_program, read_safetensors
+from api_test_support import check_against_reference, launch_program, read_safetensors
 from trainer_test_support import ROOT, describe, read_metrics
 
 EXAMPLE = os.environ.get("ACCEL_EXAMPLE_UNITS") or os.path.join(ROOT, "build", "examples", "units",
@@ -80,15 +80,8 @@ class UnitsAgreement(unittest.TestCase):
                     if sharded:  # the start-up line: parameters partitioned, only the root kept gathered
                         self.assertIn("gradients, parameters", proc.stdout + proc.stderr)
                         self.assertIn("; 1 small units stay gathered", proc.stdout + proc.stderr)
-                    losses = [r["loss"] for r in read_metrics(out)]
-                    self.assertEqual(len(losses), STEPS)
-                    loss_diff = max(abs(a - b) / abs(b) for a, b in zip(losses, ref_losses))
-                    weights = read_safetensors(os.path.join(out, "model.safetensors"))
-                    self.assertEqual(sorted(weights), sorted(ref_weights))
-                    weight_diff = max((weights[k] - ref_weights[k]).abs().max().item() for k in weights)
-                    worst[name] = (loss_diff, weight_diff)
-                    self.assertLessEqual(loss_diff, LOSS_RTOL, f"{name}: losses {losses} vs {ref_losses}")
-                    self.assertLessEqual(weight_diff, WEIGHT_ATOL, name)
+                    worst[name] = check_against_reference(self, name, out, ref_losses, ref_weights, LOSS_RTOL,
+                                                          WEIGHT_ATOL)
             print("\nlargest relative loss / absolute weight difference against world 1:")
             for name, (l, w) in worst.items():
                 print(f"  {name:20s} {l:.3g} {w:.3g}")
