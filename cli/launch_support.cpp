@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include "runtime/config/default_keys.hpp"
 #include "runtime/config/dump.hpp"
 #include "runtime/launch/cluster_env.hpp"
 #include "runtime/launch/launch_plan.hpp"
@@ -29,6 +30,15 @@ std::string write_resolved_job(const config::LoadedJob& loaded) {
   fs::path path = dir / (machine == 0 ? std::string("job.resolved.yaml")
                                       : "job.resolved.machine" + std::to_string(machine) + ".yaml");
   fs::path tmp = dir / (path.filename().string() + ".tmp." + std::to_string(::getpid()));
+  // First the keys that kept their default (workers tell them from keys the user set), then the job.
+  fs::path defaults = config::default_keys_path(path.string());
+  fs::path defaults_tmp = defaults.string() + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(defaults_tmp);
+    out << config::default_keys_text(loaded);
+    if (!out) throw RunError("cannot write " + defaults_tmp.string());
+  }
+  fs::rename(defaults_tmp, defaults);
   {
     std::ofstream out(tmp);
     out << "# the job as accel launch resolved it (defaults, file, ACCEL_* environment, --set); "

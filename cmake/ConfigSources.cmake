@@ -13,6 +13,7 @@ set(ACCEL_CONFIG_SOURCES
   runtime/config/dump.cpp
   runtime/config/suggest.cpp
   runtime/config/job_loader.cpp
+  runtime/config/default_keys.cpp
   runtime/config/import_accelerate.cpp
   runtime/config/import_deepspeed.cpp
   runtime/config/backend_translation.cpp

@@ -119,6 +119,12 @@ class Accelerator {
   PreparedOptimizer& prepare(torch::nn::Module& model, torch::optim::Optimizer& optimizer);
   // One line: the strategy, units, what is sharded.
   std::string describe() const;
+  // This rank's model-state memory as the backend holds it, in bytes, by part: params (replicated
+  // or kept), param_shards, grads, grad_shard, master, optimizer_states, live_params_peak and
+  // live_grads_peak (transient unit buffers at their peak), nvme_* when offloaded. From the storage
+  // of the backend's tensors, not the process's resident size: what `accel estimate-memory`
+  // predicts. Empty before prepare().
+  std::map<std::string, int64_t> memory_report() const;
 
   // This rank's rows of a dataset of `size` rows (see sampler.hpp); shuffled per epoch with the
   // job's seed when `shuffle`.

@@ -10,6 +10,7 @@
 #include "runtime/comm/host_staged_communicator.hpp"
 #include "runtime/comm/nccl_communicator.hpp"
 #include "runtime/common/errors.hpp"
+#include "runtime/config/default_keys.hpp"
 
 namespace accel::worker {
 namespace {
@@ -44,6 +45,7 @@ WorkerContext start_worker() {
   options.environment = config::accel_environment();
   options.check_paths = false;  // the launcher checked them before spawning
   ctx.job = config::load_job(options);
+  config::restore_default_origins(ctx.job);  // the resolved job lists every key; which were the user's
   ctx.world = comm::world_info_from_env(comm::process_environment());
 
   const auto& job = ctx.job.job;

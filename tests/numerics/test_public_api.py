@@ -3,11 +3,12 @@ optimizer and loop, run through `accel launch` (`program:`) under every strategy
 world 2, against the same program at world 1 without sharding.
 
 PublicApiAgreement: ddp, deepspeed zero_stage 1 and 2, fsdp SHARD_GRAD_OP and NO_SHARD at world 2
-(micro batch 4), and ddp and zero_stage 2 with accumulation (micro batch 2, 2 micro-steps), each
-with the same global batch of 8 rows per step as the world-1 run (micro batch 8): per-step losses
+(micro batch 4), ddp and zero_stage 2 with accumulation (micro batch 2, 2 micro-steps), and
+zero_stage 2 at world 4 (micro batch 2), each with the same global batch of 8 rows per step as the world-1 run (micro batch 8): per-step losses
 and final weights agree within fp32 reassociation.
 PublicApiRefusals: zero_stage 3 and FULL_SHARD stop the run (exit 1) with the message naming
-design B and its fix (wrap the blocks in accel::Unit<>: test_public_api_units.py), before any step.
+design B and its fix (wrap the blocks in accel::Unit<>: test_public_api_units.py), before any step;
+so does an fsdp.transformer_layer_cls_to_wrap class set in the job that the model lacks.
 """
 import os
 import tempfile
@@ -39,8 +40,8 @@ def zero(stage):
     return {"backend": "deepspeed", "deepspeed": {"zero_stage": stage}}
 
 
-def fsdp(strategy):
-    return {"backend": "fsdp", "fsdp": {"sharding_strategy": strategy}}
+def fsdp(strategy, **keys):
+    return {"backend": "fsdp", "fsdp": {"sharding_strategy": strategy, **keys}}
 
 
 class PublicApiAgreement(unittest.TestCase):
@@ -56,10 +57,12 @@ class PublicApiAgreement(unittest.TestCase):
             cases = [("ddp", DDP, 4, 1), ("zero1", zero(1), 4, 1), ("zero2", zero(2), 4, 1),
                      ("shard_grad_op", fsdp("SHARD_GRAD_OP"), 4, 1), ("no_shard", fsdp("NO_SHARD"), 4, 1),
                      ("ddp_accum", DDP, 2, 2), ("zero2_accum", zero(2), 2, 2)]
+            cases = [(name, strategy, 2, micro, accum) for name, strategy, micro, accum in cases]
+            cases.append(("zero2_world4", zero(2), 4, 2, 1))  # four 2-row shards of each global batch
             worst = {}
-            for name, strategy, micro, accum in cases:
+            for name, strategy, world, micro, accum in cases:
                 with self.subTest(name):
-                    proc, out = launch(tmp, name, 2, micro, accum, strategy)
+                    proc, out = launch(tmp, name, world, micro, accum, strategy)
                     self.assertEqual(proc.returncode, 0, describe(proc))
                     worst[name] = check_against_reference(self, name, out, ref_losses, ref_weights, LOSS_RTOL,
                                                           WEIGHT_ATOL)
@@ -81,6 +84,16 @@ class PublicApiRefusals(unittest.TestCase):
                     self.assertIn("design B", text)
                     self.assertIn("wrap the blocks in accel::Unit<>", text)
                     self.assertFalse(os.path.exists(os.path.join(out, "metrics.jsonl")))
+
+    def test_a_wrap_class_the_user_names_must_exist(self):
+        # Set in the job, a class the model lacks stops the run naming the classes it has; at its
+        # default (Block) it would fall back to one unit per child (the launcher's .defaults list).
+        with tempfile.TemporaryDirectory() as tmp:
+            proc, out = launch(tmp, "no_such_class", 2, 4, 1,
+                               fsdp("SHARD_GRAD_OP", transformer_layer_cls_to_wrap="GPT2Block"))
+            self.assertEqual(proc.returncode, 1, describe(proc))
+            self.assertIn("fsdp.transformer_layer_cls_to_wrap: no module of class GPT2Block", proc.stdout + proc.stderr)
+            self.assertFalse(os.path.exists(os.path.join(out, "metrics.jsonl")))
 
 
 if __name__ == "__main__":

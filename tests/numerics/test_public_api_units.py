@@ -7,7 +7,7 @@ UnitsAgreement: deepspeed zero_stage 3 (its default prefetch, and none), fsdp FU
 forward prefetch and BACKWARD_POST too, and with activation_checkpointing) and HYBRID_SHARD at
 world 2 (micro batch 4); zero_stage 3 and FULL_SHARD (also with activation_checkpointing) with
 accumulation (micro batch 2, 2 micro-steps); ddp, zero_stage 1 and 2 with the wrappers as
-plain calls. Each has the same global batch of 8 rows per step as the world-1 run (micro batch 8):
+plain calls; FULL_SHARD at world 4 (micro batch 2). Each has the same global batch of 8 rows per step as the world-1 run (micro batch 8):
 per-step losses and final weights agree within fp32 reassociation.
 UnitsRefusals: mixed_precision bf16, and activation_checkpointing under SHARD_GRAD_OP, are refused
 for a prepared module even with wrappers (exit 1, the key named, before any step).
@@ -72,10 +72,12 @@ class UnitsAgreement(unittest.TestCase):
                      ("full_shard_recompute_accum", fsdp("FULL_SHARD", activation_checkpointing=True), 2, 2,
                       "parameters"),
                      ("ddp", DDP, 4, 1, None), ("zero1", zero(1), 4, 1, None), ("zero2", zero(2), 4, 1, None)]
+            cases = [(name, strategy, 2, micro, accum, sharded) for name, strategy, micro, accum, sharded in cases]
+            cases.append(("full_shard_world4", fsdp("FULL_SHARD"), 4, 2, 1, "parameters"))
             worst = {}
-            for name, strategy, micro, accum, sharded in cases:
+            for name, strategy, world, micro, accum, sharded in cases:
                 with self.subTest(name):
-                    proc, out = launch(tmp, name, 2, micro, accum, strategy)
+                    proc, out = launch(tmp, name, world, micro, accum, strategy)
                     self.assertEqual(proc.returncode, 0, describe(proc))
                     if sharded:  # the start-up line: parameters partitioned, only the root kept gathered
                         self.assertIn("gradients, parameters", proc.stdout + proc.stderr)

@@ -6,7 +6,9 @@
 #     the installed tree and against the build tree;
 #  3. the installed launcher runs the installed-tree build at world 2 (deepspeed zero_stage 2), and its
 #     losses and final weights are bitwise those of the in-tree example (the same code and library);
-#  4. a torch of another version is refused at configure time with a message naming both versions.
+#  4. a torch of another version is refused at configure time with a message naming both versions;
+#  5. every other example (examples/*/) builds as a project of its own against the installed tree, and
+#     the installed launcher runs it under its own job.yaml for 2 steps.
 # Usage: outside_project.sh <accel build dir> <accel source dir> <in-tree accel_example_minimal>
 set -euo pipefail
 build=$(cd "$1" && pwd); src=$(cd "$2" && pwd); in_tree_example=$3
@@ -64,4 +66,24 @@ if cmake -S "$src/examples/minimal" -B "$work/minimal_wrong_torch" -Daccel_DIR="
 fi
 grep -q "built against torch 2.11" "$work/configure_wrong_torch.log" && grep -q "found torch 2.10.0" "$work/configure_wrong_torch.log" ||
   { cat "$work/configure_wrong_torch.log"; fail "the refusal does not name both versions"; }
-echo "package: install, find_package from both trees, bitwise-equal run, torch version check: ok"
+
+echo "== 5. the other examples, built against the installed tree and run"
+for dir in "$src"/examples/*/; do
+  name=$(basename "$dir"); [ "$name" = minimal ] && continue
+  [ -f "$dir/CMakeLists.txt" ] || continue
+  cmake -S "$dir" -B "$work/${name}_install" -DCMAKE_BUILD_TYPE=RelWithDebInfo $launcher \
+        -Daccel_DIR="$work/prefix/lib/cmake/accel" > "$work/configure_$name.log" 2>&1 || { cat "$work/configure_$name.log"; fail "configure $name"; }
+  cmake --build "$work/${name}_install" -j 1 > "$work/build_$name.log" 2>&1 || { tail -30 "$work/build_$name.log"; fail "build $name"; }
+  binary="$work/${name}_install/accel_example_$name"
+  [ -x "$binary" ] || fail "examples/$name builds no accel_example_$name"
+  # Its job as written, with the program built here, its own output directory and 2 steps.
+  sed -e "s#\./examples/$name/accel_example_$name#$binary#" -e "s#output_dir:.*#output_dir: $work/run_$name#" \
+      -e "s#max_steps:.*#max_steps: 2#" "$dir/job.yaml" > "$work/run_$name.yaml"
+  # llama reads a token file (its job names runs/llama/tokens.bin): byte tokens of accel's README.
+  [ -f "$dir/make_tokens.py" ] && python3 "$dir/make_tokens.py" "$work/runs/$name/tokens.bin" "$src/README.md" > /dev/null
+  (cd "$work" && "$work/prefix/bin/accel" launch "$work/run_$name.yaml" > "$work/run_$name.log" 2>&1) ||
+    { tail -20 "$work/run_$name.log"; fail "accel launch examples/$name"; }
+  [ "$(wc -l < "$work/run_$name/metrics.jsonl")" -eq 2 ] || fail "examples/$name: expected 2 metrics records"
+  echo "examples/$name: built against the installed tree, 2 steps run"
+done
+echo "package: install, find_package from both trees, bitwise-equal run, torch version check, every example: ok"

@@ -335,6 +335,15 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
 
 std::string Accelerator::describe() const { return state_->backend ? state_->backend->describe() : "not prepared"; }
 
+std::map<std::string, int64_t> Accelerator::memory_report() const {
+  std::map<std::string, int64_t> out;
+  if (!state_->backend) return out;
+  const nlohmann::json report = state_->backend->memory_report();  // items() does not keep a temporary alive
+  for (const auto& [part, bytes] : report.items())
+    if (bytes.is_number_integer()) out[part] = bytes.get<int64_t>();
+  return out;
+}
+
 DistributedSampler Accelerator::sampler(size_t size, bool shuffle) const {
   return DistributedSampler(size, world_size(), rank(), shuffle, state_->training.seed);
 }

@@ -1,0 +1,208 @@
+"""examples/llama end to end (issue 16): a Llama-style decoder (RMSNorm, rotary embeddings, SwiGLU,
+an output layer tied to the token embedding, two param groups and a scheduled learning rate) whose
+layers are accel::Unit<> wrappers, trained on an llm.c token file through `accel launch`.
+
+LlamaAgreement: against the same program at world 1 under ddp (micro batch 8): at world 2 (micro
+batch 4) ddp, deepspeed zero_stage 1, 2 and 3, fsdp FULL_SHARD and SHARD_GRAD_OP; with accumulation
+(micro batch 2 x 2 micro-steps) zero_stage 3, FULL_SHARD and zero_stage 1; at world 4 (micro batch 2)
+FULL_SHARD and HYBRID_SHARD as 2 machines x 2 processes on loopback. Per-step losses and final
+weights (the tied weight once, under its first name) agree within fp32 reassociation.
+LlamaResume: a zero_stage 3 run at world 2 saves its state after step 4 and stops; fsdp FULL_SHARD at
+world 4 resumes it (training.resume) and steps 5-8 and the final weights match the uninterrupted
+zero_stage 3 run (the same global batch of 8 windows per step, split 2 x 4 and then 4 x 2).
+LlamaMemory: the model states rank 0 holds under zero_stage 3 at world 2 (Accelerator::memory_report)
+against `accel estimate-memory --params N` for the example's parameter count.
+"""
+import json
+import os
+import random
+import socket
+import struct
+import subprocess
+import tempfile
+import unittest
+
+from api_test_support import check_against_reference, program_job, read_safetensors
+from trainer_test_support import ACCEL, ROOT, clean_env, describe, read_metrics, run, write_job
+
+EXAMPLE = os.environ.get("ACCEL_EXAMPLE_LLAMA") or os.path.join(ROOT, "build", "examples", "llama",
+                                                                "accel_example_llama")
+STEPS = 8
+# The example's model: vocabulary 256, 4 layers of width 128 (4 heads), SwiGLU hidden 352.
+LAYER_PARAMS = 4 * 128 * 128 + 3 * 128 * 352 + 2 * 128
+PARAMS = 256 * 128 + 4 * LAYER_PARAMS + 128
+
+# As in test_public_api_units.py: each step's loss is a mean over the same 8 windows summed in
+# another order (two 4-row means averaged, or four 2-row means), so gradients differ from world 1's
+# by fp32 reassociation (~1e-7 relative); AdamW carries that into the weights over 8 steps. Gathers,
+# shards and the tied weight's single gradient move values bit for bit, so sharding adds no error.
+# Cross-entropy over 256 classes and attention softmaxes amplify a little more than the MLP
+# examples' MSE: the bounds are the same as theirs, the measured figures are printed.
+LOSS_RTOL = 1e-5
+WEIGHT_ATOL = 2e-5
+# A resume that replays other data misses by far more (the windows' losses differ by percents).
+CONTROL_MIN_LOSS_RDIFF = 1e-3
+
+
+def write_tokens(path, count=40000):
+    """An llm.c token file of byte tokens: words drawn from a fixed list with a fixed seed."""
+    rng = random.Random(5)
+    words = ("the model shards its states across ranks while each layer gathers weights before use and "
+             "frees them after gradients are reduced").split()
+    text = " ".join(rng.choice(words) for _ in range(count // 5)).encode()[:count]
+    with open(path, "wb") as f:
+        f.write(struct.pack("<3i", 20240520, 1, len(text)) + bytes(4 * 253))
+        f.write(struct.pack(f"<{len(text)}H", *text))
+
+
+DDP = {"backend": "ddp"}
+
+
+def zero(stage):
+    # Units below DeepSpeed's default persistence threshold (1e5 values per parameter) stay gathered:
+    # 0 makes stage 3 release each layer, as FSDP does.
+    return {"backend": "deepspeed", "deepspeed": {"zero_stage": stage, "stage3_param_persistence_threshold": 0}}
+
+
+def fsdp(strategy, **keys):
+    return {"backend": "fsdp", "fsdp": {"sharding_strategy": strategy, **keys}}
+
+
+def launch(tmp, name, world, micro, accum, strategy, args=(), machines=1, **extra):
+    """accel launch of the example; with machines > 1, that many launchers on loopback."""
+    out = os.path.join(tmp, name)
+    j = program_job(EXAMPLE, out, world, micro, accum, STEPS, strategy)
+    j["program"] = [EXAMPLE, os.path.join(tmp, "tokens.bin"), *args]
+    j.update(extra)
+    if machines == 1:
+        return run([ACCEL, "launch", write_job(os.path.join(tmp, name + ".yaml"), j)], cwd=tmp), out
+    # Several machines share one job and need a fixed port (0 works for one launcher only).
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    j.update({"num_machines": machines, "main_process_ip": "127.0.0.1", "main_process_port": port})
+    path = write_job(os.path.join(tmp, name + ".yaml"), j)
+    procs = [subprocess.Popen([ACCEL, "launch", path, "--set", f"machine_rank={m}"], cwd=tmp, text=True, env=clean_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for m in range(machines)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    first = subprocess.CompletedProcess(procs[0].args, max(p.returncode for p in procs),
+                                        "".join(o for o, _ in outs), "".join(e for _, e in outs))
+    return first, out
+
+
+class LlamaAgreement(unittest.TestCase):
+    def test_every_strategy_at_world_2_and_4_matches_world_1(self):
+        self.assertTrue(os.access(EXAMPLE, os.X_OK), f"{EXAMPLE} is not built")
+        with tempfile.TemporaryDirectory() as tmp:
+            write_tokens(os.path.join(tmp, "tokens.bin"))
+            proc, ref_out = launch(tmp, "world1", 1, 8, 1, DDP)
+            self.assertEqual(proc.returncode, 0, describe(proc))
+            ref_losses = [r["loss"] for r in read_metrics(ref_out)]
+            self.assertEqual(len(ref_losses), STEPS)
+            self.assertLess(ref_losses[-1], ref_losses[0] - 0.5)  # it learns the byte statistics
+            ref_weights = read_safetensors(os.path.join(ref_out, "model.safetensors"))
+            self.assertIn("layers.3.w_gate.weight", ref_weights)  # the user's names, no wrapper segment
+            self.assertIn("tok_embeddings.weight", ref_weights)
+            self.assertNotIn("output.weight", ref_weights)  # the tied weight, once under its first name
+            self.assertEqual(sum(t.numel() for t in ref_weights.values()), PARAMS)
+            cases = [("ddp", DDP, 2, 4, 1), ("zero1", zero(1), 2, 4, 1), ("zero2", zero(2), 2, 4, 1),
+                     ("zero3", zero(3), 2, 4, 1), ("full_shard", fsdp("FULL_SHARD"), 2, 4, 1),
+                     ("shard_grad_op", fsdp("SHARD_GRAD_OP"), 2, 4, 1),
+                     ("zero3_accum", zero(3), 2, 2, 2), ("full_shard_accum", fsdp("FULL_SHARD"), 2, 2, 2),
+                     ("zero1_accum", zero(1), 2, 2, 2),
+                     ("full_shard_world4", fsdp("FULL_SHARD"), 4, 2, 1)]
+            worst = {}
+            for name, strategy, world, micro, accum in cases:
+                with self.subTest(name):
+                    proc, out = launch(tmp, name, world, micro, accum, strategy)
+                    self.assertEqual(proc.returncode, 0, describe(proc))
+                    worst[name] = check_against_reference(self, name, out, ref_losses, ref_weights, LOSS_RTOL,
+                                                          WEIGHT_ATOL)
+            with self.subTest("hybrid_2x2"):
+                proc, out = launch(tmp, "hybrid_2x2", 4, 2, 1, fsdp("HYBRID_SHARD"), machines=2)
+                self.assertEqual(proc.returncode, 0, describe(proc))
+                worst["hybrid_2x2"] = check_against_reference(self, "hybrid_2x2", out, ref_losses, ref_weights,
+                                                              LOSS_RTOL, WEIGHT_ATOL)
+            print("\nlargest relative loss / absolute weight difference against world 1:")
+            for name, (l, w) in worst.items():
+                print(f"  {name:20s} {l:.3g} {w:.3g}")
+
+
+class LlamaResume(unittest.TestCase):
+    def test_zero3_world_2_checkpoint_resumes_under_full_shard_at_world_4(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            write_tokens(os.path.join(tmp, "tokens.bin"))
+            proc, ref_out = launch(tmp, "uninterrupted", 2, 4, 1, zero(3))
+            self.assertEqual(proc.returncode, 0, describe(proc))
+            ref_losses = [r["loss"] for r in read_metrics(ref_out)]
+            ref_weights = read_safetensors(os.path.join(ref_out, "model.safetensors"))
+            proc, first = launch(tmp, "first_half", 2, 4, 1, zero(3), args=["--stop-after", "4"])
+            self.assertEqual(proc.returncode, 0, describe(proc))
+            saved = [d for d in os.listdir(os.path.join(first, "checkpoints")) if d.startswith("step_")]
+            self.assertEqual(saved, ["step_00000004"])
+            checkpoint = os.path.join(first, "checkpoints", saved[0])
+            self.assertEqual([r["loss"] for r in read_metrics(first)], ref_losses[:4])  # the same job: bitwise
+
+            # Resumed in the same output directory: metrics.jsonl keeps steps 1-4 and gets 5-8 anew.
+            j = program_job(EXAMPLE, first, 4, 2, 1, STEPS, fsdp("FULL_SHARD"))
+            j["program"] = [EXAMPLE, os.path.join(tmp, "tokens.bin")]
+            j["training"]["resume"] = checkpoint
+            proc = run([ACCEL, "launch", write_job(os.path.join(tmp, "resumed.yaml"), j)], cwd=tmp)
+            self.assertEqual(proc.returncode, 0, describe(proc))
+            self.assertIn("accel: loaded " + checkpoint + " (4 steps)", proc.stdout + proc.stderr)
+            self.assertIn("fsdp FULL_SHARD", proc.stdout + proc.stderr)
+            loss_diff, weight_diff = check_against_reference(self, "resumed", first, ref_losses, ref_weights,
+                                                             LOSS_RTOL, WEIGHT_ATOL)
+            print(f"\nresumed under FULL_SHARD at world 4: losses within {loss_diff:.3g} (relative), "
+                  f"weights within {weight_diff:.3g} of the uninterrupted zero_stage 3 run")
+
+
+class LlamaMemory(unittest.TestCase):
+    """Two comparisons, both within 10%:
+    - the persistent model states (ZeRO's sense: the parameters kept, the fp32 gradient shard, the
+      master shard and the AdamW states) against `accel estimate-memory --params N` (the estimate of
+      a bare parameter count, which has no unit sizes and so no live buffers). accel keeps the root
+      (the tied embedding and the final norm, 4% of the values) gathered, which the bare count
+      cannot know: measured +2%;
+    - everything, live unit buffers included, against the estimate given the largest unit
+      (--unit-params) under the same bounds on live parameters and gradient buckets (two layers
+      gathered, one layer's gradients per bucket). With DeepSpeed's default bounds (5e7 values
+      prefetched, 5e8 per bucket) this small model would be gathered whole, as DeepSpeed's would."""
+
+    BOUNDS = {"stage3_max_live_parameters": 2 * LAYER_PARAMS, "stage3_prefetch_bucket_size": LAYER_PARAMS,
+              "reduce_bucket_size": LAYER_PARAMS}
+    PERSISTENT = ("params", "param_shards", "grads", "grad_shard", "master", "optimizer_states")
+
+    def estimate(self, tmp, label, extra):
+        path = os.path.join(tmp, label + ".json")
+        sets = [a for k, v in self.BOUNDS.items() for a in ("--set", f"deepspeed.{k}={v}")]
+        est = run([ACCEL, "estimate-memory", "--params", str(PARAMS), *extra, "--world", "2", "--set",
+                   "backend=deepspeed", "--set", "deepspeed.zero_stage=3", *sets, "--json", path], cwd=tmp)
+        self.assertEqual(est.returncode, 0, describe(est))
+        with open(path) as f:
+            row = next(r for r in json.load(f)["strategies"] if r["name"] == "zero-3")
+        return row["bytes"]["device"] + row["bytes"]["host"]
+
+    def test_zero3_model_states_match_the_estimate(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            write_tokens(os.path.join(tmp, "tokens.bin"))
+            strategy = zero(3)
+            strategy["deepspeed"].update(self.BOUNDS)
+            proc, _ = launch(tmp, "zero3", 2, 4, 1, strategy)
+            self.assertEqual(proc.returncode, 0, describe(proc))
+            line = next(l for l in proc.stdout.splitlines() if "model-state bytes on rank 0:" in l)
+            total = int(line.split(":")[1].split()[0])
+            parts = {k: int(v) for k, v in (p.split() for p in line.split("(")[1].rstrip(")").split(", "))}
+            self.assertEqual(sum(parts.values()), total)
+            persistent = sum(v for k, v in parts.items() if k in self.PERSISTENT)
+            bare = self.estimate(tmp, "bare", [])
+            with_units = self.estimate(tmp, "units", ["--unit-params", str(LAYER_PARAMS)])
+            print(f"\n{line.strip()}\n  persistent {persistent} bytes vs estimate-memory --params {PARAMS}: {bare} "
+                  f"({(persistent - bare) / bare:+.1%})\n  with live buffers {total} bytes vs --unit-params "
+                  f"{LAYER_PARAMS}: {with_units} ({(total - with_units) / with_units:+.1%})")
+            self.assertLessEqual(abs(persistent - bare) / bare, 0.10)
+            self.assertLessEqual(abs(total - with_units) / with_units, 0.10)
+
+
+if __name__ == "__main__":
+    unittest.main()
