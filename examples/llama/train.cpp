@@ -50,7 +50,10 @@ struct Windows : torch::data::datasets::Dataset<Windows> {
 
 struct RMSNormImpl : torch::nn::Module {
   explicit RMSNormImpl(int64_t c) : weight(register_parameter("weight", torch::ones({c}))) {}
-  torch::Tensor forward(const torch::Tensor& x) { return x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-5) * weight; }
+  torch::Tensor forward(const torch::Tensor& x) {  // in fp32 whatever the compute dtype, as Llama's
+    torch::Tensor f = x.to(torch::kFloat);
+    return (f * torch::rsqrt(f.pow(2).mean(-1, true) + 1e-5)).to(x.scalar_type()) * weight;
+  }
   torch::Tensor weight;
 };
 TORCH_MODULE(RMSNorm);
@@ -58,8 +61,8 @@ TORCH_MODULE(RMSNorm);
 // Rotates the two halves of each head's channels by position-dependent angles.
 torch::Tensor rotate(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
   const int64_t half = x.size(-1) / 2;
-  torch::Tensor a = x.slice(-1, 0, half), b = x.slice(-1, half);
-  return torch::cat({a * cos - b * sin, a * sin + b * cos}, -1);
+  torch::Tensor a = x.slice(-1, 0, half), b = x.slice(-1, half), c = cos.to(x.scalar_type()), s = sin.to(x.scalar_type());
+  return torch::cat({a * c - b * s, a * s + b * c}, -1);
 }
 
 torch::nn::Linear linear(int64_t in, int64_t out) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false)); }
@@ -173,7 +176,7 @@ int main(int argc, char** argv) try {
     if (seen++ < position) continue;  // consumed before the resume
     for (auto& group : adamw.param_groups()) group.options().set_lr(learning_rate(acc.step(), t.max_steps));
     torch::Tensor logits = model->forward(batch.data);
-    torch::Tensor loss = torch::cross_entropy_loss(logits.view({-1, kVocab}), batch.target.view(-1));
+    torch::Tensor loss = torch::cross_entropy_loss(logits.view({-1, kVocab}).to(torch::kFloat), batch.target.view(-1));
     acc.backward(loss);  // accel: was loss.backward()
     ++position;
     loss_sum += loss.item<double>();

@@ -119,6 +119,11 @@ class Accelerator {
   PreparedOptimizer& prepare(torch::nn::Module& model, torch::optim::Optimizer& optimizer);
   // One line: the strategy, units, what is sharded.
   std::string describe() const;
+  // The dtype the prepared module computes in: kBFloat16 under mixed_precision bf16, else kFloat.
+  // Under bf16 the parameters are bf16 (fp32 masters stay with the optimizer shards), and
+  // accel::Unit<> wrappers cast their floating inputs to it; a floating input of the root (outside
+  // every wrapper) is yours to cast: model->forward(x.to(acc.compute_dtype())).
+  torch::Dtype compute_dtype() const;
   // This rank's model-state memory as the backend holds it, in bytes, by part: params (replicated
   // or kept), param_shards, grads, grad_shard, master, optimizer_states, live_params_peak and
   // live_grads_peak (transient unit buffers at their peak), nvme_* when offloaded. From the storage

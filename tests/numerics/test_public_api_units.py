@@ -9,7 +9,7 @@ world 2 (micro batch 4); zero_stage 3 and FULL_SHARD (also with activation_check
 accumulation (micro batch 2, 2 micro-steps); ddp, zero_stage 1 and 2 with the wrappers as
 plain calls; FULL_SHARD at world 4 (micro batch 2). Each has the same global batch of 8 rows per step as the world-1 run (micro batch 8):
 per-step losses and final weights agree within fp32 reassociation.
-UnitsRefusals: mixed_precision bf16, and activation_checkpointing under SHARD_GRAD_OP, are refused
+UnitsRefusals: mixed_precision fp16 (no fp16 kernels on the CPU), and activation_checkpointing under SHARD_GRAD_OP, are refused
 for a prepared module even with wrappers (exit 1, the key named, before any step).
 """
 import os
@@ -90,10 +90,10 @@ class UnitsAgreement(unittest.TestCase):
 
 
 class UnitsRefusals(unittest.TestCase):
-    def test_mixed_precision_and_recompute_with_kept_parameters_are_refused(self):
+    def test_fp16_and_recompute_with_kept_parameters_are_refused(self):
         with tempfile.TemporaryDirectory() as tmp:
             for name, strategy, key in [
-                    ("bf16", {**fsdp("FULL_SHARD"), "mixed_precision": "bf16"}, "mixed_precision bf16"),
+                    ("fp16", {**fsdp("FULL_SHARD"), "mixed_precision": "fp16"}, "mixed_precision fp16"),
                     ("ac", fsdp("SHARD_GRAD_OP", activation_checkpointing=True), "fsdp.activation_checkpointing")]:
                 with self.subTest(name):
                     proc, out = launch(tmp, name, 2, 4, 1, strategy)

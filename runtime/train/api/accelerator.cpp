@@ -252,11 +252,11 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   State& s = *state_;
   if (s.backend) throw RunError("accel: prepare() was called already; prepare one model and optimizer per run");
   const config::JobConfig& job = s.job.job;
-  if (backends::compute_dtype(job) != at::kFloat)
-    throw RunError("accel: mixed_precision " + std::string(config::to_string(job.mixed_precision)) +
-                   " (or model.dtype bf16): a module prepared as it is keeps fp32 parameters, because bf16 ones "
-                   "need their inputs cast at unit boundaries (accel::Unit<>, design B, docs/design/0015); set "
-                   "mixed_precision: no");
+  // bf16 (docs/design/0017): the parameters become bf16 views of the engine's buffers, masters stay
+  // fp32. fp16 needs fp16 kernels, which libtorch's CPU lacks (the CUDA engine, issue 15).
+  if (backends::compute_dtype(job) == at::kHalf)
+    throw RunError("accel: mixed_precision fp16: a prepared module runs on the CPU so far, whose kernels have no "
+                   "fp16 matmul; use mixed_precision: bf16 (same memory, no loss scaling needed) or no");
   const bool wrapped = api::has_unit_wrappers(model);  // accel::Unit<> boundaries (design B)
   if (const std::string refusal = backends::prepared_module_refusal(job, wrapped); !refusal.empty())
     throw RunError("accel: " + refusal);
@@ -320,7 +320,9 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   s.backend->wait_parameters();
   const bool frees_parameters = (job.backend == config::Backend::deepspeed && job.deepspeed.zero_stage >= 3) ||
                                 (job.backend == config::Backend::fsdp && plan.shard_params);
-  if (wrapped && (frees_parameters || plan.activation_checkpointing))
+  // Low precision: the wrappers cast their floating inputs to bf16 (FSDP's cast_forward_inputs).
+  const bool casts_inputs = backends::compute_dtype(job) != at::kFloat;
+  if (wrapped && (frees_parameters || plan.activation_checkpointing || casts_inputs))
     s.unit_sink = api::attach_unit_sink(boundaries, [this, &s]() -> train::UnitHooks* {
       if (s.open) return s.hooks;
       if (!at::GradMode::is_enabled()) return s.backend->eval_hooks();  // evaluation: gather, release
@@ -334,6 +336,8 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
 }
 
 std::string Accelerator::describe() const { return state_->backend ? state_->backend->describe() : "not prepared"; }
+
+torch::Dtype Accelerator::compute_dtype() const { return backends::compute_dtype(state_->job.job); }
 
 std::map<std::string, int64_t> Accelerator::memory_report() const {
   std::map<std::string, int64_t> out;
