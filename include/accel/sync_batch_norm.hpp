@@ -8,8 +8,8 @@
 // Training mode: each channel's mean and biased variance are those of the batch summed over every
 // rank of the current accel::Accelerator's world (one all-reduce of per-channel sums in forward,
 // one in backward), so a world of W ranks with micro batch B normalises, updates running_mean and
-// running_var (momentum, unbiased variance) and back-propagates exactly as one rank with W x B rows
-// would. Collective: every rank must run the same SyncBatchNorm forwards and backwards in the same
+// running_var (momentum, unbiased variance) and back-propagates as one rank with W x B rows would,
+// to fp32 rounding. Collective: every rank must run the same SyncBatchNorm forwards and backwards in the same
 // order. Eval mode (train(false)): no communication, the running statistics (without
 // track_running_stats, this rank's batch's, as PyTorch). With no Accelerator alive, or a world of
 // one, it is plain batch normalisation.

@@ -495,11 +495,6 @@ void Accelerator::register_for_checkpointing(const std::string& name, int64_t& v
 
 namespace detail {
 
-int current_world_size() {
-  comm::Communicator* comm = current_comm.load();
-  return comm ? comm->size() : 1;
-}
-
 void all_reduce_sum(at::Tensor& tensor) {
   comm::Communicator* comm = current_comm.load();
   if (!comm || comm->size() == 1) return;

@@ -1,15 +1,13 @@
 // The world of the Accelerator a process is running, for library code that is not handed one
 // (accel::SyncBatchNorm, include/accel/sync_batch_norm.hpp). Each Accelerator records its
-// communicator when constructed and clears it when destroyed (accelerator.cpp); the latest one
-// still alive is current.
+// communicator when constructed and clears it when destroyed (accelerator.cpp): the one constructed
+// last is current until it goes.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 namespace accel::detail {
 
-// Ranks in the current Accelerator's world; 1 when there is none.
-int current_world_size();
 // In place: `tensor` summed over the current Accelerator's world (any device: staged through the
 // communicator's). Nothing with no Accelerator or a world of one. Collective: every rank calls it
 // in the same order as its other collectives; throws std::runtime_error when the collective fails.
