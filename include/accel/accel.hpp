@@ -3,4 +3,5 @@
 
 #include "accel/accelerator.hpp"
 #include "accel/sampler.hpp"
+#include "accel/sync_batch_norm.hpp"
 #include "accel/unit.hpp"

@@ -9,6 +9,7 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +24,7 @@
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
 #include "runtime/config/overrides.hpp"
+#include "runtime/train/api/current_world.hpp"
 #include "runtime/train/api/state_io.hpp"
 #include "runtime/train/api/unit_policy.hpp"
 #include "runtime/train/api/unit_sink.hpp"
@@ -102,6 +104,9 @@ std::string json_number(double v) {
   return buf;
 }
 
+// The communicator of the Accelerator constructed last and still alive (current_world.hpp).
+std::atomic<comm::Communicator*> current_comm{nullptr};
+
 std::string json_string(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
@@ -171,6 +176,7 @@ Accelerator::Accelerator() : state_(std::make_unique<State>()) {
   state_->job = state_->ctx->job;
   state_->comm = state_->ctx->communicator.get();
   fill_training(state_->job.job, state_->training);
+  current_comm = state_->comm;
 }
 
 Accelerator::Accelerator(const std::string& job_file) : state_(std::make_unique<State>()) {
@@ -195,9 +201,12 @@ Accelerator::Accelerator(const std::string& job_file) : state_(std::make_unique<
     state_->comm = state_->single.get();
   }
   fill_training(state_->job.job, state_->training);
+  current_comm = state_->comm;
 }
 
 Accelerator::~Accelerator() {
+  comm::Communicator* mine = state_->comm;
+  current_comm.compare_exchange_strong(mine, nullptr);  // a later Accelerator's stays current
   if (state_->unit_sink) state_->unit_sink->detach();  // the model's wrappers become plain calls
 }
 
@@ -497,4 +506,18 @@ void Accelerator::register_for_checkpointing(const std::string& name, int64_t& v
       });
 }
 
+namespace detail {
+
+void all_reduce_sum(at::Tensor& tensor) {
+  comm::Communicator* comm = current_comm.load();
+  if (!comm || comm->size() == 1) return;
+  at::NoGradGuard no_grad;
+  // The communicator takes dense tensors on its own device: reduce a copy when this is not one.
+  const bool direct = tensor.device() == comm->device() && tensor.is_contiguous();
+  at::Tensor buffer = direct ? tensor : tensor.to(comm->device()).contiguous();
+  comm->all_reduce(buffer, comm::ReduceOp::Sum)->wait();
+  if (!direct) tensor.copy_(buffer);
+}
+
+}  // namespace detail
 }  // namespace accel

@@ -1,0 +1,157 @@
+"""accel::SyncBatchNorm end to end: examples/cnn (conv blocks with SyncBatchNorm in accel::Unit<Block>
+wrappers, a linear head in the root) run through `accel launch` at world 2 under ddp, deepspeed
+zero_stage 1, 2 and 3 and fsdp FULL_SHARD and SHARD_GRAD_OP, with accumulation under zero_stage 3
+and FULL_SHARD, and at world 4 under zero_stage 3, against the same program at world 1 without
+sharding: per-step losses, final weights and the BatchNorm buffers (running_mean, running_var,
+num_batches_tracked) in model.safetensors.
+
+BatchNorm's statistics are those of one forward's batch, so a run is compared with the world-1 run
+whose forwards see the same global rows: micro batch 8 for world 2 x 4 and world 4 x 2; micro batch 4
+with 2 micro-steps for world 2 x 2 with 2 micro-steps (accumulation normalises over each micro-step's
+rows, in PyTorch too). The fsdp jobs rely on the default wrap policy (transformer_layer_cls_to_wrap:
+Block), which names the example's block class.
+
+Negative control: the same program with plain torch::nn::BatchNorm2d (--local-bn, each rank
+normalises over its own 4 rows) at world 2 must miss world 1's losses by far more than the tolerance.
+"""
+import os
+import tempfile
+import unittest
+
+from api_test_support import check_against_reference, launch_program, program_job, read_safetensors
+from trainer_test_support import ACCEL, describe, read_metrics, run, write_job, ROOT
+
+EXAMPLE = os.environ.get("ACCEL_EXAMPLE_CNN") or os.path.join(ROOT, "build", "examples", "cnn", "accel_example_cnn")
+STEPS = 16
+
+# Losses and weights: as for examples/minimal and units (test_public_api*.py). Each step's gradient
+# is world 1's up to fp32 reassociation: the batch statistics come from double sums (identical after
+# rounding to fp32 whatever the split), but SyncBatchNorm's backward sums, the convolutions' weight
+# gradients and the loss mean add per-rank partial sums in another order (~1e-7 relative). AdamW
+# (lr 3e-3) carries that into the weights; its update m / (sqrt(v) + eps) does not shrink with the
+# gradient, so the rounding of small gradients passes into the weights undamped. Gathers and
+# releases move fp32 values bit for bit. Measured over 16 steps: losses at most 1.6e-7; weights at
+# most 5.4e-6, in head.weight (every other tensor within 4e-7).
+LOSS_RTOL = 1e-5
+WEIGHT_ATOL = 2e-5
+# Running statistics: computed from the same activations, so they carry the weights' drift (as do the
+# weights, they also fall under WEIGHT_ATOL in check_against_reference); relative to the value where
+# it exceeds 1. Measured at most 5.9e-7. num_batches_tracked must be equal.
+BUFFER_RTOL = 1e-5
+# The negative control: plain BatchNorm2d normalises over 4 rows instead of 8, a different function
+# from the first step; its losses must miss by at least this (100 x LOSS_RTOL).
+LOCAL_BN_MIN_MISS = 1e-3
+
+BUFFER_SUFFIXES = (".running_mean", ".running_var", ".num_batches_tracked")
+
+
+def zero(stage):
+    # The blocks (<1e5 values) are under DeepSpeed's default persistence threshold, which would keep
+    # them gathered: 0 makes stage 3 release every block, as FSDP does.
+    return {"backend": "deepspeed", "deepspeed": {"zero_stage": stage, "stage3_param_persistence_threshold": 0}}
+
+
+def fsdp(strategy):
+    return {"backend": "fsdp", "fsdp": {"sharding_strategy": strategy}}
+
+
+DDP = {"backend": "ddp"}
+
+
+def split(tensors):
+    params = {k: v for k, v in tensors.items() if not k.endswith(BUFFER_SUFFIXES)}
+    buffers = {k: v for k, v in tensors.items() if k.endswith(BUFFER_SUFFIXES)}
+    return params, buffers
+
+
+def launch(tmp, name, world, micro, accum, strategy, args=()):
+    if not args:
+        return launch_program(tmp, name, EXAMPLE, world, micro, accum, STEPS, strategy)
+    out = os.path.join(tmp, name)
+    job = program_job(EXAMPLE, out, world, micro, accum, STEPS, strategy)
+    job["program"] = [EXAMPLE, *args]
+    return run([ACCEL, "launch", write_job(os.path.join(tmp, name + ".yaml"), job)], cwd=tmp), out
+
+
+class CnnAgreement(unittest.TestCase):
+    def reference(self, tmp, name, micro, accum):
+        proc, out = launch(tmp, name, 1, micro, accum, DDP)
+        self.assertEqual(proc.returncode, 0, describe(proc))
+        losses = [r["loss"] for r in read_metrics(out)]
+        self.assertEqual(len(losses), STEPS)
+        self.assertLess(sum(losses[-4:]), sum(losses[:4]))  # it trains (single steps are noisy at 8 rows)
+        tensors = read_safetensors(os.path.join(out, "model.safetensors"))
+        self.assertIn("h.2.conv.weight", tensors)  # the user's names, no wrapper segment
+        self.assertEqual(tensors["h.0.norm.num_batches_tracked"].item(), STEPS * accum)  # one per forward
+        return losses, tensors
+
+    def check_buffers(self, name, tensors, ref):
+        """Largest running-statistics difference relative to the reference's magnitude; counts exact."""
+        _, buffers = split(tensors)
+        _, ref_buffers = split(ref)
+        self.assertEqual(sorted(buffers), sorted(ref_buffers))
+        worst = 0.0
+        for k, v in buffers.items():
+            if k.endswith(".num_batches_tracked"):
+                self.assertEqual(v.item(), ref_buffers[k].item(), f"{name}: {k}")
+                continue
+            worst = max(worst, ((v - ref_buffers[k]).abs() / ref_buffers[k].abs().clamp_min(1)).max().item())
+        self.assertLessEqual(worst, BUFFER_RTOL, name)
+        return worst
+
+    def test_sync_batch_norm_at_world_2_and_4_matches_world_1(self):
+        self.assertTrue(os.access(EXAMPLE, os.X_OK), f"{EXAMPLE} is not built")
+        with tempfile.TemporaryDirectory() as tmp:
+            refs = {1: self.reference(tmp, "world1", 8, 1), 2: self.reference(tmp, "world1_accum", 4, 2)}
+            cases = [("ddp", DDP, 2, 4, 1), ("zero1", zero(1), 2, 4, 1), ("zero2", zero(2), 2, 4, 1),
+                     ("zero3", zero(3), 2, 4, 1), ("full_shard", fsdp("FULL_SHARD"), 2, 4, 1),
+                     ("shard_grad_op", fsdp("SHARD_GRAD_OP"), 2, 4, 1),
+                     ("zero3_accum", zero(3), 2, 2, 2), ("full_shard_accum", fsdp("FULL_SHARD"), 2, 2, 2),
+                     ("zero3_world4", zero(3), 4, 2, 1)]
+            worst = {}
+            for name, strategy, world, micro, accum in cases:
+                with self.subTest(name):
+                    proc, out = launch(tmp, name, world, micro, accum, strategy)
+                    self.assertEqual(proc.returncode, 0, describe(proc))
+                    if name.startswith(("zero3", "full_shard")):  # parameters partitioned, the head kept
+                        self.assertIn("gradients, parameters", proc.stdout + proc.stderr)
+                        self.assertIn("; 1 small units stay gathered", proc.stdout + proc.stderr)
+                    ref_losses, ref_tensors = refs[accum]
+                    loss_diff, _ = check_against_reference(self, name, out, ref_losses, ref_tensors, LOSS_RTOL,
+                                                           WEIGHT_ATOL)
+                    tensors = read_safetensors(os.path.join(out, "model.safetensors"))
+                    params, _ = split(tensors)
+                    ref_params, _ = split(ref_tensors)
+                    weight_diff = max((params[k] - ref_params[k]).abs().max().item() for k in params)
+                    worst[name] = (loss_diff, weight_diff, self.check_buffers(name, tensors, ref_tensors))
+
+            # The negative control: per-rank batch statistics are another network.
+            proc, out = launch(tmp, "local_bn", 2, 4, 1, DDP, args=["--local-bn"])
+            self.assertEqual(proc.returncode, 0, describe(proc))
+            losses = [r["loss"] for r in read_metrics(out)]
+            ref_losses = refs[1][0]
+            miss = max(abs(a - b) / abs(b) for a, b in zip(losses, ref_losses))
+            self.assertGreater(miss, LOCAL_BN_MIN_MISS, f"plain BatchNorm2d at world 2 matched world 1: {losses}")
+            with self.assertRaises(AssertionError):
+                check_against_reference(self, "local_bn", out, ref_losses, refs[1][1], LOSS_RTOL, WEIGHT_ATOL)
+            # What it is instead: each rank normalises its own 4 rows, as world 1 does with 2 micro-steps
+            # of 4 rows, so its losses and weights are those (not its buffers: rank 0's saw only its rows).
+            local_miss = max(abs(a - b) / abs(b) for a, b in zip(losses, refs[2][0]))
+            local_params, _ = split(read_safetensors(os.path.join(out, "model.safetensors")))
+            accum_params, _ = split(refs[2][1])
+            local_weights = max((local_params[k] - accum_params[k]).abs().max().item() for k in local_params)
+            self.assertLessEqual(local_miss, LOSS_RTOL)
+            self.assertLessEqual(local_weights, WEIGHT_ATOL)
+
+            # Why accumulation has its own reference: BatchNorm over 4 rows is another function than over 8.
+            apart = max(abs(a - b) / abs(b) for a, b in zip(refs[2][0], refs[1][0]))
+            print("\nlargest difference against world 1: relative loss / absolute weight / relative running stats")
+            for name, (l, w, b) in worst.items():
+                print(f"  {name:18s} {l:.3g} {w:.3g} {b:.3g}")
+            print(f"  local_bn (control) relative loss miss {miss:.3g} (must exceed {LOCAL_BN_MIN_MISS:g})")
+            print(f"  world 1 at micro 4 x 2 against micro 8 x 1: relative loss difference {apart:.3g}")
+            print(f"  local_bn against world 1 at micro 4 x 2: {local_miss:.3g} {local_weights:.3g}")
+
+
+if __name__ == "__main__":
+    unittest.main()
