@@ -10,6 +10,7 @@ weights (the tied weight once, under its first name) agree within fp32 reassocia
 LlamaResume: a zero_stage 3 run at world 2 saves its state after step 4 and stops; fsdp FULL_SHARD at
 world 4 resumes it (training.resume) and steps 5-8 and the final weights match the uninterrupted
 zero_stage 3 run (the same global batch of 8 windows per step, split 2 x 4 and then 4 x 2).
+LlamaBf16: mixed_precision bf16 at world 2 and 4 against bf16 at world 1, within bf16 tolerances.
 LlamaMemory: the model states rank 0 holds under zero_stage 3 at world 2 (Accelerator::memory_report)
 against `accel estimate-memory --params N` for the example's parameter count.
 """
@@ -21,6 +22,8 @@ import struct
 import subprocess
 import tempfile
 import unittest
+
+import torch
 
 from api_test_support import check_against_reference, program_job, read_safetensors
 from trainer_test_support import ACCEL, ROOT, clean_env, describe, read_metrics, run, write_job
@@ -202,6 +205,65 @@ class LlamaMemory(unittest.TestCase):
                   f"{LAYER_PARAMS}: {with_units} ({(total - with_units) / with_units:+.1%})")
             self.assertLessEqual(abs(persistent - bare) / bare, 0.10)
             self.assertLessEqual(abs(total - with_units) / with_units, 0.10)
+
+
+class LlamaBf16(unittest.TestCase):
+    """mixed_precision bf16 for a prepared module (docs/design/0017): bf16 parameters and gradient
+    reductions, fp32 masters. At world 2 (ddp, zero_stage 2 and 3, FULL_SHARD, FULL_SHARD with
+    accumulation) and world 4 (zero_stage 3) against bf16 at world 1.
+
+    Tolerances: splitting the batch changes the bf16 rounding of each gradient (two 4-row bf16
+    gradients averaged in bf16, against one 8-row one), a 2^-8 relative step. Losses are fp32 means
+    over 512 tokens and move far less: bound 1e-3 (a quarter of a bf16 step), measured 1.2e-4.
+    AdamW moves an element by about lr whatever its gradient's size, so that rounding reaches the
+    weights undamped where gradients are small: the bound is on the norm of the weight difference
+    relative to the weights' norm, 5e-3 (measured 2.2e-3). That is half the distance between
+    the bf16 and the fp32 run at world 1 (measured 9.6e-3), so the bound tells the same bf16
+    computation split across ranks from another precision."""
+
+    LOSS_RTOL = 1e-3
+    WEIGHT_RNORM = 5e-3
+
+    def test_bf16_at_world_2_and_4_matches_bf16_at_world_1(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            write_tokens(os.path.join(tmp, "tokens.bin"))
+            proc, out32 = launch(tmp, "fp32", 1, 8, 1, DDP)
+            self.assertEqual(proc.returncode, 0, describe(proc))
+            proc, ref_out = launch(tmp, "bf16_world1", 1, 8, 1, DDP, mixed_precision="bf16")
+            self.assertEqual(proc.returncode, 0, describe(proc))
+            self.assertIn("compute BFloat16", proc.stdout + proc.stderr)
+            losses32 = [r["loss"] for r in read_metrics(out32)]
+            ref_losses = [r["loss"] for r in read_metrics(ref_out)]
+            ref = read_safetensors(os.path.join(ref_out, "model.safetensors"))  # the fp32 masters
+            self.assertTrue(all(t.dtype == torch.float32 for t in ref.values()))
+            to_fp32 = max(abs(a - b) / b for a, b in zip(ref_losses, losses32))
+            self.assertGreater(to_fp32, 0)  # bf16 is in effect
+            self.assertLess(to_fp32, 5e-3)  # and trains as fp32 does, within about one bf16 step
+            worst = {"world1_vs_fp32": (to_fp32, rnorm(ref, read_safetensors(os.path.join(out32, "model.safetensors"))))}
+            for name, strategy, world, micro, accum in [
+                    ("ddp", DDP, 2, 4, 1), ("zero2", zero(2), 2, 4, 1), ("zero3", zero(3), 2, 4, 1),
+                    ("full_shard", fsdp("FULL_SHARD"), 2, 4, 1), ("full_shard_accum", fsdp("FULL_SHARD"), 2, 2, 2),
+                    ("zero3_world4", zero(3), 4, 2, 1)]:
+                with self.subTest(name):
+                    proc, out = launch(tmp, name, world, micro, accum, strategy, mixed_precision="bf16")
+                    self.assertEqual(proc.returncode, 0, describe(proc))
+                    self.assertIn("compute BFloat16", proc.stdout + proc.stderr)
+                    losses = [r["loss"] for r in read_metrics(out)]
+                    self.assertEqual(len(losses), STEPS)
+                    weights = read_safetensors(os.path.join(out, "model.safetensors"))
+                    self.assertEqual(sorted(weights), sorted(ref))
+                    worst[name] = (max(abs(a - b) / b for a, b in zip(losses, ref_losses)), rnorm(weights, ref))
+                    self.assertLessEqual(worst[name][0], self.LOSS_RTOL, f"{losses} vs {ref_losses}")
+                    self.assertLessEqual(worst[name][1], self.WEIGHT_RNORM)
+            print("\nbf16: largest relative loss difference / relative weight-difference norm against bf16 at world 1:")
+            for name, (l, w) in worst.items():
+                print(f"  {name:18s} {l:.3g} {w:.3g}")
+
+
+def rnorm(weights, ref):
+    """||weights - ref|| / ||ref|| over every tensor."""
+    num = sum(((weights[k] - ref[k]) ** 2).sum().item() for k in ref)
+    return (num / sum((ref[k] ** 2).sum().item() for k in ref)) ** 0.5
 
 
 if __name__ == "__main__":

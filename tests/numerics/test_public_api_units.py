@@ -7,10 +7,12 @@ UnitsAgreement: deepspeed zero_stage 3 (its default prefetch, and none), fsdp FU
 forward prefetch and BACKWARD_POST too, and with activation_checkpointing) and HYBRID_SHARD at
 world 2 (micro batch 4); zero_stage 3 and FULL_SHARD (also with activation_checkpointing) with
 accumulation (micro batch 2, 2 micro-steps); ddp, zero_stage 1 and 2 with the wrappers as
-plain calls; FULL_SHARD at world 4 (micro batch 2). Each has the same global batch of 8 rows per step as the world-1 run (micro batch 8):
+plain calls; FULL_SHARD at world 4 (micro batch 2). Each has the same global batch of 8 rows per
+step as the world-1 run (micro batch 8):
 per-step losses and final weights agree within fp32 reassociation.
-UnitsRefusals: mixed_precision fp16 (no fp16 kernels on the CPU), and activation_checkpointing under SHARD_GRAD_OP, are refused
-for a prepared module even with wrappers (exit 1, the key named, before any step).
+UnitsRefusals: mixed_precision fp16 on the CPU (exit 2, a configuration error) and activation_checkpointing
+under SHARD_GRAD_OP (exit 1, from prepare()) are refused for a prepared module even with
+wrappers, the key named, before any step.
 """
 import os
 import tempfile
@@ -91,13 +93,16 @@ class UnitsAgreement(unittest.TestCase):
 
 class UnitsRefusals(unittest.TestCase):
     def test_fp16_and_recompute_with_kept_parameters_are_refused(self):
+        # fp16 on the CPU is a configuration error (exit 2, nothing started); recompute under a
+        # strategy that keeps parameters is refused by prepare() in the program (exit 1).
         with tempfile.TemporaryDirectory() as tmp:
-            for name, strategy, key in [
-                    ("fp16", {**fsdp("FULL_SHARD"), "mixed_precision": "fp16"}, "mixed_precision fp16"),
-                    ("ac", fsdp("SHARD_GRAD_OP", activation_checkpointing=True), "fsdp.activation_checkpointing")]:
+            for name, strategy, code, key in [
+                    ("fp16", {**fsdp("FULL_SHARD"), "mixed_precision": "fp16"}, 2,
+                     "mixed_precision: fp16 is not supported on the CPU"),
+                    ("ac", fsdp("SHARD_GRAD_OP", activation_checkpointing=True), 1, "fsdp.activation_checkpointing")]:
                 with self.subTest(name):
                     proc, out = launch(tmp, name, 2, 4, 1, strategy)
-                    self.assertEqual(proc.returncode, 1, describe(proc))
+                    self.assertEqual(proc.returncode, code, describe(proc))
                     self.assertIn(key, proc.stdout + proc.stderr)
                     self.assertFalse(os.path.exists(os.path.join(out, "metrics.jsonl")))
 
