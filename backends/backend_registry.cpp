@@ -5,6 +5,7 @@
 #include "backends/backend.hpp"
 #include "backends/core/model_replicas.hpp"
 #include "backends/core/sharded_engine.hpp"
+#include "backends/core/unit_grouping.hpp"
 #include "backends/ddp/ddp_backend.hpp"
 #include "backends/fsdp/fsdp_backend.hpp"
 #include "backends/fsdp/fsdp_policy.hpp"
@@ -93,6 +94,18 @@ std::unique_ptr<Backend> make_deepspeed(const config::JobConfig& job, comm::Comm
   policy.prefetch.max_prefetch_units = std::numeric_limits<int>::max();
   policy.prefetch.max_prefetch_numel = ds.stage3_prefetch_bucket_size;
   policy.prefetch.max_live_numel = ds.stage3_max_live_parameters;
+  // Stages 1-2 keep every parameter gathered, so units only set the grain of reductions: pack them
+  // into reduce_bucket_size buckets (one reduce-scatter and one all-gather per bucket). Stage 3's
+  // units are release boundaries and stay as they are.
+  if (ds.zero_stage < 3) {
+    std::vector<int64_t> numels;
+    for (const auto& unit : units) {
+      int64_t n = 0;
+      for (const auto& named : unit.params) n += named.second.numel();
+      numels.push_back(n);
+    }
+    policy.unit_groups = group_by_bucket(numels, ds.reduce_bucket_size);
+  }
   return std::make_unique<ShardedEngine>(comm, std::move(units), optimizer, policy);
 }
 

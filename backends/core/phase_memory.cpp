@@ -6,9 +6,9 @@
 
 namespace accel::backends {
 
-void end_memory_phase() {
+void end_memory_phase(bool trim_heap) {
   UnitBlockAllocator::instance().trim();
-  malloc_trim(0);
+  if (trim_heap) malloc_trim(0);
 }
 
 }  // namespace accel::backends

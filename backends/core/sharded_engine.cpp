@@ -455,7 +455,7 @@ void ShardedEngine::end_micro_step(bool /*sync*/) {
     wait_reductions();
   }
   if (policy_.shard_params) buffers_->release_all();
-  end_memory_phase();  // gradient buffers, gathers, autograd's temporaries: not under the step's buffers
+  end_memory_phase(trims_heap_each_step());  // gradient buffers, gathers (and autograd's temporaries)
 }
 
 double ShardedEngine::unscale_and_clip(double max_norm, double grad_scale) {
@@ -508,7 +508,7 @@ void ShardedEngine::optimizer_step(const std::vector<train::GroupHyper>& groups)
   for (auto& rt : units_)
     if (rt.grad_flat.defined()) rt.grad_flat.zero_();
   if (trace_) trace_->record(TraceEvent::optimizer_step, "");
-  end_memory_phase();  // the nvme staging buffers
+  end_memory_phase(trims_heap_each_step());  // the nvme staging buffers
   masters_changed(false);
 }
 

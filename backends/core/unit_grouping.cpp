@@ -35,6 +35,21 @@ UnitGroups group_by_size(const std::vector<int64_t>& unit_numels, int64_t min_nu
   return groups;
 }
 
+UnitGroups group_by_bucket(const std::vector<int64_t>& unit_numels, int64_t bucket_numel) {
+  UnitGroups backwards;  // buckets from the last unit down
+  int64_t filled = 0;
+  for (int u = int(unit_numels.size()) - 1; u >= 0; --u) {
+    const int64_t n = unit_numels[size_t(u)];
+    if (backwards.empty() || filled + n > bucket_numel) {
+      backwards.push_back({});
+      filled = 0;
+    }
+    backwards.back().insert(backwards.back().begin(), u);
+    filled += n;
+  }
+  return UnitGroups(backwards.rbegin(), backwards.rend());
+}
+
 std::string group_name(const std::vector<std::string>& member_names) {
   std::string name;
   for (size_t i = 0; i < member_names.size(); ++i) name += (i ? "+" : "") + member_names[i];

@@ -28,6 +28,13 @@ UnitGroups one_group_for_all(int units);
 // is a group of its own.
 UnitGroups group_by_size(const std::vector<int64_t>& unit_numels, int64_t min_numel);
 
+// DeepSpeed stages 1-2 (reduce_bucket_size): consecutive units packed into buckets of at most
+// `bucket_numel` values, filled from the last unit backward (the order their gradients are ready
+// in), so the bucket that closes first is reduced while backward goes on and the one holding the
+// embedding (ready last) goes out at the end. A unit above the bound is a bucket of its own. One
+// collective per bucket instead of one per unit: small units cost a collective's latency each.
+UnitGroups group_by_bucket(const std::vector<int64_t>& unit_numels, int64_t bucket_numel);
+
 // The groups an fsdp.auto_wrap_policy asks for, over the model units' sizes: what the fsdp backend
 // builds and what `accel estimate-memory` counts for the FSDP rows.
 UnitGroups groups_for_wrap_policy(config::AutoWrapPolicy policy, int64_t min_num_params,
