@@ -56,6 +56,18 @@ TEST_CASE("unit grouping: one per unit, whole model, and by size with the tail i
   CHECK(accel::backends::group_name({"h.0", "h.1"}) == "h.0+h.1");
 }
 
+TEST_CASE("unit grouping: ZeRO 1-2 buckets fill from the last unit backward", "[sharding][wrap]") {
+  using accel::backends::UnitGroups;
+  using accel::backends::group_by_bucket;
+  const std::vector<int64_t> numels{100, 50, 50, 50, 50, 2};
+  // From the end: final (2) + h.3 (50) = 52; + h.2 would be 102 > 100, so h.2 opens the next bucket.
+  CHECK(group_by_bucket(numels, 100) == UnitGroups{{0}, {1}, {2, 3}, {4, 5}});
+  CHECK(group_by_bucket(numels, 102) == UnitGroups{{0}, {1, 2}, {3, 4, 5}});
+  CHECK(group_by_bucket(numels, 1000) == UnitGroups{{0, 1, 2, 3, 4, 5}});  // a small model: one bucket
+  CHECK(group_by_bucket(numels, 1) == UnitGroups{{0}, {1}, {2}, {3}, {4}, {5}});  // each above: its own
+  CHECK(group_by_bucket({}, 10).empty());
+}
+
 namespace {
 
 using accel::test::tiny_job;
