@@ -341,6 +341,13 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   s.model = &model;
   s.prepared.reset(new PreparedOptimizer(*this, optimizer));
   if (rank() == 0) logging::info("accel: " + s.backend->describe());
+  // A float input reaching a bf16 root layer fails in libtorch with a bare dtype mismatch: say
+  // once, up front, what the program has to do.
+  if (rank() == 0 && casts_inputs)
+    logging::info(std::string("accel: mixed_precision bf16: the module's parameters are now bf16 (fp32 masters stay "
+                              "with the optimizer); ") +
+                  (wrapped ? "accel::Unit<> wrappers cast their floating inputs, " : "") +
+                  "cast floating inputs of the rest yourself: model->forward(x.to(acc.compute_dtype()))");
   return *s.prepared;
 }
 
