@@ -73,7 +73,8 @@ int main(int argc, char** argv) try {
                                               acc.sampler(rows), size_t(t.micro_batch_size));  // accel: sampler
   double loss_sum = 0;
   for (auto& batch : *loader) {
-    torch::Tensor loss = torch::cross_entropy_loss(net->forward(batch.data), batch.target);
+    // The loss in fp32 whatever the compute dtype (under bf16 the logits are bf16).
+    torch::Tensor loss = torch::cross_entropy_loss(net->forward(batch.data).to(torch::kFloat), batch.target);
     acc.backward(loss);                                      // accel: was loss.backward()
     loss_sum += loss.item<double>();
     if (acc.sync_gradients()) {                              // accel: an optimizer step follows

@@ -111,3 +111,28 @@ TEST_CASE("SyncBatchNorm: without track_running_stats eval uses the batch; bad i
 }
 
 ACCEL_ASSERT_CHECK_IS_CATCH();
+
+TEST_CASE("SyncBatchNorm with bf16 parameters and fp32 running statistics (mixed_precision bf16)", "[api][sync_batch_norm]") {
+  // What prepare() leaves under bf16: the parameters bf16 views, the buffers fp32. Training and
+  // eval must run and give plain fp32 batch norm's values to bf16 rounding (2^-8 relative per
+  // rounding; a few roundings per value: 3e-2 of values of order 1).
+  accel::SyncBatchNorm sync(4);
+  torch::nn::BatchNorm2d plain(4);
+  {
+    torch::NoGradGuard no_grad;
+    sync->weight.set_data(sync->weight.to(torch::kBFloat16));
+    sync->bias.set_data(sync->bias.to(torch::kBFloat16));
+  }
+  torch::manual_seed(5);
+  const torch::Tensor x = torch::randn({6, 4, 3, 3});
+  const torch::Tensor y = sync->forward(x.to(torch::kBFloat16));
+  CHECK(y.scalar_type() == torch::kBFloat16);
+  CHECK(torch::allclose(y.to(torch::kFloat), plain->forward(x), 3e-2, 3e-2));
+  CHECK(sync->running_mean.scalar_type() == torch::kFloat);
+  CHECK(torch::allclose(sync->running_mean, plain->running_mean, 1e-2, 1e-3));  // from bf16 inputs
+  sync->eval();
+  plain->eval();
+  const torch::Tensor e = sync->forward(x.to(torch::kBFloat16));
+  CHECK(e.scalar_type() == torch::kBFloat16);
+  CHECK(torch::allclose(e.to(torch::kFloat), plain->forward(x), 3e-2, 3e-2));
+}

@@ -5,6 +5,7 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
@@ -255,6 +256,25 @@ UnitPolicy job_policy(const config::LoadedJob& loaded, const backends::FsdpPlan&
   return policy;
 }
 
+// libtorch's CPU batch norm wants its input, parameters and running statistics in one dtype. Under
+// bf16 the parameters become bf16 while buffers stay fp32 (FSDP keeps BatchNorm in fp32 instead;
+// accel's flat buffers hold one dtype), so a plain BatchNorm would fail at its first forward with a
+// bare dtype error. accel::SyncBatchNorm computes its statistics itself and runs.
+void refuse_plain_batch_norm(torch::nn::Module& model) {
+  for (const auto& item : model.named_modules("", /*include_self=*/true)) {
+    const torch::nn::Module* m = item.value().get();
+    const bool plain = dynamic_cast<const torch::nn::BatchNorm1dImpl*>(m) ||
+                       dynamic_cast<const torch::nn::BatchNorm2dImpl*>(m) ||
+                       dynamic_cast<const torch::nn::BatchNorm3dImpl*>(m);
+    if (plain)
+      throw RunError("accel: mixed_precision bf16: module '" + (item.key().empty() ? std::string("(root)") : item.key()) +
+                     "' is a " + m->name() + ", whose CPU kernel needs its running statistics in the parameters' "
+                     "dtype, and under bf16 the parameters become bf16 while buffers stay fp32; fix: use "
+                     "accel::SyncBatchNorm (the same options and names; it keeps its statistics in fp32), or "
+                     "mixed_precision: no");
+  }
+}
+
 }  // namespace
 
 PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
@@ -266,6 +286,7 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   if (backends::compute_dtype(job) == at::kHalf)
     throw RunError("accel: mixed_precision fp16: a prepared module runs on the CPU so far, whose kernels have no "
                    "fp16 matmul; use mixed_precision: bf16 (same memory, no loss scaling needed) or no");
+  if (backends::compute_dtype(job) == at::kBFloat16) refuse_plain_batch_norm(model);
   const bool wrapped = api::has_unit_wrappers(model);  // accel::Unit<> boundaries (design B)
   if (const std::string refusal = backends::prepared_module_refusal(job, wrapped); !refusal.empty())
     throw RunError("accel: " + refusal);

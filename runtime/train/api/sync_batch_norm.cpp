@@ -62,10 +62,13 @@ struct GlobalNormalize : torch::autograd::Function<GlobalNormalize> {
     const at::Tensor& g = grads[0];  // materialised: zeros when the output was unused
     const auto dims = reduced_dims(g);
     const int64_t channels = g.size(1);
-    at::Tensor sums = at::cat({g.sum(dims), (g * xhat).sum(dims)});
+    // The sums in fp32 whatever the compute dtype (bf16 partial sums rounded per rank would make
+    // the result depend on how the batch is split), then dx in the input's dtype.
+    const at::Tensor gf = g.to(at::kFloat), xf = xhat.to(at::kFloat);
+    at::Tensor sums = at::cat({gf.sum(dims), (gf * xf).sum(dims)});
     detail::all_reduce_sum(sums);  // one collective for both sums
-    const at::Tensor mean_g = sums.slice(0, 0, channels) / count;
-    const at::Tensor mean_gx = sums.slice(0, channels) / count;
+    const at::Tensor mean_g = (sums.slice(0, 0, channels) / count).to(g.scalar_type());
+    const at::Tensor mean_gx = (sums.slice(0, channels) / count).to(g.scalar_type());
     at::Tensor dx = (g - per_channel(mean_g, g) - xhat * per_channel(mean_gx, g)) * per_channel(invstd, g);
     return {dx, at::Tensor(), at::Tensor(), at::Tensor()};
   }
@@ -86,10 +89,14 @@ torch::Tensor SyncBatchNormImpl::forward(const torch::Tensor& input) {
   _check_input_dim(input);
   // Evaluation: no communication (ranks may evaluate different amounts of data), as PyTorch's
   // SyncBatchNorm; the running statistics, or this rank's batch's when none are tracked.
-  if (!is_training())
-    return torch::batch_norm(input, weight, bias, running_mean, running_var,
+  if (!is_training()) {
+    // Under bf16 the parameters are bf16 and the running statistics stay fp32; libtorch's CPU batch
+    // norm wants one dtype, so it reads copies in the input's (momentum 0: nothing is written back).
+    auto as_input = [&](const at::Tensor& t) { return t.defined() ? t.to(input.scalar_type()) : t; };
+    return torch::batch_norm(input, as_input(weight), as_input(bias), as_input(running_mean), as_input(running_var),
                              /*training=*/!options.track_running_stats(), /*momentum=*/0.0, options.eps(),
                              /*cudnn_enabled=*/true);
+  }
 
   double factor = options.momentum().value_or(0.0);
   if (options.track_running_stats()) {
