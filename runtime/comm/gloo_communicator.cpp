@@ -13,6 +13,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 
@@ -58,6 +59,22 @@ std::vector<int64_t> shard_counts(int64_t numel, int world) {
   return counts;
 }
 
+// ProcessGroupGloo::enqueue records every collective in torch's process-wide FlightRecorder, which
+// inserts a new group's status into a shared map before taking its lock (torch 2.11). Two groups in
+// one process (HYBRID_SHARD's splits, or ranks as threads in tests) issuing at once then corrupt
+// that map and crash; so collectives are issued one group at a time. Only the issue is serialized,
+// never the wait.
+std::mutex& backend_issue_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+template <typename Issue>
+c10::intrusive_ptr<c10d::Work> issue_serialized(Issue&& issue) {
+  std::lock_guard<std::mutex> lock(backend_issue_mutex());
+  return issue();
+}
+
 // Avg is reduced as Sum and divided once at the end (finish_average), as the ring kernels do.
 c10d::ReduceOp to_c10d(ReduceOp op) {
   return op == ReduceOp::Max ? c10d::ReduceOp(c10d::ReduceOp::MAX) : c10d::ReduceOp(c10d::ReduceOp::SUM);
@@ -95,7 +112,7 @@ class GlooCommunicator final : public Communicator {
         c10d::AllreduceOptions opts;
         opts.reduceOp = to_c10d(op);
         opts.timeout = timeout_;
-        wait_for(backend_->allreduce(tensors, opts));
+        wait_for(issue_serialized([&] { return backend_->allreduce(tensors, opts); }));
       }
       if (op == ReduceOp::Avg) finish_average(tensor, size_);
     });
@@ -150,7 +167,7 @@ class GlooCommunicator final : public Communicator {
       c10d::BroadcastOptions opts;
       opts.rootRank = root;
       opts.timeout = timeout_;
-      wait_for(backend_->broadcast(tensors, opts));
+      wait_for(issue_serialized([&] { return backend_->broadcast(tensors, opts); }));
     });
   }
 
@@ -169,7 +186,7 @@ class GlooCommunicator final : public Communicator {
       if (size_ == 1) return;
       c10d::BarrierOptions opts;
       opts.timeout = timeout_;
-      wait_for(backend_->barrier(opts));
+      wait_for(issue_serialized([&] { return backend_->barrier(opts); }));
     });
   }
 
