@@ -35,8 +35,7 @@ int bind_gpu(const comm::WorldInfo& world, config::CudaCollectives collectives) 
 
 }  // namespace
 
-WorkerContext start_worker() {
-  WorkerContext ctx;
+config::LoadedJob load_launched_job() {
   const char* job_file = std::getenv("ACCEL_JOB");
   if (!job_file || !*job_file)
     throw RunError("accel worker: ACCEL_JOB is not set; workers are started by `accel launch`, not by hand");
@@ -44,8 +43,14 @@ WorkerContext start_worker() {
   options.file = job_file;
   options.environment = config::accel_environment();
   options.check_paths = false;  // the launcher checked them before spawning
-  ctx.job = config::load_job(options);
-  config::restore_default_origins(ctx.job);  // the resolved job lists every key; which were the user's
+  config::LoadedJob job = config::load_job(options);
+  config::restore_default_origins(job);  // the resolved job lists every key; which were the user's
+  return job;
+}
+
+WorkerContext start_worker() {
+  WorkerContext ctx;
+  ctx.job = load_launched_job();
   ctx.world = comm::world_info_from_env(comm::process_environment());
 
   const auto& job = ctx.job.job;

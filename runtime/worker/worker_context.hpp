@@ -17,6 +17,10 @@ struct WorkerContext {
   std::unique_ptr<comm::Communicator> communicator;
 };
 
+// The launcher's resolved job (ACCEL_JOB), with the user's keys told from the defaults. Throws
+// RunError when ACCEL_JOB is not set (a worker started by hand), ConfigError for a bad file.
+config::LoadedJob load_launched_job();
+
 // Loads ACCEL_JOB, reads the launch environment, rendezvous with every rank, and builds the
 // communicator: Gloo for CPU jobs; for cuda jobs, after binding this rank's GPU as the current
 // device, NCCL (or Gloo staged through host memory with cuda_collectives: gloo). Throws RunError

@@ -12,6 +12,12 @@
 
 namespace accel::train {
 
+// The embedding's math on bare tensors, shared with the built-in models as modules
+// (runtime/train/modules): idx [B, T] int64 -> wte[idx] (+ wpe[0..T) when `wpe` is defined).
+at::Tensor embed_tokens(const at::Tensor& wte, const at::Tensor& wpe, const at::Tensor& idx);
+// x [B, T, C] -> logits x @ wte^T.
+at::Tensor unembed_tokens(const at::Tensor& wte, const at::Tensor& x);
+
 class EmbeddingUnit : public Unit {
  public:
   // block_size 0: no position table (the mlp model).

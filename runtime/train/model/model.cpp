@@ -40,6 +40,10 @@ int64_t Model::num_parameters() {
 }
 
 at::Tensor Model::loss(const at::Tensor& logits, const at::Tensor& targets) const {
+  return token_cross_entropy(logits, targets);
+}
+
+at::Tensor token_cross_entropy(const at::Tensor& logits, const at::Tensor& targets) {
   if (logits.dim() != 3 || targets.dim() != 2 || logits.size(0) != targets.size(0) ||
       logits.size(1) != targets.size(1))
     throw std::invalid_argument("loss: expected logits [B, T, V] and targets [B, T], got " +

@@ -77,8 +77,14 @@ class Model {
   bool activation_checkpointing_ = false;
 };
 
+// Mean token cross-entropy of logits [B, T, V] against targets [B, T] int64, in fp32 (Model::loss).
+at::Tensor token_cross_entropy(const at::Tensor& logits, const at::Tensor& targets);
+
 // The torch dtype of a model.dtype value (fp32 -> Float, bf16 -> BFloat16).
 at::ScalarType to_scalar_type(config::ParamDtype dtype);
+
+// Throws accel::ConfigError naming the key for a section whose shapes no model can be built with.
+void check_model_section(const config::ModelSection& section);
 
 // Builds the model `section` names, with zero parameters (call initialize or load weights).
 // Throws accel::ConfigError naming the key for a section it cannot build.

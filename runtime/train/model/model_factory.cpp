@@ -17,7 +17,7 @@ void require_positive(std::vector<Diagnostic>& problems, const char* key, int va
 }
 }  // namespace
 
-std::unique_ptr<Model> make_model(const config::ModelSection& section) {
+void check_model_section(const config::ModelSection& section) {
   std::vector<Diagnostic> problems;
   require_positive(problems, "model.n_layer", section.n_layer);
   require_positive(problems, "model.n_embd", section.n_embd);
@@ -30,6 +30,10 @@ std::unique_ptr<Model> make_model(const config::ModelSection& section) {
                           "a multiple of " + std::to_string(section.n_head), ""});
   }
   if (!problems.empty()) throw ConfigError(std::move(problems));
+}
+
+std::unique_ptr<Model> make_model(const config::ModelSection& section) {
+  check_model_section(section);
   switch (section.name) {
     case config::ModelName::gpt: return std::make_unique<GptModel>(section);
     case config::ModelName::mlp: return std::make_unique<MlpModel>(section);

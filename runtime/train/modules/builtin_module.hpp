@@ -1,0 +1,38 @@
+// The built-in models of spec/training.md (gpt, mlp) as torch::nn::Modules that a program prepares
+// through the public API (include/accel), the step towards the built-in trainer running on that API
+// (docs/design/0017, issue 16 item 3). Each layer unit of the train::Model form (BlockUnit,
+// MlpLayerUnit) is wrapped in accel::Unit<>, so stage 3 and FULL_SHARD see its boundary; the
+// embedding tables and gpt's final norm are registered on the root, which stays gathered.
+// Invariant: named_parameters() lists the spec names in spec order (wte, wpe, h.0..., ln_f), the
+// train::Model's list, so the seeded spec init draws the same values.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include <torch/nn/module.h>
+
+#include "runtime/config/job.hpp"
+#include "runtime/train/model/unit.hpp"
+
+namespace accel::train {
+
+class BuiltinModule : public torch::nn::Module {
+ public:
+  explicit BuiltinModule(int n_layer) : n_layer_(n_layer) {}
+  // idx [B, T] int64 -> logits [B, T, vocab].
+  virtual at::Tensor forward(const at::Tensor& idx) = 0;
+  // (spec name, parameter) in spec order.
+  NamedTensors spec_parameters() const;
+  // The spec initialisation from `seed` (spec_init.hpp), as train::Model::initialize.
+  void initialize(uint64_t seed);
+
+ private:
+  int n_layer_;
+};
+
+// The module `section` names, with zero parameters until initialize(). Throws accel::ConfigError
+// naming the key for a section it cannot build (as make_model).
+std::shared_ptr<BuiltinModule> make_builtin_module(const config::ModelSection& section);
+
+}  // namespace accel::train

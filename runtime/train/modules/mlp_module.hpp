@@ -1,0 +1,28 @@
+// The `mlp` model (mlp_model.hpp) as a module: wte, then layer.{i} (accel::Unit<MlpLayerUnit>),
+// then the tied unembedding; the train::MlpModel's ops in the same order.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <accel/unit.hpp>
+#include <torch/nn/modules/container/modulelist.h>
+
+#include "runtime/train/model/layers.hpp"
+#include "runtime/train/model/mlp_layer_unit.hpp"
+#include "runtime/train/modules/builtin_module.hpp"
+
+namespace accel::train {
+
+class MlpModule : public BuiltinModule {
+ public:
+  explicit MlpModule(const config::ModelSection& section);
+  at::Tensor forward(const at::Tensor& idx) override;
+
+ private:
+  std::shared_ptr<TableLayer> wte_;
+  torch::nn::ModuleList layer_;
+  std::vector<accel::Unit<MlpLayerUnit>> layers_;
+};
+
+}  // namespace accel::train
