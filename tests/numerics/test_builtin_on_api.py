@@ -12,6 +12,8 @@ root holding wte, wpe and ln_f (or, without the unit boundary, the unit policy's
 
 Tolerances, with the reason (figures measured on 10 steps at lr 3e-3, clipping active on 8):
 - lr: 1e-12, the same schedule function.
+- eval_loss (after steps 5 and 10, the held-out windows): the loss bounds below; a mean of
+  per-window losses of the same weights.
 - World 2: every reduced element is a + b, which fp32 adds the same in either order, so losses and
   weights come out bitwise equal (measured in every case). The one quantity summed in another
   order is the global grad norm (fp64 partial sums over other flat buffers: measured 2e-16
@@ -37,6 +39,7 @@ PROGRAM = os.environ.get("ACCEL_BUILTIN_ON_API_PROGRAM") or os.path.join(
 
 STEPS = 10
 LR = 3e-3  # clipping at 1.0 is active on some steps, so clip_grad_norm's scaling is exercised
+EVAL_EVERY = 5  # evaluations after steps 5 and 10 (records 4 and 9)
 LR_TOL = 1e-12
 # (loss relative, grad norm relative, weights absolute) by world size; see the module docstring.
 TOLERANCES = {2: (1e-7, 1e-12, 1e-6), 4: (1e-6, 1e-6, 3e-5)}
@@ -52,7 +55,7 @@ class _Base(unittest.TestCase):
     def tearDownClass(cls):
         cls._tmp.cleanup()
 
-    def _pair(self, name, world, micro, accum, sets, model=None):
+    def _pair(self, name, world, micro, accum, sets, model=None, init_from=None):
         """The trainer and the program on the same job; returns (trainer dir, program dir)."""
         d = os.path.join(self._tmp.name, name)
         os.makedirs(d)
@@ -60,7 +63,7 @@ class _Base(unittest.TestCase):
         for kind in ("trainer", "program"):
             out = os.path.join(d, kind)
             job = ts.job(out, data_path=self.tokens, world=world, micro=micro, accum=accum, steps=STEPS, lr=LR,
-                         warmup=2, eval_every=0)
+                         warmup=2, eval_every=EVAL_EVERY, init_from=init_from)
             if model:
                 job["model"] = model
             if kind == "program":
@@ -71,26 +74,31 @@ class _Base(unittest.TestCase):
             dirs.append(out)
         return dirs
 
-    def _agree(self, name, world, micro, accum, sets, model=None):
-        trainer, program = self._pair(name, world, micro, accum, sets, model)
+    def _agree(self, name, world, micro, accum, sets, model=None, init_from=None):
+        trainer, program = self._pair(name, world, micro, accum, sets, model, init_from)
         a, b = ts.read_metrics(trainer), ts.read_metrics(program)
         self.assertEqual([r["step"] for r in a], list(range(STEPS)), name)
         self.assertEqual([r["step"] for r in b], list(range(STEPS)), name)
         d_loss = max(abs(x["loss"] - y["loss"]) / abs(x["loss"]) for x, y in zip(a, b))
         d_norm = max(abs(x["grad_norm"] - y["grad_norm"]) / abs(x["grad_norm"]) for x, y in zip(a, b))
         d_lr = max(abs(x["lr"] - y["lr"]) for x, y in zip(a, b))
+        evals = [(x.get("eval_loss"), y.get("eval_loss")) for x, y in zip(a, b)]
+        self.assertEqual([s for s, (x, _) in enumerate(evals) if x is not None], [4, 9], f"{name}: trainer evals")
+        self.assertEqual([s for s, (_, y) in enumerate(evals) if y is not None], [4, 9], f"{name}: program evals")
+        d_eval = max(abs(x - y) / abs(x) for x, y in evals if x is not None)
         wa = read_safetensors(os.path.join(trainer, "weights.safetensors"))
         wb = read_safetensors(os.path.join(program, "weights.safetensors"))
         self.assertEqual(sorted(wa), sorted(wb), f"{name}: parameter names")
         d_w = max((wa[k] - wb[k]).abs().max().item() for k in wa)
         clipped = sum(1 for r in a if r["grad_norm"] > 1.0)
         print(f"\n[{name}] world {world} micro {micro} accum {accum} {' '.join(sets)}: loss rel {d_loss:.2e}, "
-              f"grad_norm rel {d_norm:.2e}, lr {d_lr:.1e}, weights max |dw| {d_w:.2e} "
+              f"grad_norm rel {d_norm:.2e}, eval_loss rel {d_eval:.2e}, lr {d_lr:.1e}, weights max |dw| {d_w:.2e} "
               f"({clipped}/{STEPS} steps clipped)")
         loss_rtol, norm_rtol, weight_atol = TOLERANCES[world]
         self.assertLessEqual(d_lr, LR_TOL, name)
         self.assertLessEqual(d_loss, loss_rtol, f"{name}: {[r['loss'] for r in a]} vs {[r['loss'] for r in b]}")
         self.assertLessEqual(d_norm, norm_rtol, name)
+        self.assertLessEqual(d_eval, loss_rtol, f"{name}: eval_loss {evals}")
         self.assertLessEqual(d_w, weight_atol, name)
         with open(os.path.join(program, "logs", "rank_0.log")) as f:
             return f.read()
@@ -127,6 +135,10 @@ class BuiltinOnApiAgreement(_Base):
 
     def test_no_shard_world2(self):
         self._agree("no_shard_w2", 2, 4, 1, ("backend=fsdp", "fsdp.sharding_strategy=NO_SHARD"))
+
+    def test_zero3_world2_init_from(self):
+        init = ts.export_init(os.path.join(self._tmp.name, "init.safetensors"), seed=5)
+        self._agree("zero3_w2_init", 2, 4, 1, ("backend=deepspeed", "deepspeed.zero_stage=3"), init_from=init)
 
     def test_mlp_zero3_world2(self):
         mlp = dict(name="mlp", n_layer=3, n_embd=64, vocab_size=256)

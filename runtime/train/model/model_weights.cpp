@@ -22,12 +22,13 @@ std::string shape_text(at::IntArrayRef shape) {
 
 void save_model_weights(Model& model, const std::string& path) { save_safetensors(path, model.named_parameters()); }
 
-void load_weights_into(Model& model, const std::string& path) {
+void load_weights_into(Model& model, const std::string& path) { load_weights_into(model.named_parameters(), path); }
+
+void load_weights_into(const NamedTensors& params, const std::string& path) {
   std::map<std::string, at::Tensor> file;
   for (auto& [name, tensor] : load_safetensors(path)) file.emplace(name, std::move(tensor));
 
   const std::string where = "weights file '" + path + "'";
-  NamedTensors params = model.named_parameters();
   for (const auto& [name, param] : params) {
     auto it = file.find(name);
     if (it == file.end()) throw RunError(where + ": parameter '" + name + "' is missing");
@@ -49,7 +50,7 @@ void load_weights_into(Model& model, const std::string& path) {
     throw RunError(where + ": names the model does not have: " + extra + " (is it a different model?)");
   }
   torch::NoGradGuard no_grad;
-  for (auto& [name, param] : params) param.copy_(file.at(name));
+  for (const auto& [name, param] : params) param.copy_(file.at(name));
 }
 
 }  // namespace accel::train

@@ -16,5 +16,7 @@ void save_model_weights(Model& model, const std::string& path);
 // Loads `path` into the model's parameters. Throws accel::RunError naming the file and the
 // parameter for: a missing parameter, a shape mismatch, a non-floating dtype, or extra names.
 void load_weights_into(Model& model, const std::string& path);
+// The same for a list of (spec name, parameter), as the built-in models as modules give it.
+void load_weights_into(const NamedTensors& params, const std::string& path);
 
 }  // namespace accel::train

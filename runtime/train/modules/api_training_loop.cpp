@@ -4,7 +4,11 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include <ATen/core/grad_mode.h>
+
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +16,7 @@
 #include "runtime/common/log.hpp"
 #include "runtime/train/data/dataset.hpp"
 #include "runtime/train/model/model.hpp"
+#include "runtime/train/model/model_weights.hpp"
 #include "runtime/train/modules/builtin_module.hpp"
 #include "runtime/train/optim/lr_schedule.hpp"
 #include "runtime/train/optim/param_groups.hpp"
@@ -20,14 +25,35 @@ namespace accel::train {
 namespace {
 
 void refuse_unsupported(const config::JobConfig& job) {
-  const auto& t = job.training;
   auto refuse = [](const std::string& what) {
     throw RunError("accel: the built-in loop on the public API does not run " + what +
                    " yet; the built-in trainer (a job without `program:`) does");
   };
-  if (t.eval_every > 0) refuse("evaluation (training.eval_every " + std::to_string(t.eval_every) + ")");
-  if (!t.init_from.empty()) refuse("training.init_from");
   if (job.mixed_precision == config::MixedPrecision::fp16) refuse("mixed_precision fp16");
+}
+
+// The trainer's evaluation (trainer/evaluation.cpp) through the prepared module: the mean token loss
+// over every held-out window, after the step. A no-grad forward outside a micro-step runs under the
+// engine's evaluation hooks (gather, release). Every rank runs the same number of forwards; a rank
+// past the last batch repeats batch 0 with weight 0. nullopt without held-out windows.
+std::optional<double> evaluate(Accelerator& acc, BuiltinModule& model, const Dataset& data, int batch_size) {
+  const int64_t batches = data.num_val_batches(batch_size);
+  if (batches == 0) return std::nullopt;
+  at::NoGradGuard no_grad;
+  double loss_sum = 0, tokens = 0;
+  const int world = acc.world_size();
+  const int64_t rounds = (batches + world - 1) / world;
+  for (int64_t round = 0; round < rounds; ++round) {
+    const int64_t i = round * world + acc.rank();
+    const bool real = i < batches;
+    Batch b = data.val_batch(real ? i : 0, batch_size);
+    at::Tensor loss = token_cross_entropy(model.forward(b.x), b.y);
+    const double n = real ? double(b.y.numel()) : 0.0;
+    loss_sum += loss.item<double>() * n;
+    tokens += n;
+  }
+  // Means over ranks: their ratio is the ratio of the sums.
+  return acc.reduce_mean(loss_sum) / acc.reduce_mean(tokens);
 }
 
 // The torch optimizer the job's optimizer section describes, with the trainer's two param groups
@@ -67,6 +93,7 @@ void run_builtin_training_on_api(Accelerator& acc, const config::JobConfig& job)
   const auto& t = job.training;
   std::shared_ptr<BuiltinModule> model = make_builtin_module(job.model);
   model->initialize(uint64_t(t.seed));
+  if (!t.init_from.empty()) load_weights_into(model->spec_parameters(), t.init_from);
   std::unique_ptr<Dataset> data = make_dataset(job.data, job.model.vocab_size, t.seq_len, uint64_t(t.seed));
   std::unique_ptr<torch::optim::Optimizer> optimizer = make_optimizer(job.optimizer, model->spec_parameters());
   PreparedOptimizer& step_optimizer = acc.prepare(*model, *optimizer);
@@ -90,7 +117,10 @@ void run_builtin_training_on_api(Accelerator& acc, const config::JobConfig& job)
     const double grad_norm = acc.clip_grad_norm(t.max_grad_norm);
     step_optimizer.step();
     const double loss = acc.reduce_mean(loss_sum / G);
-    acc.log(step, {{"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm}});
+    std::map<std::string, double> record{{"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm}};
+    if (t.eval_every > 0 && (step + 1) % t.eval_every == 0)
+      if (auto eval_loss = evaluate(acc, *model, *data, t.micro_batch_size)) record["eval_loss"] = *eval_loss;
+    acc.log(step, record);
     const bool final_step = step + 1 == t.max_steps;
     if (final_step || (t.checkpoint_every > 0 && (step + 1) % t.checkpoint_every == 0)) acc.save_state();
   }
