@@ -60,6 +60,9 @@ struct TrainingConfig {
 };
 
 class Accelerator;
+namespace detail {
+struct AcceleratorInternals;  // accel's own loop reaches the checkpoint format through it (not public API)
+}
 
 // The prepared optimizer: call its step() and zero_grad(), not the wrapped optimizer's.
 class PreparedOptimizer {
@@ -191,6 +194,7 @@ class Accelerator {
 
  private:
   friend class PreparedOptimizer;
+  friend struct detail::AcceleratorInternals;
   void optimizer_step(torch::optim::Optimizer& optimizer, bool& applied);
   struct State;
   std::unique_ptr<State> state_;

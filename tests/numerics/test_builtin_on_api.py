@@ -146,5 +146,65 @@ class BuiltinOnApiAgreement(_Base):
                                               "deepspeed.stage3_param_persistence_threshold=0"), model=mlp)
 
 
+
+class BuiltinOnApiResume(_Base):
+    """The loop on the API writes the trainer's state record (trainer_record.hpp), so each resumes
+    the other's checkpoint. A checkpoint after step 5 of a 10-step run, resumed by the other program
+    in a fresh output directory, must continue as the uninterrupted run: bitwise at the same world
+    size and strategy (the resumed state is the saved bytes, and the batches depend only on the
+    step), within the world-4 bounds above when resharded from zero_stage 3 at world 2 to
+    FULL_SHARD at world 4 (the same global batch, reduced in another order)."""
+
+    def _run(self, d, kind, world, micro, sets, checkpoint_every=0, resume=None):
+        out = os.path.join(d, kind + ("_resumed" if resume else ""))
+        job = ts.job(out, data_path=self.tokens, world=world, micro=micro, accum=1, steps=STEPS, lr=LR, warmup=2,
+                     eval_every=EVAL_EVERY, checkpoint_every=checkpoint_every)
+        if resume:
+            job["training"]["resume"] = resume
+        if kind == "program":
+            job["program"] = [PROGRAM]
+        path = ts.write_job(os.path.join(d, os.path.basename(out) + ".yaml"), job)
+        p = ts.launch(path, sets=sets)
+        self.assertEqual(p.returncode, 0, f"{out}: " + ts.describe(p))
+        return out
+
+    def _resume(self, name, saver, resumer, saver_run, resumer_run, tolerances):
+        d = os.path.join(self._tmp.name, name)
+        os.makedirs(d)
+        whole = self._run(d, saver, *saver_run, checkpoint_every=5)
+        resumed = self._run(d, resumer, *resumer_run, resume=ts.ckpt_dir(whole, 5))
+        a, b = ts.read_metrics(whole)[5:], ts.read_metrics(resumed)
+        self.assertEqual([r["step"] for r in b], list(range(5, STEPS)), f"{name}: the resumed run's steps")
+        with open(os.path.join(resumed, "logs", "rank_0.log")) as f:
+            self.assertIn("step_00000005", f.read(), f"{name}: the resumed run does not say what it loaded")
+        d_loss = max(abs(x["loss"] - y["loss"]) / abs(x["loss"]) for x, y in zip(a, b))
+        d_eval = abs(a[-1]["eval_loss"] - b[-1]["eval_loss"]) / abs(a[-1]["eval_loss"])
+        wa = read_safetensors(os.path.join(whole, "weights.safetensors"))
+        wb = read_safetensors(os.path.join(resumed, "weights.safetensors"))
+        self.assertEqual(sorted(wa), sorted(wb), name)
+        d_w = max((wa[k] - wb[k]).abs().max().item() for k in wa)
+        print(f"\n[{name}] {saver} {saver_run} saved step 5, {resumer} {resumer_run} resumed: loss rel {d_loss:.2e}, "
+              f"eval_loss rel {d_eval:.2e}, weights max |dw| {d_w:.2e}")
+        loss_rtol, _, weight_atol = tolerances
+        self.assertLessEqual(d_loss, loss_rtol, f"{name}: {[r['loss'] for r in a]} vs {[r['loss'] for r in b]}")
+        self.assertLessEqual(d_eval, loss_rtol, name)
+        self.assertLessEqual(d_w, weight_atol, name)
+
+    ZERO3 = ("backend=deepspeed", "deepspeed.zero_stage=3", "deepspeed.stage3_param_persistence_threshold=0")
+    FULL_SHARD = ("backend=fsdp", "fsdp.sharding_strategy=FULL_SHARD")
+
+    def test_program_resumes_the_trainers_checkpoint(self):
+        self._resume("trainer_to_program", "trainer", "program", (2, 4, self.ZERO3), (2, 4, self.ZERO3),
+                     (0.0, 0.0, 0.0))
+
+    def test_trainer_resumes_the_programs_checkpoint(self):
+        self._resume("program_to_trainer", "program", "trainer", (2, 4, self.FULL_SHARD), (2, 4, self.FULL_SHARD),
+                     (0.0, 0.0, 0.0))
+
+    def test_trainers_zero3_world2_resumed_by_the_program_under_full_shard_world4(self):
+        self._resume("trainer_zero3_w2_to_program_fs_w4", "trainer", "program", (2, 4, self.ZERO3),
+                     (4, 2, self.FULL_SHARD), TOLERANCES[4])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -25,6 +25,7 @@
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
 #include "runtime/config/overrides.hpp"
+#include "runtime/train/api/accelerator_internals.hpp"
 #include "runtime/train/api/current_world.hpp"
 #include "runtime/train/api/state_io.hpp"
 #include "runtime/train/api/unit_policy.hpp"
@@ -499,6 +500,8 @@ void Accelerator::log(int64_t step, const std::map<std::string, double>& values)
   *s.metrics << line << "}\n";
   s.metrics->flush();
 }
+
+api::StateIo& detail::AcceleratorInternals::state_io(Accelerator& acc) { return acc.state_->checkpoints(); }
 
 // Checkpoints: the one checkpoint path, through state_io.cpp.
 std::string Accelerator::save_state(const std::string& root) {

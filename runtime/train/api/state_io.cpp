@@ -173,13 +173,14 @@ std::string StateIo::save(const std::string& root, backends::Backend& backend, t
 
   train::CheckpointEngine::SaveRequest request;
   request.steps_done = at.steps;
-  request.record = {{"writer", kApiWriter},
-                    {"micro_batch_size", t.micro_batch_size},
-                    {"gradient_accumulation_steps", at.accumulation},
-                    {"global_batch_rows", int64_t(comm_.size()) * t.micro_batch_size * at.accumulation},
-                    {"seed", t.seed},
-                    {"objects", object_counts},
-                    {"module_extras", extras_record}};
+  request.record = format_ ? format_->keys() : nlohmann::json::object();
+  request.record.update({{"writer", format_ ? format_->writer : std::string(kApiWriter)},
+                         {"micro_batch_size", t.micro_batch_size},
+                         {"gradient_accumulation_steps", at.accumulation},
+                         {"global_batch_rows", int64_t(comm_.size()) * t.micro_batch_size * at.accumulation},
+                         {"seed", t.seed},
+                         {"objects", object_counts},
+                         {"module_extras", extras_record}});
   request.write_files = [&](const std::string& staging) {
     if (!eng.writes_shared_files()) return;
     if (!extras.empty()) train::save_safetensors(staging + "/" + kModuleExtrasFile, extras);
@@ -194,7 +195,13 @@ void StateIo::check_fits(const std::string& dir, const nlohmann::json& record, t
                          const train::OptimizerSetup& optimizer) const {
   const std::string file = dir + "/" + train::kStateRecordFile;
   const std::string writer = record.value("writer", std::string("the accel trainer"));
-  if (writer != kApiWriter)
+  if (format_) {
+    if (writer != format_->writer)
+      throw CheckpointError(file + ": written by " + writer + ", not by " + format_->writer +
+                            ": its loop state does not describe this one's; resume it with the program that saved it, "
+                            "or set training.resume: never");
+    format_->check(dir, record);
+  } else if (writer != kApiWriter)
     throw CheckpointError(file + ": written by " + writer + " (model " +
                           record.value("model", nlohmann::json::object()).value("name", std::string("?")) +
                           "), not by Accelerator::save_state: its loop state does not describe your program's; "

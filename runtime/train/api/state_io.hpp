@@ -35,6 +35,14 @@ struct LoopPosition {
   int accumulation = 1;       // gradient_accumulation_steps
 };
 
+// A loop that writes its own state-record keys in place of a user program's: the built-in trainer's
+// loop on the API (trainer_record.hpp), so its checkpoints and the trainer's resume each other.
+struct RecordFormat {
+  std::string writer;                                                     // the records it writes and reads
+  std::function<nlohmann::json()> keys;                                   // added to every record saved
+  std::function<void(const std::string& dir, const nlohmann::json&)> check;  // throws for a record it cannot resume
+};
+
 class StateIo {
  public:
   // `rendezvous` may be null (a world of one, run without the launcher).
@@ -43,6 +51,9 @@ class StateIo {
 
   void register_object(const std::string& name, std::function<std::vector<at::Tensor>()> save,
                        std::function<void(const std::vector<at::Tensor>&)> load);
+
+  // Records are written and accepted under `format.writer` from now on, instead of kApiWriter.
+  void use_record_format(RecordFormat format) { format_ = std::move(format); }
 
   // Collective. `root` empty: <output_dir>/checkpoints. RunError mid-accumulation.
   std::string save(const std::string& root, backends::Backend& backend, torch::nn::Module& model,
@@ -64,6 +75,7 @@ class StateIo {
   comm::Communicator& comm_;
   comm::Rendezvous* rendezvous_;
   std::map<std::string, Object> objects_;
+  std::optional<RecordFormat> format_;
   std::map<std::string, std::unique_ptr<train::CheckpointEngine>> engines_;  // by root
 };
 

@@ -14,6 +14,8 @@
 
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
+#include "runtime/train/api/accelerator_internals.hpp"
+#include "runtime/train/checkpoint/trainer_record.hpp"
 #include "runtime/train/data/dataset.hpp"
 #include "runtime/train/model/model.hpp"
 #include "runtime/train/model/model_weights.hpp"
@@ -98,6 +100,10 @@ void run_builtin_training_on_api(Accelerator& acc, const config::JobConfig& job)
   std::unique_ptr<torch::optim::Optimizer> optimizer = make_optimizer(job.optimizer, model->spec_parameters());
   PreparedOptimizer& step_optimizer = acc.prepare(*model, *optimizer);
   if (acc.is_main_process()) logging::info(acc.describe());
+  // The trainer's record keys, so this loop and the trainer resume each other's checkpoints.
+  detail::AcceleratorInternals::state_io(acc).use_record_format(
+      {kTrainerWriter, [&] { return trainer_record(job, acc.world_size(), *data, nlohmann::json::object()); },
+       [&](const std::string& dir, const nlohmann::json& record) { check_trainer_record(dir, record, *data); }});
 
   acc.load_state();  // training.resume
   const int64_t start = acc.step();

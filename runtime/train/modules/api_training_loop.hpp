@@ -14,7 +14,8 @@ namespace accel::train {
 
 // Trains the built-in model of `job` to training.max_steps through `acc` (already constructed for
 // this job), resuming per training.resume. Rank 0 writes <output_dir>/metrics.jsonl with the
-// trainer's step, loss, lr, grad_norm and eval_loss fields. Throws accel::RunError on failure.
+// trainer's step, loss, lr, grad_norm and eval_loss fields. Its checkpoints carry the trainer's
+// record (trainer_record.hpp): the trainer resumes them, and it resumes the trainer's. Throws accel::RunError on failure.
 void run_builtin_training_on_api(Accelerator& acc, const config::JobConfig& job);
 
 }  // namespace accel::train

@@ -51,9 +51,6 @@ class Checkpointer {
   std::string root() const { return engine_.root(); }
 
  private:
-  // The trainer's keys of the state record (the engine adds the backend's and the step count).
-  nlohmann::json trainer_state(const nlohmann::json& loop_state) const;
-
   const config::LoadedJob& job_;
   comm::Communicator& comm_;
   const Dataset& data_;
