@@ -125,10 +125,15 @@ ShardedEngine::ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> spe
     for (size_t k = 0; k < rt.params.size(); ++k)
       flat.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).copy_(params_[size_t(rt.params[k])].second.reshape(-1));
     at::Tensor my_shard = flat.narrow(0, int64_t(shard_rank()) * layout.shard_numel(), layout.shard_numel());
-    UnitShardState& st = optimizer_->add_unit(rt.name, layout, param_groups, my_shard);
+    bool keeps = !policy_.shard_params || layout.numel() < policy_.persistence_threshold || (rt.token_input && !rt.token_unit);
+    // A kept fp32 unit's master is its parameters' own shard, stepped in place and all-gathered from
+    // there (zero 1-2, SHARD_GRAD_OP, persistent units): a second fp32 copy would hold the same
+    // values. Not with offload (the master lives apart) nor in low precision (other dtypes).
+    rt.master_in_params = keeps && compute == at::kFloat && policy_.master_dtype == at::kFloat && !policy_.offloads &&
+                          policy_.nvme_dir.empty() && !param_store_;
+    UnitShardState& st = optimizer_->add_unit(rt.name, layout, param_groups, my_shard, rt.master_in_params);
     // The parameters' storage from now on (a copy unless fp32).
     at::Tensor full = compute == at::kFloat ? flat : unit_empty(layout.padded_numel(), compute).copy_(flat);
-    bool keeps = !policy_.shard_params || layout.numel() < policy_.persistence_threshold || (rt.token_input && !rt.token_unit);
     if (param_store_ && !keeps) {
       // Parameter offload: a partitioned unit's shard lives in a file (persistent units keep theirs).
       rt.param_file = params_from_masters
@@ -224,7 +229,7 @@ nlohmann::json ShardedEngine::memory_report() const {
     const UnitShardState& st = optimizer_->units()[u];
     grads += bytes(units_[u].grad_flat);
     grad_shard += bytes(st.grad);
-    master += bytes(st.master);
+    if (!units_[u].master_in_params) master += bytes(st.master);
     states += bytes(st.exp_avg) + bytes(st.exp_avg_sq) + bytes(st.momentum);
     if (!units_[u].compute_shard.is_same(st.master)) compute_shards += bytes(units_[u].compute_shard);
   }

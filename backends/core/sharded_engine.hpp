@@ -71,6 +71,9 @@ struct ShardingPolicy {
   // directory ("" = off). Partitioned units keep no compute shard in memory; each gather reads it
   // into one of nvme_buffer_count staging buffers (nvme_param_store.hpp).
   std::string param_nvme_dir;
+  // Any optimizer or parameter offload is configured (cpu or nvme): the masters live apart from the
+  // parameters (on a GPU, in host memory), so a kept unit's fp32 master is never its parameters' shard.
+  bool offloads = false;
   std::string notes;
 };
 
@@ -115,6 +118,7 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
     at::Tensor compute_shard; // this rank's shard in the compute dtype (the master itself in fp32);
                               // undefined when the shard is in a file (param_file >= 0)
     int param_file = -1;      // parameter offload: the unit's index in param_store_ (else -1)
+    bool master_in_params = false;  // the master is this rank's slice of the kept fp32 parameters
     bool token_input = false; // holds the pinned member: kept gathered from its first use to the tied unembed
     int uses = 0, fired = 0, pre_fired = 0;
     int needed = 0;           // parameters that take gradients

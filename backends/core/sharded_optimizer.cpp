@@ -21,7 +21,7 @@ ShardedOptimizer::ShardedOptimizer(train::OptimizerSetup setup, int rank, at::Sc
     : setup_(std::move(setup)), rank_(rank), master_dtype_(master_dtype) {}
 
 UnitShardState& ShardedOptimizer::add_unit(const std::string& name, const FlatLayout& layout, std::vector<int> groups,
-                                           const at::Tensor& master) {
+                                           const at::Tensor& master, bool adopt_master) {
   const int64_t S = layout.shard_numel();
   const at::ScalarType state_dtype = train::optimizer_math_dtype(master_dtype_);
   for (int g : groups)
@@ -38,7 +38,9 @@ UnitShardState& ShardedOptimizer::add_unit(const std::string& name, const FlatLa
     nvme_->write(index, master.to(master_dtype_));
     return units_.back();
   }
-  u.master = unit_empty(S, master_dtype_).copy_(master);
+  if (adopt_master && (master.scalar_type() != master_dtype_ || !master.is_contiguous() || master.numel() != S))
+    throw RunError("sharded optimizer: unit " + name + " cannot adopt its master (dtype, layout or size differ)");
+  u.master = adopt_master ? master : unit_empty(S, master_dtype_).copy_(master);
   if (setup_.kind == config::OptimizerName::adamw) {
     u.exp_avg = unit_zeros(S, state_dtype);
     u.exp_avg_sq = unit_zeros(S, state_dtype);

@@ -45,9 +45,12 @@ class ShardedOptimizer {
 
   at::ScalarType master_dtype() const { return master_dtype_; }
   // Adds a unit; `master` is this rank's shard of the unit's flat parameters (copied, converted to
-  // the master dtype); groups[k] is the parameter group of the unit's parameter k.
+  // the master dtype); groups[k] is the parameter group of the unit's parameter k. `adopt_master`:
+  // `master` itself becomes the master (in the master dtype, contiguous, not offloaded), so the
+  // step writes the parameters' own shard.
   UnitShardState& add_unit(const std::string& name, const FlatLayout& layout, std::vector<int> groups,
-                           const at::Tensor& master);
+                           const at::Tensor& master,
+                           bool adopt_master = false);
   const train::OptimizerSetup& setup() const { return setup_; }
   std::deque<UnitShardState>& units() { return units_; }  // stable references
 

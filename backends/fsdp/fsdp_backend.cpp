@@ -76,6 +76,7 @@ std::unique_ptr<Backend> build_fsdp(const config::JobConfig& job, comm::Communic
                              : one_group_per_unit(int(units.size()));
   policy.reduce_bucket_numel = 2 * largest_padded_unit(
       policy.unit_groups, numels, plan.shard_group_size > 0 ? plan.shard_group_size : comm.size());
+  policy.offloads = job.fsdp.offload_params;
   policy.notes = join_notes(plan.notes);
   return std::make_unique<ShardedEngine>(comm, std::move(units), optimizer, policy);
 }

@@ -129,6 +129,9 @@ MemoryEstimate estimate_memory(const MemoryInput& in, const StrategyPlan& plan) 
   const int64_t shard_sum = padded_sum / N;
   const UnitSizes sizes = unit_sizes(in, N);
 
+  // Stages 1-2 keep fp32 parameters whole: the master shard is their own slice, stepped in place
+  // (sharded_engine.cpp), unless offload keeps the masters apart.
+  const bool master_in_params = p == 4 && plan.offload == Placement::device;
   MemoryEstimate e;
   e.plan = plan;
   e.zero_paper = zero_paper_bytes(plan.sharding, numel, N);
@@ -150,13 +153,13 @@ MemoryEstimate estimate_memory(const MemoryInput& in, const StrategyPlan& plan) 
       e.params = numel * p;
       e.grads = padded_sum * g;  // persistent flat buffer per unit, accumulates over micro-steps
       e.grad_shard = shard_sum * 4;
-      e.master = shard_sum * 4;
+      e.master = master_in_params ? 0 : shard_sum * 4;
       e.optimizer_states = shard_sum * s;
       break;
     case Sharding::gradients:
       e.params = numel * p;
       e.grad_shard = shard_sum * 4;
-      e.master = shard_sum * 4;
+      e.master = master_in_params ? 0 : shard_sum * 4;
       e.optimizer_states = shard_sum * s;
       e.live_grads = unit_grad_buffers;
       break;

@@ -149,8 +149,8 @@ std::string render_memory_table(const JobEstimate& e) {
     << "\n";
   s << wrap(std::string("ZeRO paper: ") + kPaperSource + ": 16, 4 + 12/N, 2 + 14/N and 16/N bytes per parameter. "
                 "accel differs: it keeps the gradient shard in fp32 (4/N, not 2/N) so accumulating micro-steps loses "
-                "no precision; fp32 runs hold 4-byte parameters and gradients and still keep a separate fp32 master "
-                "shard; zero-1 keeps the full replicated gradient beside its shard; padding and live buffers are not "
+                "no precision; fp32 runs hold 4-byte parameters and gradients, and at zero-1/2 (SHARD_GRAD_OP) without "
+                "offload their master shard is the parameters' own slice, stepped in place (no second copy); zero-1 keeps the full replicated gradient beside its shard; padding and live buffers are not "
                 "in the paper.",
             "")
     << "\n";

@@ -66,16 +66,16 @@ TEST_CASE("accel's bytes per stage for a hand-computed fp32 case with padding", 
     CHECK(e.device == 16 * 26);
     CHECK(e.zero_paper == 16 * 26);
   }
-  SECTION("zero-1: replicated params and padded flat gradients; fp32 grad, master and state shards") {
+  SECTION("zero-1: replicated params and padded flat gradients; fp32 grad and state shards") {
     auto e = run(in, Sharding::optimizer, 4);
     CHECK(e.params == 104);
     CHECK(e.grads == 32 * 4);
     CHECK(e.grad_shard == 8 * 4);
-    CHECK(e.master == 8 * 4);
+    CHECK(e.master == 0);  // fp32: the master shard is the parameters' own slice, stepped in place
     CHECK(e.optimizer_states == 8 * 8);
     CHECK(e.live_params == 0);  // the refresh all-gathers write into the parameters' own storage
     CHECK(e.live_grads == 0);
-    CHECK(e.device == 104 + 128 + 32 + 32 + 64);
+    CHECK(e.device == 104 + 128 + 32 + 64);
     CHECK(e.zero_paper == 4 * 26 + 78);
   }
   SECTION("zero-2: no replicated gradients; the tied unit's and the largest other unit's gradient buffers") {
@@ -83,11 +83,11 @@ TEST_CASE("accel's bytes per stage for a hand-computed fp32 case with padding", 
     CHECK(e.params == 104);
     CHECK(e.grads == 0);
     CHECK(e.grad_shard == 32);
-    CHECK(e.master == 32);
+    CHECK(e.master == 0);
     CHECK(e.optimizer_states == 64);
     CHECK(e.live_grads == (12 + 8) * 4);
     CHECK(e.live_params == 0);
-    CHECK(e.device == 104 + 32 + 32 + 64 + 80);
+    CHECK(e.device == 104 + 32 + 64 + 80);
     CHECK(e.zero_paper == 2 * 26 + 91);
   }
   SECTION("zero-3: shards only, plus the gathered tied unit and largest other unit") {
@@ -141,15 +141,18 @@ TEST_CASE("offload moves the master, states and gradient shard off the device", 
   for (auto sharding : {Sharding::optimizer, Sharding::gradients, Sharding::parameters}) {
     auto on = run(in, sharding, 4);
     auto cpu = run(in, sharding, 4, Placement::cpu);
-    CHECK(cpu.host == movable(on));
+    // Offloaded, the master is a copy of its own even at stages 1-2 (in memory there it is the
+    // parameters' slice): 8 shard values of master, two moments and gradient move.
+    CHECK(cpu.master == 8 * 4);
+    CHECK(cpu.host == 8 * (4 + 8 + 4));
     CHECK(cpu.device == on.device - movable(on));
     CHECK(cpu.nvme == 0);
     CHECK(cpu.params == on.params);
     CHECK(cpu.live_params + cpu.live_grads == on.live_params + on.live_grads);
     auto nvme = run(in, sharding, 4, Placement::nvme);
-    CHECK(nvme.nvme == on.master + on.optimizer_states);  // in files
+    CHECK(nvme.nvme == 8 * (4 + 8));  // master and moments in files
     // fp32: gathers need an in-memory copy of the shard while the master is in a file.
-    CHECK(nvme.param_shard == on.master);
+    CHECK(nvme.param_shard == 8 * 4);
     CHECK(nvme.device == cpu.device + nvme.param_shard);
     // The gradient shard stays in memory; 4 units (fewer than buffer_count 5) of at most 3 shard
     // values stream through one buffer each, holding master + 2 moments (12 bytes a value).
@@ -213,14 +216,15 @@ TEST_CASE("world 1 degenerates: no padding, every stage holds 16 bytes of states
   for (auto sharding : {Sharding::optimizer, Sharding::gradients, Sharding::parameters}) {
     auto e = run(in, sharding, 1);
     CHECK(e.grad_shard == 26 * 4);
-    CHECK(e.master == 26 * 4);
+    // Stages 1-2 keep fp32 parameters whole and step them as the master; stage 3's shard is the master.
+    CHECK(e.master + e.params == 26 * 4);
     CHECK(e.optimizer_states == 26 * 8);
     CHECK(e.zero_paper == 16 * 26);
   }
   CHECK(run(in, Sharding::optimizer, 1).grads == 26 * 4);
   CHECK(run(in, Sharding::parameters, 1).live_params == (10 + 7) * 4);
-  // Stage 1 at world 1 keeps everything ddp keeps plus the master and gradient shard copies.
-  CHECK(run(in, Sharding::optimizer, 1).device == run(in, Sharding::replicated, 1).device + 26 * 8);
+  // Stage 1 at world 1 keeps everything ddp keeps plus the gradient shard copy.
+  CHECK(run(in, Sharding::optimizer, 1).device == run(in, Sharding::replicated, 1).device + 26 * 4);
 }
 
 TEST_CASE("a bare parameter count pads one buffer, and live buffers need a unit size", "[estimate]") {
