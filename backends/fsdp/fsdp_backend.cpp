@@ -72,8 +72,12 @@ std::unique_ptr<Backend> build_fsdp(const config::JobConfig& job, comm::Communic
   // them on its own stream): room for the two largest full-gradient buffers.
   policy.shard_group_size = plan.shard_group_size;
   const std::vector<int64_t> numels = unit_numels(units);
-  policy.unit_groups = model ? groups_for_wrap_policy(plan.wrap, plan.min_num_params, numels)
-                             : one_group_per_unit(int(units.size()));
+  // The wrap policy groups consecutive units: the built-in model's, and a prepared module's when
+  // accel::Unit<> wrappers make its units (they are the finest grain, as the built-in layers are;
+  // without wrappers the policy already chose the units from the module tree).
+  const bool wrapped = std::any_of(units.begin(), units.end(), [](const UnitSpec& u) { return u.module != nullptr; });
+  policy.unit_groups = model || wrapped ? groups_for_wrap_policy(plan.wrap, plan.min_num_params, numels)
+                                        : one_group_per_unit(int(units.size()));
   policy.reduce_bucket_numel = 2 * largest_padded_unit(
       policy.unit_groups, numels, plan.shard_group_size > 0 ? plan.shard_group_size : comm.size());
   policy.offloads = job.fsdp.offload_params;

@@ -191,15 +191,9 @@ void check_user_module(const config::JobConfig& job, FsdpPlan& plan, bool unit_b
                              "forward (no accel::Unit<> in it), and recomputing a unit's forward in backward needs "
                              "them", "false", "wrap the blocks in accel::Unit<> (design B, docs/design/0015), or "
                              "remove the key"});
-  // Kept parameters learn readiness from AccumulateGrad hooks, and each recompute is a backward pass
-  // of its own: a wrapper called twice would be reduced after its first recompute. FULL_SHARD's
-  // boundaries count the uses instead.
-  if (plan.activation_checkpointing && unit_boundaries && !plan.shard_params)
-    plan.refusals.push_back({"fsdp.activation_checkpointing", "with " + config::to_string(job.fsdp.sharding_strategy) +
-                             " a prepared module's gradients are found ready per backward pass, and each recompute is "
-                             "a pass of its own (a unit called twice would be reduced too early); FULL_SHARD and "
-                             "HYBRID_SHARD count a unit's uses at its boundaries", "true with FULL_SHARD or HYBRID_SHARD",
-                             "set sharding_strategy: FULL_SHARD, or remove the key"});
+  // With NO_SHARD and SHARD_GRAD_OP, readiness comes from AccumulateGrad hooks and each recompute
+  // is a backward pass of its own: the unit sink refuses a wrapper's second call in a micro-step
+  // (runtime/train/api/unit_sink.hpp), where FULL_SHARD's boundaries count the uses.
 }
 
 FsdpPlan plan_fsdp(const config::JobConfig& job, bool user_module, bool unit_boundaries) {

@@ -197,6 +197,7 @@ class Accelerator {
   friend struct detail::AcceleratorInternals;
   void optimizer_step(torch::optim::Optimizer& optimizer, bool& applied);
   struct State;
+  explicit Accelerator(std::unique_ptr<State> state);  // detail::AcceleratorInternals::attach
   std::unique_ptr<State> state_;
 };
 

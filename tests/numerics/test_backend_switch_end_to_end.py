@@ -152,8 +152,10 @@ class TemplatesSwitched(_Base):
         self.assertFalse(os.path.exists(out), "nothing may run")
 
     def test_no_wrap_and_size_based_wrap_run(self):
+        # SIZE_BASED_WRAP with min_num_params 1: each Block wrapper, and each module outside them
+        # holding parameters (wte, wpe, ln_f: the size policy over the module tree), is a unit.
         for sets, units in ((("fsdp.auto_wrap_policy=NO_WRAP",), "1 units"),
-                            (("fsdp.auto_wrap_policy=SIZE_BASED_WRAP", "fsdp.min_num_params=1"), "4 units")):
+                            (("fsdp.auto_wrap_policy=SIZE_BASED_WRAP", "fsdp.min_num_params=1"), "5 units")):
             with self.subTest(sets=sets):
                 p, out = self.launch("fsdp_full_shard.yaml", *sets)
                 self.assertRan(p, out, "fsdp FULL_SHARD", " ".join(sets))

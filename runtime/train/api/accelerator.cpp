@@ -126,6 +126,8 @@ struct Accelerator::State {
   std::unique_ptr<worker::WorkerContext> ctx;   // under accel launch
   std::unique_ptr<comm::Communicator> single;   // run directly: a world of one
   comm::Communicator* comm = nullptr;
+  comm::Rendezvous* rendezvous = nullptr;       // the launcher's store (null for a world of one)
+  bool internal = false;                        // accel's own trainer (attach): no hints for a user's program
   TrainingConfig training;
   UnitPolicy policy;
   bool policy_set = false;
@@ -147,7 +149,7 @@ struct Accelerator::State {
   int64_t resumed_steps = 0;         // the steps load_state() restored
 
   api::StateIo& checkpoints() {
-    if (!io) io = std::make_unique<api::StateIo>(job, *comm, ctx ? ctx->rendezvous.get() : nullptr);
+    if (!io) io = std::make_unique<api::StateIo>(job, *comm, rendezvous);
     return *io;
   }
   api::LoopPosition position() const { return {steps, micro, open, sync_ready, accumulation()}; }
@@ -177,8 +179,25 @@ Accelerator::Accelerator() : state_(std::make_unique<State>()) {
   state_->ctx = std::make_unique<worker::WorkerContext>(worker::start_worker());
   state_->job = state_->ctx->job;
   state_->comm = state_->ctx->communicator.get();
+  state_->rendezvous = state_->ctx->rendezvous.get();
   fill_training(state_->job.job, state_->training);
   current_comm = state_->comm;
+}
+
+Accelerator::Accelerator(std::unique_ptr<State> state) : state_(std::move(state)) {
+  fill_training(state_->job.job, state_->training);
+  current_comm = state_->comm;
+}
+
+std::unique_ptr<Accelerator> detail::AcceleratorInternals::attach(const config::LoadedJob& job,
+                                                                  comm::Communicator& comm,
+                                                                  comm::Rendezvous* rendezvous) {
+  auto state = std::make_unique<Accelerator::State>();
+  state->job = job;
+  state->comm = &comm;
+  state->rendezvous = rendezvous;
+  state->internal = true;
+  return std::unique_ptr<Accelerator>(new Accelerator(std::move(state)));
 }
 
 Accelerator::Accelerator(const std::string& job_file) : state_(std::make_unique<State>()) {
@@ -190,6 +209,7 @@ Accelerator::Accelerator(const std::string& job_file) : state_(std::make_unique<
     state_->ctx = std::make_unique<worker::WorkerContext>(worker::start_worker());
     state_->job = state_->ctx->job;
     state_->comm = state_->ctx->communicator.get();
+    state_->rendezvous = state_->ctx->rendezvous.get();
   } else {
     config::LoadOptions options;
     options.file = job_file;
@@ -360,12 +380,13 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
       accumulate();  // a forward that will be backpropagated begins the micro-step (accumulate() is optional)
       return s.hooks;
     }, s.backend->name(), /*recompute=*/plan.activation_checkpointing);
+  if (s.unit_sink) s.unit_sink->refuse_second_use(plan.activation_checkpointing && !frees_parameters);
   s.model = &model;
   s.prepared.reset(new PreparedOptimizer(*this, optimizer));
   if (rank() == 0) logging::info("accel: " + s.backend->describe());
   // A float input reaching a bf16 root layer fails in libtorch with a bare dtype mismatch: say
   // once, up front, what the program has to do.
-  if (rank() == 0 && casts_inputs)
+  if (rank() == 0 && casts_inputs && !s.internal)
     logging::info(std::string("accel: mixed_precision bf16: the module's parameters are now bf16 (fp32 masters stay "
                               "with the optimizer); ") +
                   (wrapped ? "accel::Unit<> wrappers cast their floating inputs, " : "") +
@@ -401,6 +422,7 @@ MicroStep Accelerator::accumulate() {
   const int m = int(s.micro % G);
   s.sync = m == G - 1;
   s.hooks = engine.begin_micro_step(m, s.sync);
+  if (s.unit_sink) s.unit_sink->begin_micro_step();
   s.open = true;
   return MicroStep(s.sync);
 }
@@ -502,6 +524,8 @@ void Accelerator::log(int64_t step, const std::map<std::string, double>& values)
 }
 
 api::StateIo& detail::AcceleratorInternals::state_io(Accelerator& acc) { return acc.state_->checkpoints(); }
+
+backends::Backend& detail::AcceleratorInternals::engine(Accelerator& acc) { return acc.state_->engine("the engine"); }
 
 // Checkpoints: the one checkpoint path, through state_io.cpp.
 std::string Accelerator::save_state(const std::string& root) {

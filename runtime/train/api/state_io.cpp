@@ -186,6 +186,7 @@ std::string StateIo::save(const std::string& root, backends::Backend& backend, t
     if (!extras.empty()) train::save_safetensors(staging + "/" + kModuleExtrasFile, extras);
     if (!objects.empty()) train::save_safetensors(staging + "/" + kObjectsFile, objects);
   };
+  if (format_ && format_->after_files) request.after_files = [&] { format_->after_files(at.steps); };
   const std::string dir = eng.save(request);
   if (comm_.rank() == 0) logging::info("accel: saved " + dir + " (" + std::to_string(at.steps) + " steps)");
   return dir;
@@ -196,11 +197,11 @@ void StateIo::check_fits(const std::string& dir, const nlohmann::json& record, t
   const std::string file = dir + "/" + train::kStateRecordFile;
   const std::string writer = record.value("writer", std::string("the accel trainer"));
   if (format_) {
+    format_->check(dir, record);  // names what it does not recognise first (the trainer: "not a trainer state")
     if (writer != format_->writer)
       throw CheckpointError(file + ": written by " + writer + ", not by " + format_->writer +
                             ": its loop state does not describe this one's; resume it with the program that saved it, "
                             "or set training.resume: never");
-    format_->check(dir, record);
   } else if (writer != kApiWriter)
     throw CheckpointError(file + ": written by " + writer + " (model " +
                           record.value("model", nlohmann::json::object()).value("name", std::string("?")) +

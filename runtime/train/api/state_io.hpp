@@ -41,6 +41,9 @@ struct RecordFormat {
   std::string writer;                                                     // the records it writes and reads
   std::function<nlohmann::json()> keys;                                   // added to every record saved
   std::function<void(const std::string& dir, const nlohmann::json&)> check;  // throws for a record it cannot resume
+  // Called on every rank once this rank's files are staged, before the commit (steps done); may be
+  // empty. The trainer's fault injection stops a rank here (the checkpoint_write point).
+  std::function<void(int64_t steps_done)> after_files;
 };
 
 class StateIo {

@@ -1,5 +1,7 @@
 #include "runtime/train/api/unit_sink.hpp"
 
+#include <ATen/core/grad_mode.h>
+
 #include "runtime/common/errors.hpp"
 #include "runtime/train/model/activation_checkpoint.hpp"
 
@@ -8,6 +10,15 @@ namespace accel::detail {
 std::string UnitSink::path_of(const torch::nn::Module& unit) const {
   auto it = paths_.find(&unit);
   return it == paths_.end() ? unit.name() : it->second;
+}
+
+void UnitSink::count_use(const torch::nn::Module& unit) {
+  if (++uses_[&unit] < 2) return;
+  throw RunError("accel::Unit<> '" + path_of(unit) + "': called twice in one micro-step under " + strategy_ +
+                 " with activation_checkpointing; this strategy finds a unit's gradients ready per backward pass, and "
+                 "each recompute is a pass of its own, so the first recompute would reduce them early; fix: "
+                 "sharding_strategy FULL_SHARD or HYBRID_SHARD (which count a unit's uses at its boundaries), or call "
+                 "each wrapper once per forward, or remove fsdp.activation_checkpointing");
 }
 
 at::Tensor unit_pre_forward(UnitTag& tag, torch::nn::Module& unit, at::Tensor x, bool other_inputs_need_grad) {
@@ -23,6 +34,7 @@ at::Tensor unit_pre_forward(UnitTag& tag, torch::nn::Module& unit, at::Tensor x,
                    sink->strategy() + (recompute ? " with activation_checkpointing" : "") +
                    " only the first may (its gradient ends the unit's backward); fix: pass the gradient-carrying input "
                    "first, or wrap a module that takes one such input");
+  if (sink->refuses_second_use() && at::GradMode::is_enabled()) sink->count_use(unit);
   return hooks ? hooks->pre_forward_module(unit, std::move(x)) : x;
 }
 

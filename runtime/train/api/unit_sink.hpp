@@ -29,12 +29,22 @@ class UnitSink {
   std::string path_of(const torch::nn::Module& unit) const;
   const std::string& strategy() const { return strategy_; }
   std::unordered_map<const torch::nn::Module*, std::string>& paths() { return paths_; }
+  // Activation checkpointing where gradients are found ready per backward pass (the parameters stay
+  // gathered: NO_SHARD, SHARD_GRAD_OP): each recompute is a pass of its own, so a wrapper called
+  // twice in one micro-step would have its gradients reduced after its first recompute. Its
+  // second call is refused (count_use throws); begin_micro_step starts the count again.
+  void refuse_second_use(bool on) { single_use_ = on; }
+  bool refuses_second_use() const { return single_use_ && recomputes(); }
+  void begin_micro_step() { uses_.clear(); }
+  void count_use(const torch::nn::Module& unit);
 
  private:
   std::function<train::UnitHooks*()> hooks_;
   std::string strategy_;
   bool recompute_ = false;
   std::unordered_map<const torch::nn::Module*, std::string> paths_;
+  bool single_use_ = false;
+  std::unordered_map<const torch::nn::Module*, int> uses_;
 };
 
 struct UnitAccess {

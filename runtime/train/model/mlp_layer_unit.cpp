@@ -8,7 +8,7 @@
 namespace accel::train {
 
 MlpLayerUnit::MlpLayerUnit(int index, int64_t n_embd, bool apply_gelu, at::ScalarType dtype)
-    : Unit("layer." + std::to_string(index), "layer." + std::to_string(index)), apply_gelu_(apply_gelu) {
+    : Unit("layer." + std::to_string(index), "layer." + std::to_string(index), "MlpLayer"), apply_gelu_(apply_gelu) {
   weight_ = register_parameter("weight", at::zeros({n_embd, n_embd}, at::TensorOptions(dtype)));
   bias_ = register_parameter("bias", at::zeros({n_embd}, at::TensorOptions(dtype)));
 }

@@ -3,8 +3,8 @@
 
 namespace accel::train {
 
-Unit::Unit(std::string unit_name, std::string param_prefix)
-    : torch::nn::Module(unit_name), unit_name_(std::move(unit_name)), param_prefix_(std::move(param_prefix)) {}
+Unit::Unit(std::string unit_name, std::string param_prefix, std::string class_name)
+    : torch::nn::Module(class_name.empty() ? unit_name : class_name), unit_name_(std::move(unit_name)), param_prefix_(std::move(param_prefix)) {}
 
 NamedTensors Unit::named_parameters_in_order() const {
   NamedTensors out;

@@ -21,7 +21,9 @@ class Unit : public torch::nn::Module {
   // unit_name: "embedding", "h.0", "final", "layer.2". param_prefix: what precedes the
   // module-relative parameter names to form spec names ("h.0" -> "h.0.ln_1.weight"; "" keeps
   // "wte.weight" as is).
-  Unit(std::string unit_name, std::string param_prefix);
+  // class_name: the torch module name (Module::name()), which FSDP's transformer_layer_cls_to_wrap
+  // matches when the unit is a layer of a prepared module ("Block"); empty: the unit name.
+  Unit(std::string unit_name, std::string param_prefix, std::string class_name = "");
 
   const std::string& unit_name() const { return unit_name_; }
 

@@ -2,10 +2,11 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include "runtime/train/model/model.hpp"
+
 namespace accel::train {
 
-std::optional<double> evaluate(Model& model, backends::Backend& backend, const Dataset& data, comm::Communicator& comm,
-                               int batch_size) {
+std::optional<double> evaluate(BuiltinModule& model, const Dataset& data, comm::Communicator& comm, int batch_size) {
   int64_t batches = data.num_val_batches(batch_size);
   if (batches == 0) return std::nullopt;
   at::NoGradGuard no_grad;
@@ -17,7 +18,7 @@ std::optional<double> evaluate(Model& model, backends::Backend& backend, const D
     int64_t i = round * comm.size() + comm.rank();
     bool real = i < batches;
     Batch b = data.val_batch(real ? i : 0, batch_size);
-    at::Tensor loss = model.loss(model.forward(b.x, backend.eval_hooks()), b.y);
+    at::Tensor loss = token_cross_entropy(model.forward(b.x), b.y);
     double n = real ? double(b.y.numel()) : 0.0;
     loss_sum += loss.item<double>() * n;
     tokens += n;

@@ -7,13 +7,15 @@
 
 #include <optional>
 
-#include "backends/backend.hpp"
+#include "runtime/comm/communicator.hpp"
 #include "runtime/train/data/dataset.hpp"
+#include "runtime/train/modules/builtin_module.hpp"
 
 namespace accel::train {
 
-// Collective. Returns nullopt when the data has no held-out window (val_fraction 0).
-std::optional<double> evaluate(Model& model, backends::Backend& backend, const Dataset& data, comm::Communicator& comm,
-                               int batch_size);
+// Collective. `model` is prepared: a no-grad forward outside a micro-step runs under the engine's
+// evaluation hooks (gather, release). Returns nullopt when the data has no held-out window
+// (val_fraction 0).
+std::optional<double> evaluate(BuiltinModule& model, const Dataset& data, comm::Communicator& comm, int batch_size);
 
 }  // namespace accel::train

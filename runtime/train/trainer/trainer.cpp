@@ -9,31 +9,29 @@
 #include <filesystem>
 #include <sstream>
 
+#include <accel/accelerator.hpp>
+
 #include "backends/backend.hpp"
-#include "runtime/train/trainer/run_report.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
+#include "runtime/train/api/accelerator_internals.hpp"
+#include "runtime/train/checkpoint/trainer_record.hpp"
 #include "runtime/train/data/dataset.hpp"
+#include "runtime/train/model/model.hpp"
 #include "runtime/train/model/model_weights.hpp"
 #include "runtime/train/model/safetensors.hpp"
+#include "runtime/train/modules/builtin_module.hpp"
+#include "runtime/train/modules/builtin_optimizer.hpp"
 #include "runtime/train/optim/lr_schedule.hpp"
-#include "runtime/train/trainer/checkpointer.hpp"
 #include "runtime/train/trainer/evaluation.hpp"
 #include "runtime/train/trainer/fault_communicator.hpp"
 #include "runtime/train/trainer/fault_injection.hpp"
 #include "runtime/train/trainer/memory_probe.hpp"
+#include "runtime/train/trainer/run_report.hpp"
 #include "runtime/train/trainer/step_metrics.hpp"
-#include "runtime/train/trainer/step_update.hpp"
 
 namespace accel::train {
 namespace {
-
-// A number as a log line shows it: shortest form, e.g. 65536 or 0.5.
-std::string number(double v) {
-  std::ostringstream out;
-  out << v;
-  return out.str();
-}
 
 using Clock = std::chrono::steady_clock;
 
@@ -78,6 +76,7 @@ class Trainer {
   void build();
   StepMetrics train_step(int64_t step);
   double all_reduce_scalar(double value, comm::ReduceOp op);
+  int64_t num_parameters() const;
   void log(const std::string& line) const {
     if (rank_ == 0) logging::info(line);
   }
@@ -91,11 +90,15 @@ class Trainer {
   comm::Communicator& comm_;
   int rank_, world_;
   TrainerOptions options_;
-  std::unique_ptr<Model> model_;
+  // The built-in model as a torch module with accel::Unit<> layers, prepared through the public
+  // API like a user's (docs/design/0017): the Accelerator owns the engine.
+  std::shared_ptr<BuiltinModule> model_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<Dataset> data_;
-  std::unique_ptr<backends::Backend> backend_;
-  std::unique_ptr<Checkpointer> checkpointer_;
-  std::unique_ptr<StepUpdater> updater_;
+  std::unique_ptr<Accelerator> acc_;
+  PreparedOptimizer* step_optimizer_ = nullptr;
+  backends::Backend* engine_ = nullptr;
+  std::string resumed_dir_;  // the checkpoint load_state() read
 };
 
 void Trainer::build() {
@@ -105,15 +108,32 @@ void Trainer::build() {
                    "engine is issue 15's next step); train with device: cpu. `accel test` and `accel bench comm` "
                    "already run their collectives on the GPU (" + comm_.backend_name() + ")");
   apply_thread_count();
-  model_ = make_model(job_.model);
+  model_ = make_builtin_module(job_.model);
   model_->initialize(uint64_t(t_.seed));
-  if (!t_.init_from.empty()) load_weights_into(*model_, t_.init_from);
+  if (!t_.init_from.empty()) load_weights_into(model_->spec_parameters(), t_.init_from);
   log_memory(rank_, world_, "model build");
   data_ = make_dataset(job_.data, job_.model.vocab_size, t_.seq_len, uint64_t(t_.seed));
-  backend_ = backends::make_backend(job_, comm_, *model_);
+  optimizer_ = make_builtin_optimizer(job_.optimizer, model_->spec_parameters());
+  // The Accelerator joins the world the worker joined, through comm_ (the fault injector in front
+  // when ACCEL_FAULT arms a collective).
+  acc_ = detail::AcceleratorInternals::attach(ctx_.job, comm_, ctx_.rendezvous.get());
+  step_optimizer_ = &acc_->prepare(*model_, *optimizer_);
+  engine_ = &detail::AcceleratorInternals::engine(*acc_);
   log_memory(rank_, world_, "backend build");
-  checkpointer_ = std::make_unique<Checkpointer>(ctx_.job, comm_, *ctx_.rendezvous, *backend_, *data_, faults_);
-  updater_ = std::make_unique<StepUpdater>(job_, loss_scaler_settings(job_));
+  // The trainer's state record (trainer_record.hpp): its data position, model and loop state.
+  detail::AcceleratorInternals::state_io(*acc_).use_record_format(
+      {kTrainerWriter, [this] { return trainer_record(job_, world_, *data_, nlohmann::json::object()); },
+       [this](const std::string& dir, const nlohmann::json& record) {
+         check_trainer_record(dir, record, *data_);
+         resumed_dir_ = dir;
+       },
+       [this](int64_t steps_done) { faults_.at("checkpoint_write", steps_done - 1); }});
+}
+
+int64_t Trainer::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& [name, p] : model_->spec_parameters()) n += p.numel();
+  return n;
 }
 
 double Trainer::all_reduce_scalar(double value, comm::ReduceOp op) {
@@ -128,31 +148,20 @@ StepMetrics Trainer::train_step(int64_t step) {
   const int G = t_.gradient_accumulation_steps;
   double loss_sum = 0;
   for (int m = 0; m < G; ++m) {
-    bool sync = m == G - 1;
-    UnitHooks* hooks = backend_->begin_micro_step(m, sync);
+    acc_->accumulate();
     Batch batch = data_->train_batch(step, m, rank_, world_, t_.micro_batch_size, G);
-    at::Tensor loss = model_->loss(model_->forward(batch.x, hooks), batch.y);
-    // Mean over the global batch: each rank's micro loss / G here, the average over ranks in the backend.
-    at::Tensor objective = loss / double(G);
-    // fp16 (step_update.hpp): the scaled loss in fp32, as DeepSpeed scales loss.float().
-    if (updater_->scaling()) objective = loss.to(at::kFloat) / double(G) * updater_->loss_multiplier();
-    objective.backward();
+    at::Tensor loss = token_cross_entropy(model_->forward(batch.x), batch.y);
+    // Mean over the global batch: micro loss / G here, the average over ranks in the engine.
+    acc_->backward(loss);
     loss_sum += loss.item<double>();
-    backend_->end_micro_step(sync);
   }
   StepMetrics m;
   m.step = step;
-  const StepOutcome outcome = updater_->finish_step(*backend_, step);
-  m.grad_norm = outcome.grad_norm;
-  m.lr = outcome.lr;
-  if (updater_->scaling()) {
-    m.loss_scale = outcome.loss_scale;
-    m.skipped = outcome.skipped;
-    if (outcome.skipped)
-      logging::warn("[rank " + std::to_string(rank_) + "] step " + std::to_string(step + 1) +
-                ": the gradients overflowed at loss scale " + number(outcome.loss_scale) +
-                ": step skipped, loss scale now " + number(updater_->loss_multiplier()));
-  }
+  // The step (spec/training.md): the scheduled lr, the pre-clip global norm and clipping, the update.
+  m.lr = learning_rate(job_.scheduler, job_.optimizer.lr, step, t_.max_steps);
+  set_learning_rate(*optimizer_, m.lr);
+  m.grad_norm = acc_->clip_grad_norm(t_.max_grad_norm);
+  step_optimizer_->step();
   m.loss = all_reduce_scalar(loss_sum / G, comm::ReduceOp::Avg);
   m.peak_mem_bytes = int64_t(all_reduce_scalar(double(peak_rss_bytes()), comm::ReduceOp::Max));
   m.tokens = int64_t(world_) * t_.micro_batch_size * G * t_.seq_len;
@@ -165,17 +174,15 @@ void Trainer::run() {
   auto t_start = Clock::now();
   build();
   int64_t start = 0;
-  if (auto dir = checkpointer_->resume_dir()) {
-    start = checkpointer_->load(*dir);
-    updater_->restore(checkpointer_->loaded_loop_state());
-    log("resumed from " + *dir + " (" + std::to_string(start) + " steps done)");
+  if (acc_->load_state()) {  // training.resume
+    start = acc_->step();
+    log("resumed from " + resumed_dir_ + " (" + std::to_string(start) + " steps done)");
   }
   log(data_->describe());
-  log(backend_->describe());
-  if (!options_.trace_path.empty() && !backend_->start_trace())
-    logging::warn("[rank " + std::to_string(rank_) + "] --trace: backend " + backend_->name() +
+  if (!options_.trace_path.empty() && !engine_->start_trace())
+    logging::warn("[rank " + std::to_string(rank_) + "] --trace: backend " + engine_->name() +
               " has no per-unit schedule to record");
-  log("model " + std::string(config::to_string(job_.model.name)) + ": " + std::to_string(model_->num_parameters()) +
+  log("model " + std::string(config::to_string(job_.model.name)) + ": " + std::to_string(num_parameters()) +
       " parameters; global batch " + std::to_string(world_) + " ranks x " + std::to_string(t_.micro_batch_size) +
       " rows x " + std::to_string(t_.gradient_accumulation_steps) + " micro-steps x " + std::to_string(t_.seq_len) +
       " tokens; " + std::to_string(at::get_num_threads()) + " thread(s) per rank");
@@ -199,7 +206,7 @@ void Trainer::run() {
   std::string last_checkpoint;
   StepCommCounter step_comm;
   std::vector<std::pair<std::string, const comm::Communicator*>> counted = {{"world", &comm_}};
-  for (const auto& group : backend_->group_communicators()) counted.push_back(group);
+  for (const auto& group : engine_->group_communicators()) counted.push_back(group);
   for (int64_t step = start; step < t_.max_steps; ++step) {
     std::vector<comm::CommStats> before;
     for (const auto& [name, c] : counted) before.push_back(c->stats());
@@ -212,7 +219,7 @@ void Trainer::run() {
     tokens += m.tokens;
     bool final_step = step + 1 == t_.max_steps;
     if (t_.eval_every > 0 && (step + 1) % t_.eval_every == 0) {
-      m.eval_loss = evaluate(*model_, *backend_, *data_, comm_, t_.micro_batch_size);
+      m.eval_loss = evaluate(*model_, *data_, comm_, t_.micro_batch_size);
       if (m.eval_loss) last_eval = m.eval_loss;
     }
     if (metrics) metrics->append(m);
@@ -221,17 +228,19 @@ void Trainer::run() {
     if (!first) first = m;
     last = m;
     if (final_step || (t_.checkpoint_every > 0 && (step + 1) % t_.checkpoint_every == 0)) {
-      last_checkpoint = checkpointer_->save(step + 1, updater_->state());
+      last_checkpoint = acc_->save_state();
       log_memory(rank_, world_, "checkpoint " + std::to_string(step + 1));
     }
   }
 
-  if (!options_.trace_path.empty()) backend_->write_trace(trace_file_for_rank(options_.trace_path, rank_));
-  write_run_report(out, rank_, make_run_report(rank_, world_, backend_->name(), backend_->memory_report(), step_comm,
+  if (!options_.trace_path.empty()) engine_->write_trace(trace_file_for_rank(options_.trace_path, rank_));
+  write_run_report(out, rank_, make_run_report(rank_, world_, engine_->name(), engine_->memory_report(), step_comm,
                                                t_.max_steps - start, peak_rss_bytes()));
   std::string weights;
   if (t_.save_weights) {
-    auto params = backend_->full_parameters();  // collective
+    // The engine's order (units, then their parameters), the order `accel merge-weights` writes a
+    // checkpoint in: the two files of the same state are byte-equal.
+    auto params = engine_->full_parameters();  // collective
     if (rank_ == 0) {
       weights = out + "/weights.safetensors";
       save_safetensors(weights, params);
