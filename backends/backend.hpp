@@ -122,16 +122,14 @@ class Backend {
 // bf16 or a model loaded in bf16), fp16 (mixed_precision fp16), fp32 otherwise.
 at::ScalarType compute_dtype(const config::JobConfig& job);
 
-// Builds the backend the job names (`backend:` key) over accel's built-in `model`, whose parameters
-// must already be initialised (identically on every rank, or broadcast by the backend), with the
-// job's optimizer section. Throws RunError for a backend that is not implemented yet.
-std::unique_ptr<Backend> make_backend(const config::JobConfig& job, comm::Communicator& comm, train::Model& model);
-
-// The same over any model described by `units` (a module prepared through the public API, whose
-// units come from a policy) and the user's optimizer groups. Such units have no forward
-// boundaries unless they name a module: strategies that free parameters between uses (ZeRO-3,
-// FULL_SHARD, HYBRID_SHARD) and activation checkpointing are refused (RunError); the fsdp wrap
-// policy is the caller's (one engine unit per spec).
+// Builds the backend the job names (`backend:` key) over a model described by `units` (a module
+// prepared through the public API, the built-in trainer's included, whose units come from a
+// policy; the parameters initialised, identically on every rank or broadcast by the backend) and
+// the optimizer's groups. Units have no forward boundaries unless they name a module: strategies
+// that free parameters between uses (ZeRO-3, FULL_SHARD, HYBRID_SHARD) and activation
+// checkpointing need them, and are refused (RunError) without. With accel::Unit<> wrappers the
+// fsdp wrap policy groups consecutive units (NO_WRAP, SIZE_BASED_WRAP); without, the caller
+// applied it to the module tree (one engine unit per spec). RunError for a backend not implemented.
 std::unique_ptr<Backend> make_backend(const config::JobConfig& job, comm::Communicator& comm,
                                       std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer);
 // Why the job cannot run a prepared module (the first refusal, with its key and fix), or "" if it

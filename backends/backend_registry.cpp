@@ -53,14 +53,13 @@ std::unique_ptr<Backend> make_replicated_mixed(const config::JobConfig& job, com
 }
 
 std::unique_ptr<Backend> make_deepspeed(const config::JobConfig& job, comm::Communicator& comm,
-                                        std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer,
-                                        bool user_module) {
+                                        std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer) {
   const auto& ds = job.deepspeed;
   const bool offload = ds.offload_optimizer_device != config::OffloadDevice::none ||
                        ds.offload_param_device != config::OffloadDevice::none;
   if (offload && ds.zero_stage == 0)
     throw RunError("deepspeed offload needs zero_stage 1 or more (the offloaded states are the partitioned ones)");
-  if (user_module && ds.zero_stage >= 3 && !has_unit_boundaries(units)) throw RunError(prepared_module_refusal(job));
+  if (ds.zero_stage >= 3 && !has_unit_boundaries(units)) throw RunError(prepared_module_refusal(job));
   std::string label = "deepspeed zero_stage " + std::to_string(ds.zero_stage);
   if (ds.zero_stage == 0 && compute_dtype(job) != at::kFloat)
     return make_replicated_mixed(job, comm, std::move(units), optimizer, label);
@@ -110,31 +109,25 @@ std::unique_ptr<Backend> make_deepspeed(const config::JobConfig& job, comm::Comm
   return std::make_unique<ShardedEngine>(comm, std::move(units), optimizer, policy);
 }
 
-// `model`: the built-in model the units describe, or nullptr for a prepared module.
 std::unique_ptr<Backend> build(const config::JobConfig& job, comm::Communicator& comm, std::vector<UnitSpec> units,
-                               const train::OptimizerSetup& optimizer, train::Model* model) {
+                               const train::OptimizerSetup& optimizer) {
   switch (job.backend) {
     case config::Backend::ddp:
       if (compute_dtype(job) != at::kFloat) return make_replicated_mixed(job, comm, std::move(units), optimizer, "ddp");
       return std::make_unique<DdpBackend>(comm, std::move(units), optimizer, job.ddp.bucket_cap_mb);
     case config::Backend::deepspeed:
-      return make_deepspeed(job, comm, std::move(units), optimizer, model == nullptr);
+      return make_deepspeed(job, comm, std::move(units), optimizer);
     case config::Backend::fsdp:
-      return model ? make_fsdp_backend(job, comm, *model) : make_fsdp_backend(job, comm, std::move(units), optimizer);
+      return make_fsdp_backend(job, comm, std::move(units), optimizer);
   }
   throw RunError("backend: " + std::string(config::to_string(job.backend)) + " is not implemented");
 }
 
 }  // namespace
 
-std::unique_ptr<Backend> make_backend(const config::JobConfig& job, comm::Communicator& comm, train::Model& model) {
-  if (job.backend == config::Backend::fsdp) return make_fsdp_backend(job, comm, model);
-  return build(job, comm, model_unit_specs(model), train::builtin_optimizer_setup(job.optimizer), &model);
-}
-
 std::unique_ptr<Backend> make_backend(const config::JobConfig& job, comm::Communicator& comm,
                                       std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer) {
-  return build(job, comm, std::move(units), optimizer, nullptr);
+  return build(job, comm, std::move(units), optimizer);
 }
 
 }  // namespace accel::backends

@@ -41,14 +41,10 @@ int64_t largest_padded_unit(const UnitGroups& groups, const std::vector<int64_t>
   return largest;
 }
 
-// `model`: the built-in model (its units are grouped by the wrap policy), or nullptr for a prepared
-// module (one engine unit per spec).
 std::unique_ptr<Backend> build_fsdp(const config::JobConfig& job, comm::Communicator& comm, std::vector<UnitSpec> units,
-                                    const train::OptimizerSetup& optimizer, train::Model* model) {
-  FsdpPlan plan = plan_fsdp(job, /*user_module=*/model == nullptr, /*unit_boundaries=*/model || has_unit_boundaries(units));
+                                    const train::OptimizerSetup& optimizer) {
+  FsdpPlan plan = plan_fsdp(job, /*user_module=*/true, /*unit_boundaries=*/has_unit_boundaries(units));
   if (!plan.refusals.empty()) throw RunError("backend fsdp: " + describe_issue(plan.refusals.front()));
-  // A property of the model's forward, so it holds for whichever engine runs below.
-  if (model) model->set_activation_checkpointing(plan.activation_checkpointing);
   const at::ScalarType compute = compute_dtype(job);  // as deepspeed: backend.hpp
   if (plan.replicated && compute == at::kFloat) {
     // FSDP NO_SHARD all-reduces each unit's gradients; the ddp engine's buckets (ddp.bucket_cap_mb)
@@ -76,7 +72,7 @@ std::unique_ptr<Backend> build_fsdp(const config::JobConfig& job, comm::Communic
   // accel::Unit<> wrappers make its units (they are the finest grain, as the built-in layers are;
   // without wrappers the policy already chose the units from the module tree).
   const bool wrapped = std::any_of(units.begin(), units.end(), [](const UnitSpec& u) { return u.module != nullptr; });
-  policy.unit_groups = model || wrapped ? groups_for_wrap_policy(plan.wrap, plan.min_num_params, numels)
+  policy.unit_groups = wrapped ? groups_for_wrap_policy(plan.wrap, plan.min_num_params, numels)
                                         : one_group_per_unit(int(units.size()));
   policy.reduce_bucket_numel = 2 * largest_padded_unit(
       policy.unit_groups, numels, plan.shard_group_size > 0 ? plan.shard_group_size : comm.size());
@@ -87,13 +83,9 @@ std::unique_ptr<Backend> build_fsdp(const config::JobConfig& job, comm::Communic
 
 }  // namespace
 
-std::unique_ptr<Backend> make_fsdp_backend(const config::JobConfig& job, comm::Communicator& comm, train::Model& model) {
-  return build_fsdp(job, comm, model_unit_specs(model), train::builtin_optimizer_setup(job.optimizer), &model);
-}
-
 std::unique_ptr<Backend> make_fsdp_backend(const config::JobConfig& job, comm::Communicator& comm,
                                            std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer) {
-  return build_fsdp(job, comm, std::move(units), optimizer, nullptr);
+  return build_fsdp(job, comm, std::move(units), optimizer);
 }
 
 }  // namespace accel::backends

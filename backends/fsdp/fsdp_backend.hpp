@@ -10,12 +10,10 @@
 
 namespace accel::backends {
 
-// Over accel's built-in model: the model's units grouped by the wrap policy; activation
-// checkpointing set on the model.
-std::unique_ptr<Backend> make_fsdp_backend(const config::JobConfig& job, comm::Communicator& comm, train::Model& model);
-
-// Over a module prepared through the public API: one engine unit per spec (the caller applied the
-// wrap policy to the module tree); plan_fsdp(job, user_module = true)'s refusals are a RunError.
+// Over a module prepared through the public API: with accel::Unit<> wrappers (units that name a
+// module) the wrap policy groups consecutive units; without, one engine unit per spec (the caller
+// applied the wrap policy to the module tree). plan_fsdp(job, user_module = true)'s refusals are a
+// RunError. Activation checkpointing is the wrappers' (the caller's unit sink).
 std::unique_ptr<Backend> make_fsdp_backend(const config::JobConfig& job, comm::Communicator& comm,
                                            std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer);
 

@@ -6,7 +6,7 @@
 #include <ATen/core/grad_mode.h>
 #include <atomic>
 
-#include "backends/core/model_replicas.hpp"
+#include "model_backend.hpp"
 #include "backends/ddp/ddp_backend.hpp"
 #include "runtime/comm/fake_communicator.hpp"
 #include "tests/comm/comm_test_support.hpp"
@@ -80,7 +80,7 @@ TEST_CASE("ddp at world 2: every rank ends with the gradient of the global batch
         int r = comm.rank();
         auto model = accel::train::make_model(job.model);
         model->initialize(11);
-        DdpBackend ddp(comm, accel::backends::model_unit_specs(*model), accel::train::builtin_optimizer_setup(job.optimizer), job.ddp.bucket_cap_mb);
+        DdpBackend ddp(comm, accel::test::model_unit_specs(*model), accel::train::builtin_optimizer_setup(job.optimizer), job.ddp.bucket_cap_mb);
         // No forward hooks: readiness comes from the parameters' AccumulateGrad hooks.
         auto* hooks = ddp.begin_micro_step(0, true);
         if (hooks) throw std::runtime_error("ddp returned unit hooks");
@@ -117,7 +117,7 @@ TEST_CASE("ddp: accumulation micro-steps communicate nothing; the last one all-r
           ++seen;
           if (first_wpe_zero < 0) first_wpe_zero = wpe.grad().abs().sum().item<double>() == 0.0;
         });
-        DdpBackend ddp(comm, accel::backends::model_unit_specs(*model), accel::train::builtin_optimizer_setup(job.optimizer), job.ddp.bucket_cap_mb);
+        DdpBackend ddp(comm, accel::test::model_unit_specs(*model), accel::train::builtin_optimizer_setup(job.optimizer), job.ddp.bucket_cap_mb);
         int before = comm.all_reduces;
         ddp.begin_micro_step(0, false);
         model->loss(model->forward(tokens(2, r), nullptr), tokens(2, r + 1)).backward();
@@ -159,7 +159,7 @@ TEST_CASE("ddp: replicas stay identical through optimizer steps, and a diverged 
         int r = comm.rank();
         auto model = accel::train::make_model(job.model);
         model->initialize(uint64_t(5 + r));  // different seeds: the constructor's broadcast must align them
-        DdpBackend ddp(comm, accel::backends::model_unit_specs(*model), accel::train::builtin_optimizer_setup(job.optimizer), job.ddp.bucket_cap_mb);
+        DdpBackend ddp(comm, accel::test::model_unit_specs(*model), accel::train::builtin_optimizer_setup(job.optimizer), job.ddp.bucket_cap_mb);
         for (int step = 0; step < 3; ++step) {
           auto* hooks = ddp.begin_micro_step(0, true);
           model->loss(model->forward(tokens(2, r + step), hooks), tokens(2, r + step + 1)).backward();

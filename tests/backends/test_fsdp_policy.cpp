@@ -5,6 +5,7 @@
 #include "tests/support/catch_with_torch.hpp"
 
 #include "backends/fsdp/fsdp_backend.hpp"
+#include "model_backend.hpp"
 #include "backends/fsdp/fsdp_policy.hpp"
 #include "tests/backends/tiny_job.hpp"
 #include "runtime/comm/fake_communicator.hpp"
@@ -201,7 +202,7 @@ TEST_CASE("fsdp engine: the label, bf16 masters under precision_mode low, refusa
         int r = comm.rank();
         auto model = accel::train::make_model(job.model);
         model->initialize(9);
-        auto backend = accel::backends::make_fsdp_backend(job, comm, *model);
+        auto backend = accel::test::make_model_backend(job, comm, *model);
         described[r] = backend->describe();
         memory[r] = backend->memory_report();
         at::Tensor idx = (at::arange(16, at::TensorOptions(at::kLong)) * 3 + r).remainder(32).view({2, 8});
@@ -228,7 +229,7 @@ TEST_CASE("fsdp engine: the label, bf16 masters under precision_mode low, refusa
       1, [&](int r) { return one.communicator(r); },
       [&](accel::comm::Communicator& comm) {
         auto model = accel::train::make_model(job.model);
-        accel::backends::make_fsdp_backend(job, comm, *model);
+        accel::test::make_model_backend(job, comm, *model);
       });
   REQUIRE(refused.size() == 1);
   CHECK_THAT(refused[0], Catch::Contains("backend fsdp: fsdp.transformer_layer_cls_to_wrap: 'GPT2Block' is not a layer class"));

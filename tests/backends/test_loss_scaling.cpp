@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "backends/backend.hpp"
+#include "model_backend.hpp"
 #include "runtime/comm/fake_communicator.hpp"
 #include "runtime/train/trainer/step_update.hpp"
 #include "tests/backends/tiny_job.hpp"
@@ -61,7 +62,7 @@ Run train(const JobConfig& job, std::optional<LossScalerSettings> scaler, const 
         const int r = comm.rank();
         auto model = accel::train::make_model(job.model);
         model->initialize(11);
-        auto backend = accel::backends::make_backend(job, comm, *model);
+        auto backend = accel::test::make_model_backend(job, comm, *model);
         StepUpdater updater(job, scaler);
         for (size_t s = 0; s < batches.size(); ++s) {
           auto* hooks = backend->begin_micro_step(0, true);

@@ -17,7 +17,7 @@
 #include <map>
 #include <mutex>
 
-#include "backends/core/model_replicas.hpp"
+#include "model_backend.hpp"
 #include "backends/core/flat_layout.hpp"
 #include "backends/core/nvme_param_store.hpp"
 #include "backends/core/sharded_engine.hpp"
@@ -172,7 +172,7 @@ Observed run(const Setup& s, int steps, int first_step = 0, const fs::path& resu
           shard_bytes.push_back(FlatLayout(numels, s.world).shard_numel() * (s.bf16 ? 2 : 4));
         }
         {
-          ShardedEngine engine(comm, accel::backends::model_unit_specs(*model), accel::train::builtin_optimizer_setup(job.optimizer), policy_for(s, dir.path()));
+          ShardedEngine engine(comm, accel::test::model_unit_specs(*model), accel::train::builtin_optimizer_setup(job.optimizer), policy_for(s, dir.path()));
           if (!resume.empty()) engine.load_state(resume.string(), layout);
           auto files = files_under(dir.path() / "params", r);
           for (int k = 0; k < steps; ++k) o.losses[size_t(r)].push_back(train_step(engine, *model, r, first_step + k));

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/core/model_replicas.hpp"
+#include "model_backend.hpp"
 #include "backends/core/sharded_engine.hpp"
 #include "backends/fsdp/fsdp_backend.hpp"
 #include "runtime/comm/fake_communicator.hpp"
@@ -95,7 +95,7 @@ TEST_CASE("FULL_SHARD: a recomputed unit is released after its forward and gathe
         policy.shard_grads = policy.shard_params = true;
         policy.prefetch.forward = false;  // no prefetch: a unit is gathered only on demand
         policy.prefetch.backward = accel::backends::PrefetchPolicy::Backward::none;
-        accel::backends::ShardedEngine engine(comm, accel::backends::model_unit_specs(*model), accel::train::builtin_optimizer_setup(job.optimizer), policy);
+        accel::backends::ShardedEngine engine(comm, accel::test::model_unit_specs(*model), accel::train::builtin_optimizer_setup(job.optimizer), policy);
         ProbedHooks hooks;
         hooks.engine = engine.begin_micro_step(0, true);
         at::Tensor idx = tokens(comm.rank(), 0);
@@ -124,7 +124,7 @@ struct Run {
   std::vector<at::Tensor> params;  // full parameters after the last step (rank 0)
 };
 
-// Two optimizer steps of two micro-steps each through make_fsdp_backend.
+// Two optimizer steps of two micro-steps each through make_model_backend (the fsdp plan, then make_backend).
 Run train(accel::config::JobConfig job) {
   accel::comm::FakeWorld world(2);
   Run runs[2];
@@ -133,9 +133,9 @@ Run train(accel::config::JobConfig job) {
       [&](accel::comm::Communicator& comm) {
         auto model = accel::train::make_model(job.model);
         model->initialize(9);
-        auto backend = accel::backends::make_fsdp_backend(job, comm, *model);
+        auto backend = accel::test::make_model_backend(job, comm, *model);
         if (model->activation_checkpointing() != job.fsdp.activation_checkpointing)
-          throw std::runtime_error("make_fsdp_backend did not set the model's activation checkpointing");
+          throw std::runtime_error("make_model_backend did not set the model's activation checkpointing");
         Run& run = runs[comm.rank()];
         for (int step = 0; step < 2; ++step) {
           for (int m = 0; m < 2; ++m) {

@@ -6,7 +6,7 @@
 
 #include <ATen/core/grad_mode.h>
 
-#include "backends/core/model_replicas.hpp"
+#include "model_backend.hpp"
 #include "backends/core/flat_layout.hpp"
 #include "backends/core/sharded_engine.hpp"
 #include "backends/core/unit_grouping.hpp"
@@ -97,7 +97,7 @@ Observed run_engine(bool shard_grads, bool shard_params) {
         policy.label = "test";
         policy.shard_grads = shard_grads;
         policy.shard_params = shard_params;
-        ShardedEngine engine(comm, accel::backends::model_unit_specs(*model), accel::train::builtin_optimizer_setup(job.optimizer), policy);
+        ShardedEngine engine(comm, accel::test::model_unit_specs(*model), accel::train::builtin_optimizer_setup(job.optimizer), policy);
         auto params = model->named_parameters();
         auto all_released = [&] {
           for (auto& [n, p] : params)
@@ -170,7 +170,7 @@ WorldRun run_world4(int shard_group_size) {
         policy.label = "test";
         policy.shard_params = true;
         policy.shard_group_size = shard_group_size;
-        ShardedEngine engine(comm, accel::backends::model_unit_specs(*model), accel::train::builtin_optimizer_setup(job.optimizer), policy);
+        ShardedEngine engine(comm, accel::test::model_unit_specs(*model), accel::train::builtin_optimizer_setup(job.optimizer), policy);
         for (int step = 0; step < 2; ++step) {
           auto* hooks = engine.begin_micro_step(0, true);
           model->loss(model->forward(tokens(2, r + step), hooks), tokens(2, r + step + 1)).backward();
