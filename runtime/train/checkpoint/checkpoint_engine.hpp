@@ -1,5 +1,5 @@
 // The one checkpoint path of accel (layout and guarantees: docs/design/0004, 0006, 0013), shared by
-// the built-in trainer (trainer/checkpointer.hpp) and the public API (Accelerator::save_state):
+// the public API (Accelerator::save_state, which the built-in trainer calls too; state_io.hpp):
 // stage a step_N directory on every rank's storage, let the backend write its (sharded) state and
 // each rank its CPU generator, write the state record (trainer.json) and seal it with a manifest,
 // then move `latest`; on load, verify every file against the manifest before reading any, and

@@ -1,7 +1,7 @@
 // The built-in trainer's keys of a checkpoint's state record (docs/design/0004): who wrote it, the
-// data position's identity, the model and batch shape, and the loop's own state. Written by the
-// trainer's Checkpointer and by the trainer's loop on the public API (runtime/train/modules), so
-// each resumes the other's checkpoints (docs/design/0017).
+// data position's identity, the model and batch shape, and the loop's own state. The trainer hands
+// them to Accelerator::save_state / load_state as its record format (api::RecordFormat), so its
+// checkpoints read as the trainer's always have (docs/design/0017).
 #pragma once
 
 #include <string>
