@@ -5,6 +5,9 @@
 // the learning-rate schedule do not advance (DeepSpeed and Megatron skip the scheduler step too),
 // and the next batch is the next step's as usual.
 // Invariant: every rank sees the same global norm, so every rank takes the same decision.
+// Not wired into a run today: fp16 needs the CUDA engine (the CPU refuses it), and the trainer
+// now steps through the public API. It moves into Accelerator::backward / step with that engine
+// (docs/design/0017, "fp16"); tests/backends/test_loss_scaling.cpp keeps it exercised until then.
 #pragma once
 
 #include <cstdint>
