@@ -103,12 +103,6 @@ void check_trainer_can_start(const config::LoadedJob& loaded) {
                               "deepspeed.stage3_max_live_parameters"})
         if (asks_for_something(key)) std::cerr << "warning: " << key << " acts at zero_stage 3 only\n";
   }
-  if (j.mixed_precision == config::MixedPrecision::fp16)
-    throw ConfigError(diagnostic_for(loaded, "mixed_precision",
-                                     "fp16 compute is not built yet: it needs the CUDA engine (libtorch's CPU "
-                                     "kernels have no fp16 matmul or LayerNorm); its loss scaling is built and "
-                                     "waits for it (docs/design/0011)",
-                                     "use mixed_precision: bf16 (same memory, no loss scaling needed) or no"));
   // The checkpoint workers will resume from must be whole: say so now, once, naming the file.
   const std::string& resume = j.training.resume;
   if (resume == "never") return;

@@ -2,9 +2,10 @@
 # The GPU verification, in one command on a lent GPU machine (issue 15): builds accel against the
 # torch already installed there, with the Debian packages carried in .gpu-deps/
 # (scripts/fetch_gpu_build_deps.sh, run beforehand where a registry is reachable), runs the tests
-# labelled `gpu` and the GPU smoke runs (`accel test` over NCCL at world 1 and over host-staged Gloo
-# at world 2 on one GPU, `accel bench comm` over NCCL), and writes logs and JSON into $OUT (or
-# ./gpu-check-out).
+# labelled `gpu` (the communicators; the trainer on the GPU against the CPU reference), the GPU
+# smoke runs (`accel test` over NCCL at world 1 and over host-staged Gloo at world 2 on one GPU,
+# `accel bench comm` over NCCL) and the GPT-2 124M benchmark (scripts/bench_gpu.py), and writes logs
+# and JSON into $OUT (or ./gpu-check-out).
 #   bash scripts/fetch_gpu_build_deps.sh            # here
 #   device run, carry [.gpu-deps]: bash scripts/gpu_check.sh
 # PYTHON names the interpreter with torch (default: python3). Exit status: 0 when everything passed.
@@ -71,6 +72,11 @@ step "accel test over host-staged Gloo, world 2 on one GPU"
 
 step "accel bench comm over NCCL, world 1"
 "$accel" bench comm "$job" --set num_processes=1 --json "$out/bench-comm-nccl.json" 2>&1 | tee "$out/bench-comm-nccl.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+step "GPU benchmark: GPT-2 124M bf16, accel vs FSDP2 and eager (scripts/bench_gpu.py)"
+"$python" "$root/scripts/bench_gpu.py" --accel "$accel" --json "$out/bench-gpu.json" --markdown "$out/bench-gpu.md" \
+  2>&1 | tee "$out/bench-gpu.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 step "result: $([ $status -eq 0 ] && echo PASSED || echo FAILED)"

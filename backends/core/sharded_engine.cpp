@@ -54,8 +54,15 @@ ShardedEngine::ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> spe
   if (!policy_.shard_optimizer && policy_.shard_grads)
     throw RunError(policy_.label + ": sharded gradients need sharded optimizer states");
   if (params_.empty()) throw RunError(policy_.label + ": the model has no parameters");
-  if (!params_[0].second.device().is_cpu())
-    throw RunError(policy_.label + ": the sharding engine runs on CPU tensors only so far (the GPU issue adds CUDA)");
+  device_ = params_[0].second.device();
+  for (const auto& [name, p] : params_)
+    if (p.device() != device_ || p.device() != comm_.device())
+      throw RunError(policy_.label + ": parameter '" + name + "' is on " + p.device().str() + ", but the job's ranks "
+                     "compute on " + comm_.device().str() + " (move the model there before preparing it)");
+  // On a GPU the parameter shards go to host memory only through nvme files (issue 15: not yet).
+  if (!device_.is_cpu() && !policy_.param_nvme_dir.empty())
+    throw RunError(policy_.label + ": parameter offload on a GPU is not supported yet; offload the optimizer "
+                   "(offload_optimizer_device: cpu or nvme) and keep offload_param_device: none");
   broadcast_parameters(comm_, params_);
   if (const int g = policy_.shard_group_size; g > 0 && g < comm_.size()) {
     if (!policy_.shard_optimizer || comm_.size() % g != 0)
@@ -72,6 +79,8 @@ ShardedEngine::ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> spe
   if (!policy_.nvme_dir.empty() && policy_.master_dtype != at::kFloat)
     throw RunError(policy_.label + ": nvme offload keeps fp32 masters only");
   optimizer_ = std::make_unique<ShardedOptimizer>(optimizer, shard_rank(), policy_.master_dtype);
+  // Offload on a GPU: masters, gradient shards and optimizer states in host memory, stepped there.
+  optimizer_->place_states(policy_.offloads ? at::Device(at::kCPU) : device_, device_);
   buffers_ = std::make_unique<UnitParamBuffers>(shard_comm(), policy_.prefetch);
   // Offloaded states go to their files unit by unit as the units are added (never all in memory).
   if (!policy_.nvme_dir.empty()) optimizer_->offload_to_nvme(policy_.nvme_dir, policy_.nvme_buffer_count);
@@ -121,7 +130,7 @@ ShardedEngine::ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> spe
     FlatLayout layout(numels, shards);
     // The masters start from the model's values: fp32 whatever the load dtype (DeepSpeed; FSDP
     // mixed), or the load dtype itself (FSDP precision_mode low).
-    at::Tensor flat = unit_zeros(layout.padded_numel(), at::kFloat);
+    at::Tensor flat = unit_zeros(layout.padded_numel(), at::kFloat, device_);
     for (size_t k = 0; k < rt.params.size(); ++k)
       flat.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).copy_(params_[size_t(rt.params[k])].second.reshape(-1));
     at::Tensor my_shard = flat.narrow(0, int64_t(shard_rank()) * layout.shard_numel(), layout.shard_numel());
@@ -133,7 +142,7 @@ ShardedEngine::ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> spe
                           policy_.nvme_dir.empty() && !param_store_;
     UnitShardState& st = optimizer_->add_unit(rt.name, layout, param_groups, my_shard, rt.master_in_params);
     // The parameters' storage from now on (a copy unless fp32).
-    at::Tensor full = compute == at::kFloat ? flat : unit_empty(layout.padded_numel(), compute).copy_(flat);
+    at::Tensor full = compute == at::kFloat ? flat : unit_empty(layout.padded_numel(), compute, device_).copy_(flat);
     if (param_store_ && !keeps) {
       // Parameter offload: a partitioned unit's shard lives in a file (persistent units keep theirs).
       rt.param_file = params_from_masters
@@ -141,16 +150,16 @@ ShardedEngine::ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> spe
                           : param_store_->add_unit(rt.name, my_shard);
     } else {
       // With nvme offload the master lives in a file between steps: gathers need their own copy.
-      rt.compute_shard = (!optimizer_->offloaded() && compute == st.master.scalar_type())
+      rt.compute_shard = (!optimizer_->offloaded() && compute == st.master.scalar_type() && st.master.device() == device_)
                              ? st.master
-                             : unit_empty(layout.shard_numel(), compute).copy_(my_shard);
+                             : unit_empty(layout.shard_numel(), compute, device_).copy_(my_shard);
     }
     for (size_t k = 0; k < rt.params.size(); ++k) {
       at::Tensor& p = params_[size_t(rt.params[k])].second;
       p.set_data(full.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).view(p.sizes()));
     }
     if (!policy_.shard_grads) {
-      rt.grad_flat = unit_zeros(layout.padded_numel(), compute);
+      rt.grad_flat = unit_zeros(layout.padded_numel(), compute, device_);
       for (size_t k = 0; k < rt.params.size(); ++k) {
         at::Tensor& p = params_[size_t(rt.params[k])].second;
         at::Tensor& view = grad_views_[size_t(rt.params[k])];
@@ -219,6 +228,9 @@ std::string ShardedEngine::describe() const {
       s << " (the masters are in memory and are the shards' values: the files save no memory here)";
   }
   if (!policy_.notes.empty()) s << "; " << policy_.notes;
+  if (!device_.is_cpu())
+    s << "; on " << device_.str() << (policy_.offloads ? " (masters, gradient shards and optimizer states in "
+                                                          "pinned host memory, stepped on the CPU)" : "");
   return s.str();
 }
 
@@ -399,14 +411,14 @@ void ShardedEngine::reduce_unit(int u) {
   }
   if (!policy_.shard_grads) {
     pr.input = rt.grad_flat;  // accumulated over the micro-steps in place
-    pr.accumulate = compute != st.grad.scalar_type();
-    pr.output = pr.accumulate ? unit_empty(st.layout.shard_numel(), compute) : st.grad;
+    pr.accumulate = compute != st.grad.scalar_type() || st.grad.device() != device_;
+    pr.output = pr.accumulate ? unit_empty(st.layout.shard_numel(), compute, device_) : st.grad;
   } else {
     ensure_grad_buffer(u);  // a unit whose backward never ran reduces zeros, like every other rank
     pr.input = std::move(rt.grad_buffer);
     rt.grad_buffer = at::Tensor();
     for (int index : rt.params) params_[size_t(index)].second.mutable_grad() = at::Tensor();
-    pr.output = unit_empty(st.layout.shard_numel(), compute);
+    pr.output = unit_empty(st.layout.shard_numel(), compute, device_);
     pr.accumulate = true;
   }
   trace(TraceEvent::reduce_issued, u);
@@ -427,7 +439,7 @@ void ShardedEngine::ensure_grad_buffer(int u) {
   peak_grad_buffer_bytes_ = std::max(peak_grad_buffer_bytes_, pending_numel_ * int64_t(c10::elementSize(policy_.compute_dtype)));
   // Autograd accumulates into defined gradients in place: the unit's gradients land in one flat
   // buffer that is reduce-scattered as it is, with no copy.
-  rt.grad_buffer = unit_zeros(layout.padded_numel(), policy_.compute_dtype);  // the last unit's pages, reused
+  rt.grad_buffer = unit_zeros(layout.padded_numel(), policy_.compute_dtype, device_);  // the last unit's pages, reused
   for (size_t k = 0; k < rt.params.size(); ++k) {
     at::Tensor& p = params_[size_t(rt.params[k])].second;
     p.mutable_grad() = grad_alias(rt.grad_buffer, layout.param_offset(int(k)), p.sizes());
@@ -442,8 +454,11 @@ void ShardedEngine::finish_oldest_reduction() {
   if (replica_group_ && policy_.shard_optimizer)
     replica_group_->all_reduce(pr.output.defined() ? pr.output : pr.input, comm::ReduceOp::Avg)->wait();
   trace(TraceEvent::reduce_done, pr.unit);
-  if (pr.accumulate)  // fp32 accumulation of the shard
-    shard(pr.unit).grad.add_(pr.output.defined() ? pr.output : pr.input);
+  if (pr.accumulate) {  // fp32 accumulation of the shard (in host memory with offload on a GPU)
+    at::Tensor& grad = shard(pr.unit).grad;
+    const at::Tensor& reduced = pr.output.defined() ? pr.output : pr.input;
+    grad.add_(reduced.device() == grad.device() ? reduced : reduced.to(grad.device()));
+  }
   if (policy_.shard_grads) pending_numel_ -= pr.input.numel();
   pending_.pop_front();
 }
@@ -468,9 +483,7 @@ double ShardedEngine::unscale_and_clip(double max_norm, double grad_scale) {
   for (auto& st : optimizer_->units()) grads.push_back(st.grad);
   return train::unscale_and_clip_grad_norm(grads, grad_scale, max_norm, [this](double local) {
     if (!policy_.shard_optimizer) return local;  // every rank holds the whole (identical) gradient
-    at::Tensor t = at::tensor({local}, at::kDouble);
-    shard_comm().all_reduce(t, comm::ReduceOp::Sum)->wait();  // one copy's shards: the whole gradient
-    return t.item<double>();
+    return comm::all_reduce_value(shard_comm(), local, comm::ReduceOp::Sum);  // one copy's shards: the whole gradient
   });
 }
 

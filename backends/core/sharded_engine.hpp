@@ -173,6 +173,7 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
 
   comm::Communicator& comm_;
   ShardingPolicy policy_;
+  at::Device device_ = at::kCPU;  // the parameters', the communicator's
   std::unique_ptr<comm::Communicator> shard_group_;    // HYBRID_SHARD: this machine's ranks
   std::unique_ptr<comm::Communicator> replica_group_;  // HYBRID_SHARD: one rank per machine, same shard
   train::NamedTensors params_;

@@ -29,13 +29,15 @@ train::NamedTensors ShardedEngine::full_parameters() {
     const FlatLayout& layout = shard(u).layout;
     at::Tensor full = master;
     if (policy_.shard_optimizer) {
-      full = at::empty({layout.padded_numel()}, master.options());
-      shard_comm().all_gather(master, full)->wait();
+      const at::Tensor source = master.to(shard_comm().device());  // offloaded masters are on the host
+      full = at::empty({layout.padded_numel()}, source.options());
+      shard_comm().all_gather(source, full)->wait();
     }
     if (comm_.rank() != 0) return;
     for (size_t k = 0; k < units_[size_t(u)].params.size(); ++k) {
       const auto& [name, p] = params_[size_t(units_[size_t(u)].params[k])];
-      out.emplace_back(name, full.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).view(p.sizes()).clone());
+      at::Tensor value = full.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).view(p.sizes());
+      out.emplace_back(name, value.is_cpu() ? value.clone() : value.to(at::kCPU));  // weights leave on the host
     }
   });
   end_memory_phase();

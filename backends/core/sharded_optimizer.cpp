@@ -20,6 +20,10 @@ ShardedOptimizer::ShardedOptimizer(const config::OptimizerSection& section, int 
 ShardedOptimizer::ShardedOptimizer(train::OptimizerSetup setup, int rank, at::ScalarType master_dtype)
     : setup_(std::move(setup)), rank_(rank), master_dtype_(master_dtype) {}
 
+at::Tensor ShardedOptimizer::state_empty(int64_t numel, at::ScalarType dtype) const {
+  return device_.is_cpu() ? host_empty(numel, dtype, engine_device_) : unit_empty(numel, dtype, device_);
+}
+
 UnitShardState& ShardedOptimizer::add_unit(const std::string& name, const FlatLayout& layout, std::vector<int> groups,
                                            const at::Tensor& master, bool adopt_master) {
   const int64_t S = layout.shard_numel();
@@ -28,24 +32,25 @@ UnitShardState& ShardedOptimizer::add_unit(const std::string& name, const FlatLa
     if (g < 0 || size_t(g) >= setup_.groups.size())
       throw RunError("sharded optimizer: unit " + name + " names parameter group " + std::to_string(g) + " of " +
                      std::to_string(setup_.groups.size()));
-  UnitShardState u{name, layout, layout.segments(rank_), std::move(groups), {}, unit_zeros(S, master_dtype_), {}, {}, {}, 0};
+  UnitShardState u{name, layout, layout.segments(rank_), std::move(groups), {}, state_zeros(S, master_dtype_), {}, {}, {}, 0};
   if (nvme_) {
     // Offloaded: the master goes straight from the caller's tensor to its file, and the moments
     // are the new file's zeros; nothing unit-sized is allocated but the gradient shard.
     units_.push_back(std::move(u));
     const int slots = int(state_slots(units_.back()).size());
     int index = nvme_->add_unit(units_.back().unit, int64_t(slots) * S);
-    nvme_->write(index, master.to(master_dtype_));
+    nvme_->write(index, master.to(at::kCPU, master_dtype_));  // from a GPU too
     return units_.back();
   }
-  if (adopt_master && (master.scalar_type() != master_dtype_ || !master.is_contiguous() || master.numel() != S))
+  if (adopt_master && (master.scalar_type() != master_dtype_ || !master.is_contiguous() || master.numel() != S ||
+                       master.device() != device_))
     throw RunError("sharded optimizer: unit " + name + " cannot adopt its master (dtype, layout or size differ)");
-  u.master = adopt_master ? master : unit_empty(S, master_dtype_).copy_(master);
+  u.master = adopt_master ? master : state_empty(S, master_dtype_).copy_(master);
   if (setup_.kind == config::OptimizerName::adamw) {
-    u.exp_avg = unit_zeros(S, state_dtype);
-    u.exp_avg_sq = unit_zeros(S, state_dtype);
+    u.exp_avg = state_zeros(S, state_dtype);
+    u.exp_avg_sq = state_zeros(S, state_dtype);
   } else if (setup_.keeps_momentum()) {
-    u.momentum = unit_zeros(S, state_dtype);
+    u.momentum = state_zeros(S, state_dtype);
   }
   units_.push_back(std::move(u));
   return units_.back();
@@ -218,7 +223,7 @@ void ShardedOptimizer::materialize() {
     auto slots = state_slots(units_[i]);
     at::Tensor all = nvme_->read(int(i));
     const int64_t S = units_[i].layout.shard_numel();
-    for (size_t k = 0; k < slots.size(); ++k) *slots[k] = unit_empty(S, at::kFloat).copy_(all.narrow(0, int64_t(k) * S, S));
+    for (size_t k = 0; k < slots.size(); ++k) *slots[k] = state_empty(S, at::kFloat).copy_(all.narrow(0, int64_t(k) * S, S));
   }
   spilled_ = false;
 }

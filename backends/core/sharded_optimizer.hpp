@@ -44,6 +44,14 @@ class ShardedOptimizer {
   ShardedOptimizer(train::OptimizerSetup setup, int rank, at::ScalarType master_dtype = at::kFloat);
 
   at::ScalarType master_dtype() const { return master_dtype_; }
+  // Where units added from now on keep their master, gradient shard and states: `device` (the
+  // engine's), or the host for a GPU engine with optimizer offload, in page-locked memory (the
+  // step then runs on the CPU, as DeepSpeed's offloaded step). Default: the CPU.
+  void place_states(at::Device device, at::Device engine_device) {
+    device_ = device;
+    engine_device_ = engine_device;
+  }
+  at::Device device() const { return device_; }
   // Adds a unit; `master` is this rank's shard of the unit's flat parameters (copied, converted to
   // the master dtype); groups[k] is the parameter group of the unit's parameter k. `adopt_master`:
   // `master` itself becomes the master (in the master dtype, contiguous, not offloaded), so the
@@ -99,6 +107,9 @@ class ShardedOptimizer {
   train::OptimizerSetup setup_;
   int rank_;
   at::ScalarType master_dtype_;
+  at::Device device_ = at::kCPU, engine_device_ = at::kCPU;
+  at::Tensor state_empty(int64_t numel, at::ScalarType dtype) const;  // on device_
+  at::Tensor state_zeros(int64_t numel, at::ScalarType dtype) const { return state_empty(numel, dtype).zero_(); }
   std::unique_ptr<NvmeStateStore> nvme_;
   bool spilled_ = false;
   std::deque<UnitShardState> units_;

@@ -90,11 +90,23 @@ int64_t UnitBlockAllocator::kept_bytes() const {
   return b;
 }
 
-at::Tensor unit_empty(int64_t numel, at::ScalarType dtype) {
+at::Tensor unit_empty(int64_t numel, at::ScalarType dtype, at::Device device) {
+  if (!device.is_cpu()) return at::empty({numel}, at::TensorOptions(dtype).device(device));
   return at::detail::empty_generic({numel}, &UnitBlockAllocator::instance(), c10::DispatchKeySet(c10::DispatchKey::CPU),
                                    dtype, std::nullopt);
 }
 
-at::Tensor unit_zeros(int64_t numel, at::ScalarType dtype) { return unit_empty(numel, dtype).zero_(); }
+at::Tensor unit_zeros(int64_t numel, at::ScalarType dtype, at::Device device) {
+  return unit_empty(numel, dtype, device).zero_();
+}
+
+at::Tensor host_empty(int64_t numel, at::ScalarType dtype, at::Device for_device) {
+  if (for_device.is_cpu()) return unit_empty(numel, dtype);
+  return at::empty({numel}, at::TensorOptions(dtype).pinned_memory(true));
+}
+
+at::Tensor host_zeros(int64_t numel, at::ScalarType dtype, at::Device for_device) {
+  return host_empty(numel, dtype, for_device).zero_();
+}
 
 }  // namespace accel::backends

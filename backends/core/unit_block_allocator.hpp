@@ -46,9 +46,16 @@ class UnitBlockAllocator final : public c10::Allocator {
   mutable int64_t mapped_ = 0;
 };
 
-// Uninitialised / zeroed CPU tensors [numel] whose storage comes from the allocator (resizable:
-// UnitParamBuffers frees and regrows it through the same allocator).
-at::Tensor unit_empty(int64_t numel, at::ScalarType dtype);
-at::Tensor unit_zeros(int64_t numel, at::ScalarType dtype);
+// Uninitialised / zeroed tensors [numel] for a unit's buffers, resizable (UnitParamBuffers frees
+// and regrows them through their storage's allocator). On the CPU the storage comes from the
+// allocator above; on a GPU from the device's caching allocator, which already reuses blocks of
+// freed buffers without returning them to the driver (and records their streams).
+at::Tensor unit_empty(int64_t numel, at::ScalarType dtype, at::Device device = at::kCPU);
+at::Tensor unit_zeros(int64_t numel, at::ScalarType dtype, at::Device device = at::kCPU);
+// Host memory for states a GPU run keeps off the device (optimizer offload): page-locked, so the
+// copies to and from the GPU run at full bandwidth and may be asynchronous. `for_device` CPU: a
+// plain unit_empty (nothing to pin for).
+at::Tensor host_empty(int64_t numel, at::ScalarType dtype, at::Device for_device);
+at::Tensor host_zeros(int64_t numel, at::ScalarType dtype, at::Device for_device);
 
 }  // namespace accel::backends

@@ -1,6 +1,6 @@
 #include "backends/core/unit_param_buffers.hpp"
 
-#include <ATen/native/Resize.h>
+#include <c10/core/StorageImpl.h>
 
 #include <algorithm>
 
@@ -8,9 +8,17 @@ namespace accel::backends {
 namespace {
 
 // Frees or re-allocates a flat buffer's memory while every view of it stays valid (FSDP's
-// storage resize): the views hold the storage, not the data pointer.
+// storage resize): the views hold the storage, not the data pointer. Any device: the new memory
+// comes from the storage's own allocator (the unit allocator on the CPU, the caching allocator on
+// a GPU). The contents are not kept: a regrown buffer is always overwritten by its gather. On a
+// GPU, memory freed here was last used on the current stream (a gather's wait orders that stream
+// after the collective), so the caching allocator reuses it only after that work.
 void resize_storage(const at::Tensor& t, size_t bytes) {
-  at::native::resize_bytes_cpu(t.storage().unsafeGetStorageImpl(), bytes);
+  c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+  if (bytes == storage->nbytes()) return;
+  at::DataPtr data = bytes ? storage->allocator()->allocate(bytes) : at::DataPtr(nullptr, storage->device());
+  storage->set_data_ptr_noswap(std::move(data));
+  storage->set_nbytes(bytes);
 }
 
 size_t full_bytes(const at::Tensor& t) { return size_t(t.numel()) * t.element_size(); }

@@ -65,6 +65,7 @@ std::string DdpBackend::describe() const {
     << " rank(s); " << buckets_.size() << " gradient bucket(s) of at most " << bucket_cap_mb_
     << " MiB, all-reduced during the backward of each step's last micro-step";
   if (!notes_.empty()) s << "; " << notes_;
+  if (const at::Device d = params_[0].second.device(); !d.is_cpu()) s << "; on " << d.str();
   return s.str();
 }
 
@@ -157,11 +158,10 @@ train::NamedTensors DdpBackend::full_parameters() {
   // wherever weights leave the job.
   double fingerprint = 0;
   for (auto& [name, p] : params_) fingerprint += p.detach().to(at::kDouble).abs().sum().item<double>();
-  at::Tensor extremes = at::tensor({fingerprint, -fingerprint}, at::kDouble);
-  comm_.all_reduce(extremes, comm::ReduceOp::Max)->wait();
-  if (extremes[0].item<double>() != -extremes[1].item<double>())
+  const std::vector<double> extremes = comm::all_reduce_values(comm_, {fingerprint, -fingerprint}, comm::ReduceOp::Max);
+  if (extremes[0] != -extremes[1])
     throw RunError("ddp: the parameter replicas differ between ranks (fingerprints in [" +
-                   std::to_string(-extremes[1].item<double>()) + ", " + std::to_string(extremes[0].item<double>()) +
+                   std::to_string(-extremes[1]) + ", " + std::to_string(extremes[0]) +
                    "]); this is a bug, please report it with `accel env`");
   train::NamedTensors out;
   for (auto& [name, p] : params_) out.emplace_back(name, p.detach().to(at::kCPU));

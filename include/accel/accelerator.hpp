@@ -110,6 +110,9 @@ class Accelerator {
   int rank() const;
   int world_size() const;
   bool is_main_process() const { return rank() == 0; }
+  // Where this rank computes: its GPU (cuda:LOCAL_RANK) under device cuda, else the CPU. Move the
+  // model there before prepare() and each batch before its forward: model->to(acc.device()).
+  torch::Device device() const;
   const TrainingConfig& training() const;
 
   // Overrides the job's unit policy for the next prepare().
@@ -150,8 +153,14 @@ class Accelerator {
   // clipping them to max_norm when max_norm > 0. Between boundaries: 0, nothing done.
   double clip_grad_norm(double max_norm);
 
-  // Optimizer steps applied so far.
+  // Optimizer steps taken so far: the loop's position. Under fp16 a step whose gradients overflowed
+  // is skipped (no update; step_was_applied() is false) and still counts here.
   int64_t step() const;
+  // fp16: the steps skipped for an overflow so far, and the scale the next loss is multiplied by
+  // inside backward() (0 and 1 without fp16). A learning-rate schedule over applied updates reads
+  // step() - skipped_steps(), as DeepSpeed's does.
+  int64_t skipped_steps() const;
+  double loss_scale() const;
   // The mean of `value` over the ranks (collective).
   double reduce_mean(double value);
   void wait_for_everyone();

@@ -52,4 +52,11 @@ SplitGroup exchange_split_colors(Communicator& parent, int color) {
   return g;
 }
 
+std::vector<double> all_reduce_values(Communicator& comm, const std::vector<double>& values, ReduceOp op) {
+  at::Tensor t = at::tensor(values, at::kDouble).to(comm.device());
+  comm.all_reduce(t, op)->wait();
+  t = t.cpu();  // on a CUDA communicator: after the op, on the current stream
+  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+}
+
 }  // namespace accel::comm

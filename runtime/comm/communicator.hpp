@@ -23,6 +23,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "runtime/comm/comm_stats.hpp"
 
@@ -108,5 +109,12 @@ class Communicator {
   friend SplitGroup exchange_split_colors(Communicator& parent, int color);
   int splits_ = 0;  // split() calls so far
 };
+
+// Host values reduced over `comm` (a loss, a norm, a counter), through a tensor on the
+// communicator's device: a CUDA communicator takes no CPU tensors. Blocks until the result is here.
+std::vector<double> all_reduce_values(Communicator& comm, const std::vector<double>& values, ReduceOp op);
+inline double all_reduce_value(Communicator& comm, double value, ReduceOp op) {
+  return all_reduce_values(comm, {value}, op)[0];
+}
 
 }  // namespace accel::comm

@@ -50,9 +50,6 @@ void check_world(const JobConfig& j, Checker& c) {
   if (j.main_process_port == 0 && j.num_machines > 1)
     c.error("main_process_port", "port 0 (pick a free port) only works on one machine", "1 .. 65535",
             "choose a fixed port every machine can reach; " + c.about("num_machines"));
-  if (j.mixed_precision == MixedPrecision::fp16 && j.device == Device::cpu)
-    c.error("mixed_precision", "fp16 is not supported on the CPU", "no | bf16 on cpu",
-            "use bf16 on the CPU, or device: cuda; " + c.about("device"));
   if (j.device == Device::cpu && c.is_set("cuda_collectives"))
     c.warning("cuda_collectives", "has no effect on device cpu (CPU workers always use Gloo)", c.about("device"));
 }

@@ -126,7 +126,6 @@ TEST_CASE("Accelerator at world 1: refusals name the key and the fix", "[api]") 
                  Catch::Matchers::Contains("wrap the blocks in accel::Unit<>"));
   CHECK_THAT(refused("backend: fsdp\nfsdp:\n  sharding_strategy: SHARD_GRAD_OP\n  activation_checkpointing: true"),
              Catch::Matchers::Contains("fsdp.activation_checkpointing"));
-  CHECK_THAT(refused("backend: ddp\nmixed_precision: fp16"), Catch::Matchers::Contains("mixed_precision fp16"));
   CHECK_THAT(refused("backend: fsdp\nfsdp:\n  sharding_strategy: SHARD_GRAD_OP\n  transformer_layer_cls_to_wrap: Nope"),
              Catch::Matchers::Contains("no module of class Nope") && Catch::Matchers::Contains("LinearImpl"));
   {

@@ -1,6 +1,7 @@
-// fp16 loss scaling through the backends (step_update.hpp), on fp32 compute so that it runs on the
-// CPU: libtorch's CPU kernels have no fp16 matmul or LayerNorm, so fp16 itself needs a GPU. What
-// scaling adds is checked here at world 2, for the ddp engine, ZeRO-1 and ZeRO-3:
+// fp16 loss scaling through the backends (grad_scaling.hpp, as the Accelerator drives it), on fp32
+// compute so that what scaling adds is seen alone (fp16 runs end to end in
+// tests/numerics/test_mixed_precision.py). Checked here at world 2, for the ddp engine, ZeRO-1 and
+// ZeRO-3:
 //  - a power-of-two scale changes nothing: every product and sum in backward, the gradient
 //    average, the unscale and the clip commute exactly with multiplying by 2^k, so norms and
 //    weights are bitwise those of the unscaled run;
@@ -17,7 +18,8 @@
 #include "backends/backend.hpp"
 #include "model_backend.hpp"
 #include "runtime/comm/fake_communicator.hpp"
-#include "runtime/train/trainer/step_update.hpp"
+#include "backends/core/grad_scaling.hpp"
+#include "runtime/train/optim/lr_schedule.hpp"
 #include "tests/backends/tiny_job.hpp"
 #include "tests/comm/comm_test_support.hpp"
 
@@ -25,10 +27,16 @@ using accel::comm::Communicator;
 using accel::config::Backend;
 using accel::config::JobConfig;
 using accel::train::LossScalerSettings;
-using accel::train::StepOutcome;
-using accel::train::StepUpdater;
+using accel::backends::GradScaling;
 
 namespace {
+
+struct StepOutcome {
+  double grad_norm = 0;
+  double lr = 0;
+  bool skipped = false;
+  double loss_scale = 1;
+};
 
 at::Tensor tokens(int rank, int batch) {
   return (at::arange(16, at::TensorOptions(at::kLong)) * 3 + 7 * rank + 5 * batch).remainder(32).view({2, 8});
@@ -63,16 +71,26 @@ Run train(const JobConfig& job, std::optional<LossScalerSettings> scaler, const 
         auto model = accel::train::make_model(job.model);
         model->initialize(11);
         auto backend = accel::test::make_model_backend(job, comm, *model);
-        StepUpdater updater(job, scaler);
+        GradScaling scaling(scaler);
         for (size_t s = 0; s < batches.size(); ++s) {
           auto* hooks = backend->begin_micro_step(0, true);
           at::Tensor loss = model->loss(model->forward(tokens(r, batches[s]), hooks), tokens(r, batches[s] + 1));
-          at::Tensor objective = loss;  // as the trainer: (loss / G) x scale, G = 1
-          if (updater.scaling()) objective = loss.to(at::kFloat) / 1.0 * updater.loss_multiplier();
+          at::Tensor objective = scaling.objective(loss, 1);  // as the Accelerator: (loss / G) x scale
           if (int(s) == overflow_step && r == 1) objective = objective * std::numeric_limits<double>::infinity();
           objective.backward();
           backend->end_micro_step(true);
-          StepOutcome out = updater.finish_step(*backend, int64_t(s));
+          // The boundary as the Accelerator and the trainer run it: clip, the schedule over applied
+          // steps, then the step or its skip.
+          StepOutcome out;
+          out.loss_scale = scaling.scale();
+          out.grad_norm = scaling.unscale_and_clip(*backend, job.training.max_grad_norm);
+          out.lr = accel::train::learning_rate(job.scheduler, job.optimizer.lr, int64_t(s) - scaling.skipped_steps(),
+                                               job.training.max_steps);
+          out.skipped = scaling.skip_step(*backend);
+          if (out.skipped)
+            backend->skip_step();
+          else
+            backend->optimizer_step(out.lr);
           if (r == 0) run.steps.push_back(out);
           if (r == 1) run.rank1_skipped.push_back(out.skipped);
         }
@@ -141,22 +159,24 @@ TEST_CASE("an overflowed step is skipped on every rank and leaves no trace", "[l
   }
 }
 
-TEST_CASE("the step updater's checkpoint state: the scale and the skipped count come back", "[loss_scaling]") {
-  JobConfig job = job_for(Backend::deepspeed, 1);
+TEST_CASE("the loss scaling's checkpoint state: the scale and the skipped count come back", "[loss_scaling]") {
   accel::train::LossScaler scaler(dynamic_scaler());
   scaler.update(true);  // 1024 -> 512
-  StepUpdater resumed(job, dynamic_scaler());
+  GradScaling resumed(dynamic_scaler());
   resumed.restore({{"loss_scaler", scaler.state()}, {"skipped_steps", 3}});
-  CHECK(resumed.loss_multiplier() == 512);
+  CHECK(resumed.scale() == 512);
   CHECK(resumed.skipped_steps() == 3);
   CHECK(resumed.state()["skipped_steps"] == 3);
   // A checkpoint written without fp16 starts the scaler afresh; without fp16 there is no state.
-  StepUpdater fresh(job, dynamic_scaler());
+  GradScaling fresh(dynamic_scaler());
   fresh.restore(nlohmann::json::object());
-  CHECK(fresh.loss_multiplier() == 1024);
-  StepUpdater plain(job, std::nullopt);
+  CHECK(fresh.scale() == 1024);
+  JobConfig job = job_for(Backend::deepspeed, 1);
+  GradScaling plain(job);  // mixed_precision no
   CHECK(plain.state().empty());
-  CHECK_FALSE(plain.scaling());
+  CHECK_FALSE(plain.active());
+  job.mixed_precision = accel::config::MixedPrecision::fp16;
+  CHECK(GradScaling(job).scale() == 65536);  // deepspeed's initial_scale_power 16
 }
 
 ACCEL_ASSERT_CHECK_IS_CATCH();

@@ -10,8 +10,6 @@ accumulation (micro batch 2, 2 micro-steps); ddp, zero_stage 1 and 2 with the wr
 plain calls; SHARD_GRAD_OP with activation_checkpointing and accumulation; FULL_SHARD at world 4
 (micro batch 2). Each has the same global batch of 8 rows per step as the world-1 run (micro
 batch 8): per-step losses and final weights agree within fp32 reassociation.
-UnitsRefusals: mixed_precision fp16 on the CPU (exit 2, a configuration error) is refused, the
-key named, before any step.
 """
 import os
 import tempfile
@@ -91,22 +89,6 @@ class UnitsAgreement(unittest.TestCase):
             print("\nlargest relative loss / absolute weight difference against world 1:")
             for name, (l, w) in worst.items():
                 print(f"  {name:20s} {l:.3g} {w:.3g}")
-
-
-class UnitsRefusals(unittest.TestCase):
-    def test_fp16_is_refused(self):
-        # fp16 on the CPU is a configuration error (exit 2, nothing started). (Recompute under a
-        # strategy that keeps parameters runs now; a wrapper called twice is refused at that call:
-        # tests/api/test_unit_wrapper.cpp.)
-        with tempfile.TemporaryDirectory() as tmp:
-            for name, strategy, code, key in [
-                    ("fp16", {**fsdp("FULL_SHARD"), "mixed_precision": "fp16"}, 2,
-                     "mixed_precision: fp16 is not supported on the CPU")]:
-                with self.subTest(name):
-                    proc, out = launch(tmp, name, 2, 4, 1, strategy)
-                    self.assertEqual(proc.returncode, code, describe(proc))
-                    self.assertIn(key, proc.stdout + proc.stderr)
-                    self.assertFalse(os.path.exists(os.path.join(out, "metrics.jsonl")))
 
 
 if __name__ == "__main__":

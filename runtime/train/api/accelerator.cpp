@@ -27,6 +27,7 @@
 #include "runtime/config/overrides.hpp"
 #include "runtime/train/api/accelerator_internals.hpp"
 #include "runtime/train/api/current_world.hpp"
+#include "backends/core/grad_scaling.hpp"
 #include "runtime/train/api/state_io.hpp"
 #include "runtime/train/api/unit_policy.hpp"
 #include "runtime/train/api/unit_sink.hpp"
@@ -138,6 +139,7 @@ struct Accelerator::State {
   std::unique_ptr<PreparedOptimizer> prepared;
   train::UnitHooks* hooks = nullptr;                // the open micro-step's (accel::Unit<> calls reach them)
   std::shared_ptr<detail::UnitSink> unit_sink;      // design B under stage 3 / FULL_SHARD; else none
+  std::unique_ptr<backends::GradScaling> scaling;        // the loss scale under fp16; loss / G otherwise
 
   int64_t micro = 0;        // micro-steps whose backward ran
   bool open = false;        // a micro-step has begun and its backward has not run
@@ -152,7 +154,9 @@ struct Accelerator::State {
     if (!io) io = std::make_unique<api::StateIo>(job, *comm, rendezvous);
     return *io;
   }
-  api::LoopPosition position() const { return {steps, micro, open, sync_ready, accumulation()}; }
+  api::LoopPosition position() const {
+    return {steps, micro, open, sync_ready, accumulation(), scaling ? scaling->state() : nlohmann::json::object()};
+  }
 
   int accumulation() const { return training.gradient_accumulation_steps; }
   backends::Backend& engine(const char* what) {
@@ -233,6 +237,7 @@ Accelerator::~Accelerator() {
 }
 
 int Accelerator::rank() const { return state_->comm->rank(); }
+torch::Device Accelerator::device() const { return state_->comm->device(); }
 int Accelerator::world_size() const { return state_->comm->size(); }
 const TrainingConfig& Accelerator::training() const { return state_->training; }
 
@@ -288,9 +293,9 @@ void refuse_plain_batch_norm(torch::nn::Module& model) {
                        dynamic_cast<const torch::nn::BatchNorm2dImpl*>(m) ||
                        dynamic_cast<const torch::nn::BatchNorm3dImpl*>(m);
     if (plain)
-      throw RunError("accel: mixed_precision bf16: module '" + (item.key().empty() ? std::string("(root)") : item.key()) +
+      throw RunError("accel: mixed_precision bf16/fp16: module '" + (item.key().empty() ? std::string("(root)") : item.key()) +
                      "' is a " + m->name() + ", whose CPU kernel needs its running statistics in the parameters' "
-                     "dtype, and under bf16 the parameters become bf16 while buffers stay fp32; fix: use "
+                     "dtype, and under bf16 or fp16 the parameters become 16-bit while buffers stay fp32; fix: use "
                      "accel::SyncBatchNorm (the same options and names; it keeps its statistics in fp32), or "
                      "mixed_precision: no");
   }
@@ -302,12 +307,10 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   State& s = *state_;
   if (s.backend) throw RunError("accel: prepare() was called already; prepare one model and optimizer per run");
   const config::JobConfig& job = s.job.job;
-  // bf16 (docs/design/0017): the parameters become bf16 views of the engine's buffers, masters stay
-  // fp32. fp16 needs fp16 kernels, which libtorch's CPU lacks (the CUDA engine, issue 15).
-  if (backends::compute_dtype(job) == at::kHalf)
-    throw RunError("accel: mixed_precision fp16: a prepared module runs on the CPU so far, whose kernels have no "
-                   "fp16 matmul; use mixed_precision: bf16 (same memory, no loss scaling needed) or no");
-  if (backends::compute_dtype(job) == at::kBFloat16) refuse_plain_batch_norm(model);
+  // bf16 and fp16 (docs/design/0017): the parameters become 16-bit views of the engine's buffers,
+  // masters stay fp32; fp16 scales the loss (grad_scaling.hpp).
+  if (backends::compute_dtype(job) != at::kFloat) refuse_plain_batch_norm(model);
+  s.scaling = std::make_unique<backends::GradScaling>(job);
   const bool wrapped = api::has_unit_wrappers(model);  // accel::Unit<> boundaries (design B)
   if (const std::string refusal = backends::prepared_module_refusal(job, wrapped); !refusal.empty())
     throw RunError("accel: " + refusal);
@@ -349,9 +352,9 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
     spec.module = unit.boundary;
     spec.pinned = wrapped && !unit.boundary;  // the root (and policy units outside the wrappers): never released
     for (auto& [name, p] : unit.params) {
-      if (p.device().type() != at::kCPU)
-        throw RunError("accel: parameter '" + name + "' is on " + p.device().str() + "; accel runs on CPU tensors "
-                       "so far (device: cpu)");
+      if (p.device() != s.comm->device())
+        throw RunError("accel: parameter '" + name + "' is on " + p.device().str() + ", but this rank computes on " +
+                       s.comm->device().str() + "; move the model there before prepare(): model->to(acc.device())");
       spec.groups.push_back(group_of.at(p.unsafeGetTensorImpl()));
       spec.params.emplace_back(std::move(name), p);
     }
@@ -440,8 +443,7 @@ void Accelerator::backward(const torch::Tensor& loss) {
   engine.rearm_grads();
   // Each rank's micro loss / G: the backend averages over ranks, so the gradient is that of the
   // mean over the global batch.
-  const torch::Tensor scaled = s.accumulation() > 1 ? loss / double(s.accumulation()) : loss;
-  scaled.backward();
+  s.scaling->objective(loss, s.accumulation()).backward();
   engine.end_micro_step(s.sync);
   s.open = false;
   ++s.micro;
@@ -452,7 +454,7 @@ double Accelerator::clip_grad_norm(double max_norm) {
   State& s = *state_;
   backends::Backend& engine = s.engine("clip_grad_norm()");
   if (!s.sync_ready) return 0.0;
-  return engine.clip_grad_norm(max_norm);
+  return s.scaling->unscale_and_clip(engine, max_norm);
 }
 
 void PreparedOptimizer::step() { acc_->optimizer_step(*optimizer_, applied_); }
@@ -469,19 +471,23 @@ void Accelerator::optimizer_step(torch::optim::Optimizer& optimizer, bool& appli
                    std::to_string(engine.optimizer_setup().groups.size()) + " when it was prepared");
   for (size_t g = 0; g < param_groups.size(); ++g)
     groups.push_back(group_hyper(s.kind, param_groups[g].options(), "param group " + std::to_string(g)));
+  s.sync_ready = false;
+  ++s.steps;  // a skipped step counts too: step() is the loop's position
+  if (s.scaling->skip_step(engine)) {  // fp16 overflow: the gradients are dropped, nothing moves
+    engine.skip_step();
+    return;
+  }
   engine.optimizer_step(groups);
   engine.wait_parameters();  // the next forward reads parameters without unit boundaries
-  s.sync_ready = false;
-  ++s.steps;
   applied = true;
 }
 
 int64_t Accelerator::step() const { return state_->steps; }
+int64_t Accelerator::skipped_steps() const { return state_->scaling ? state_->scaling->skipped_steps() : 0; }
+double Accelerator::loss_scale() const { return state_->scaling ? state_->scaling->scale() : 1.0; }
 
 double Accelerator::reduce_mean(double value) {
-  at::Tensor t = at::tensor({value}, at::kDouble);
-  state_->comm->all_reduce(t, comm::ReduceOp::Avg)->wait();
-  return t.item<double>();
+  return comm::all_reduce_value(*state_->comm, value, comm::ReduceOp::Avg);
 }
 
 void Accelerator::wait_for_everyone() { state_->comm->barrier()->wait(); }
@@ -540,6 +546,7 @@ bool Accelerator::load_state(const std::string& dir) {
   const std::optional<int64_t> steps = s.checkpoints().load(dir, engine, *s.model, s.position());
   if (!steps) return false;
   s.steps = s.resumed_steps = *steps;
+  s.scaling->restore(s.checkpoints().loaded_record().value("loss_scaling", nlohmann::json::object()));
   s.micro = *steps * s.accumulation();
   s.sync = true;  // as after the sync micro-step of the step it ended with
   return true;

@@ -181,6 +181,7 @@ std::string StateIo::save(const std::string& root, backends::Backend& backend, t
                          {"seed", t.seed},
                          {"objects", object_counts},
                          {"module_extras", extras_record}});
+  if (!at.loss_scaling.empty()) request.record["loss_scaling"] = at.loss_scaling;
   request.write_files = [&](const std::string& staging) {
     if (!eng.writes_shared_files()) return;
     if (!extras.empty()) train::save_safetensors(staging + "/" + kModuleExtrasFile, extras);
@@ -289,6 +290,7 @@ std::optional<int64_t> StateIo::load(const std::string& dir, backends::Backend& 
   const nlohmann::json record =
       own.load(*source, [&](const nlohmann::json& r) { check_fits(*source, r, model, backend.optimizer_setup()); });
   backend.wait_parameters();  // the sharded engines re-gather the restored masters
+  loaded_record_ = record;
 
   at::NoGradGuard no_grad;
   if (!record.value("module_extras", nlohmann::json::array()).empty()) {

@@ -33,6 +33,7 @@ struct LoopPosition {
   bool open = false;          // a micro-step began and its backward has not run
   bool sync_ready = false;    // gradients reduced, waiting for the step
   int accumulation = 1;       // gradient_accumulation_steps
+  nlohmann::json loss_scaling = nlohmann::json::object();  // fp16: the scaler's state (grad_scaling.hpp)
 };
 
 // A loop that writes its own state-record keys in place of a user program's: the built-in trainer's
@@ -61,6 +62,8 @@ class StateIo {
   // Collective. `root` empty: <output_dir>/checkpoints. RunError mid-accumulation.
   std::string save(const std::string& root, backends::Backend& backend, torch::nn::Module& model,
                    const LoopPosition& at);
+  // The state record of the checkpoint the last load() restored (empty before).
+  const nlohmann::json& loaded_record() const { return loaded_record_; }
   // Collective. The steps restored, or nullopt when there was nothing to load.
   std::optional<int64_t> load(const std::string& dir, backends::Backend& backend, torch::nn::Module& model,
                               const LoopPosition& at);
@@ -80,6 +83,7 @@ class StateIo {
   std::map<std::string, Object> objects_;
   std::optional<RecordFormat> format_;
   std::map<std::string, std::unique_ptr<train::CheckpointEngine>> engines_;  // by root
+  nlohmann::json loaded_record_ = nlohmann::json::object();
 };
 
 // Rewrites metrics file `path` keeping the records with step <= last_step (a resumed run logs the

@@ -17,6 +17,8 @@ class CausalSelfAttention : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x) const;  // [B, T, C] -> [B, T, C]
 
  private:
+  // softmax(q k^T / sqrt(hd) + causal mask) v, written out (the CPU path).
+  static at::Tensor explicit_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t head_dim);
   int64_t n_embd_;
   int64_t n_head_;
   std::shared_ptr<LinearLayer> c_attn_;

@@ -18,7 +18,11 @@
 
 #include <cstdint>
 
+#include <optional>
+
 #include <nlohmann/json.hpp>
+
+#include "runtime/config/job.hpp"
 
 namespace accel::train {
 
@@ -29,6 +33,10 @@ struct LossScalerSettings {
   int hysteresis = 2;           // overflows tolerated before the scale halves
   double min_scale = 1.0;       // the dynamic scale never goes below this (0: no bound)
 };
+
+// The loss scaler a job asks for: none unless mixed_precision is fp16. deepspeed: its fp16 keys
+// (a static scale when loss_scale > 0); fsdp and ddp: torch GradScaler's defaults.
+std::optional<LossScalerSettings> loss_scaler_settings(const config::JobConfig& job);
 
 class LossScaler {
  public:

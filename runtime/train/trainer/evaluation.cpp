@@ -18,14 +18,13 @@ std::optional<double> evaluate(BuiltinModule& model, const Dataset& data, comm::
     int64_t i = round * comm.size() + comm.rank();
     bool real = i < batches;
     Batch b = data.val_batch(real ? i : 0, batch_size);
-    at::Tensor loss = token_cross_entropy(model.forward(b.x), b.y);
+    at::Tensor loss = token_cross_entropy(model.forward(b.x.to(comm.device())), b.y.to(comm.device()));
     double n = real ? double(b.y.numel()) : 0.0;
     loss_sum += loss.item<double>() * n;
     tokens += n;
   }
-  at::Tensor sums = at::tensor({loss_sum, tokens}, at::kDouble);
-  comm.all_reduce(sums, comm::ReduceOp::Sum)->wait();
-  return sums[0].item<double>() / sums[1].item<double>();
+  const std::vector<double> sums = comm::all_reduce_values(comm, {loss_sum, tokens}, comm::ReduceOp::Sum);
+  return sums[0] / sums[1];
 }
 
 }  // namespace accel::train

@@ -67,6 +67,7 @@ class Trainer {
         comm_(fault_comm_ ? *fault_comm_ : *ctx.communicator),
         rank_(comm_.rank()),
         world_(comm_.size()),
+        device_(comm_.device()),
         options_(options) {}
 
   void run();
@@ -75,6 +76,8 @@ class Trainer {
   void build();
   StepMetrics train_step(int64_t step);
   double all_reduce_scalar(double value, comm::ReduceOp op);
+  // The peak the metrics report: allocated GPU memory on a GPU, resident host memory on the CPU.
+  int64_t peak_memory_bytes() const { return device_.is_cpu() ? peak_rss_bytes() : peak_device_bytes(device_); }
   int64_t num_parameters() const;
   void log(const std::string& line) const {
     if (rank_ == 0) logging::info(line);
@@ -88,6 +91,7 @@ class Trainer {
   std::unique_ptr<comm::Communicator> fault_comm_;
   comm::Communicator& comm_;
   int rank_, world_;
+  at::Device device_;  // the communicator's: cuda:LOCAL_RANK under device cuda
   TrainerOptions options_;
   // The built-in model as a torch module with accel::Unit<> layers, prepared through the public
   // API like a user's (docs/design/0017): the Accelerator owns the engine.
@@ -101,15 +105,13 @@ class Trainer {
 };
 
 void Trainer::build() {
-  // Said plainly rather than failing in the first collective with a device mismatch.
-  if (!comm_.device().is_cpu())
-    throw RunError("device: cuda: the built-in trainer's sharding engine runs on the CPU only so far (the CUDA "
-                   "engine is issue 15's next step); train with device: cpu. `accel test` and `accel bench comm` "
-                   "already run their collectives on the GPU (" + comm_.backend_name() + ")");
   apply_thread_count();
   model_ = make_builtin_module(job_.model);
+  // Initialised on the CPU (the spec's generator), then moved to this rank's device: a GPU run
+  // starts from the same values as a CPU run.
   model_->initialize(uint64_t(t_.seed));
   if (!t_.init_from.empty()) load_weights_into(model_->spec_parameters(), t_.init_from);
+  if (device_ != at::kCPU) model_->to(device_);
   log_memory(rank_, world_, "model build");
   data_ = make_dataset(job_.data, job_.model.vocab_size, t_.seq_len, uint64_t(t_.seed));
   optimizer_ = make_builtin_optimizer(job_.optimizer, model_->spec_parameters());
@@ -136,33 +138,38 @@ int64_t Trainer::num_parameters() const {
 }
 
 double Trainer::all_reduce_scalar(double value, comm::ReduceOp op) {
-  at::Tensor t = at::tensor({value}, at::kDouble);
-  comm_.all_reduce(t, op)->wait();
-  return t.item<double>();
+  return comm::all_reduce_value(comm_, value, op);
 }
 
 StepMetrics Trainer::train_step(int64_t step) {
   auto t0 = Clock::now();
   faults_.begin_step(step);
   const int G = t_.gradient_accumulation_steps;
-  double loss_sum = 0;
+  at::Tensor loss_sum;  // fp64 on the device: no host sync per micro-step on a GPU
   for (int m = 0; m < G; ++m) {
     acc_->accumulate();
     Batch batch = data_->train_batch(step, m, rank_, world_, t_.micro_batch_size, G);
-    at::Tensor loss = token_cross_entropy(model_->forward(batch.x), batch.y);
+    at::Tensor loss = token_cross_entropy(model_->forward(batch.x.to(device_)), batch.y.to(device_));
     // Mean over the global batch: micro loss / G here, the average over ranks in the engine.
     acc_->backward(loss);
-    loss_sum += loss.item<double>();
+    const at::Tensor micro = loss.detach().to(at::kDouble);
+    loss_sum = loss_sum.defined() ? loss_sum + micro : micro;
   }
   StepMetrics m;
   m.step = step;
   // The step (spec/training.md): the scheduled lr, the pre-clip global norm and clipping, the update.
-  m.lr = learning_rate(job_.scheduler, job_.optimizer.lr, step, t_.max_steps);
+  // Under fp16 an overflowed step is skipped and the schedule counts applied steps (DeepSpeed's rule).
+  m.lr = learning_rate(job_.scheduler, job_.optimizer.lr, step - acc_->skipped_steps(), t_.max_steps);
   set_learning_rate(*optimizer_, m.lr);
+  const double loss_scale = acc_->loss_scale();
   m.grad_norm = acc_->clip_grad_norm(t_.max_grad_norm);
   step_optimizer_->step();
-  m.loss = all_reduce_scalar(loss_sum / G, comm::ReduceOp::Avg);
-  m.peak_mem_bytes = int64_t(all_reduce_scalar(double(peak_rss_bytes()), comm::ReduceOp::Max));
+  if (job_.mixed_precision == config::MixedPrecision::fp16) {
+    m.loss_scale = loss_scale;
+    m.skipped = !step_optimizer_->step_was_applied();
+  }
+  m.loss = all_reduce_scalar(loss_sum.item<double>() / G, comm::ReduceOp::Avg);
+  m.peak_mem_bytes = int64_t(all_reduce_scalar(double(peak_memory_bytes()), comm::ReduceOp::Max));
   m.tokens = int64_t(world_) * t_.micro_batch_size * G * t_.seq_len;
   m.step_time_s = seconds_since(t0);
   m.tokens_per_s = double(m.tokens) / m.step_time_s;
