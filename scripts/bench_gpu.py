@@ -39,6 +39,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(HERE, "reference"))
+sys.path.insert(0, os.path.join(HERE, "peers"))
+import accel_runner  # noqa: E402  (its to_yaml writes accel's job files)
 
 ACCEL_STRATEGIES = {
     "accel-ddp": {"backend": "ddp"},
@@ -57,17 +59,6 @@ def flops_per_token(a) -> float:
     return 6 * n + 12 * a.n_layer * a.n_embd * a.seq
 
 
-def to_yaml(d, indent=0):
-    lines = []
-    for k, v in d.items():
-        if isinstance(v, dict):
-            lines.append(" " * indent + f"{k}:")
-            lines.append(to_yaml(v, indent + 2))
-        else:
-            lines.append(" " * indent + f"{k}: {json.dumps(v) if isinstance(v, str) else str(v).lower() if isinstance(v, bool) else v}")
-    return "\n".join(lines)
-
-
 def run_accel(name, a, workdir):
     out = os.path.join(workdir, name)
     job = {"device": "cuda", "num_processes": 1, "main_process_port": 0, "mixed_precision": "bf16",
@@ -83,7 +74,7 @@ def run_accel(name, a, workdir):
         job[k] = v
     path = os.path.join(workdir, name + ".yaml")
     with open(path, "w") as f:
-        f.write(to_yaml(job) + "\n")
+        f.write(accel_runner.to_yaml(job) + "\n")
     p = subprocess.run([a.accel, "launch", path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if p.returncode != 0:
         return {"error": f"exit {p.returncode}: {p.stdout[-2000:]}"}

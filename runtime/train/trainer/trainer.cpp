@@ -111,7 +111,7 @@ void Trainer::build() {
   // starts from the same values as a CPU run.
   model_->initialize(uint64_t(t_.seed));
   if (!t_.init_from.empty()) load_weights_into(model_->spec_parameters(), t_.init_from);
-  if (device_ != at::kCPU) model_->to(device_);
+  if (!device_.is_cpu()) model_->to(device_);
   log_memory(rank_, world_, "model build");
   data_ = make_dataset(job_.data, job_.model.vocab_size, t_.seq_len, uint64_t(t_.seed));
   optimizer_ = make_builtin_optimizer(job_.optimizer, model_->spec_parameters());
