@@ -9,6 +9,9 @@
 #   bash scripts/fetch_gpu_build_deps.sh            # here
 #   device run, carry [.gpu-deps]: bash scripts/gpu_check.sh
 # PYTHON names the interpreter with torch (default: python3). Exit status: 0 when everything passed.
+# Phases (arguments; default all): build, test (ctest -L gpu and the smoke runs), bench. A device
+# command runs at most 10 minutes, so a lease runs them as three calls; build-gpu/ stays between them.
+#   bash scripts/gpu_check.sh build; bash scripts/gpu_check.sh test; bash scripts/gpu_check.sh bench
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${OUT:-$root/gpu-check-out}"
@@ -18,6 +21,8 @@ prefix="$root/.gpu-deps/root"
 build="$root/build-gpu"
 status=0
 step() { echo; echo "== $*"; }
+phases="${*:-build test bench}"
+want() { [[ " $phases " == *" $1 "* ]]; }
 
 step "machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 | tee "$out/gpu.txt"
@@ -33,6 +38,7 @@ mkdir -p "$prefix"
 for deb in "$root"/.gpu-deps/*.deb; do dpkg -x "$deb" "$prefix"; done
 export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
+if want build; then
 step "configure and build (log: $out/build.log)"
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
@@ -48,12 +54,14 @@ if [ $rc -ne 0 ]; then
   echo "gpu_check: the build failed (see build.log)" >&2
   exit 1
 fi
+fi
 
+accel="$build/accel"
+if want test; then
 step "ctest -L gpu (log: $out/ctest-gpu.log)"
 (cd "$build" && ctest -L gpu --output-on-failure --output-junit "$out/ctest-gpu.xml") 2>&1 | tee "$out/ctest-gpu.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
-accel="$build/accel"
 job="$out/comm-job.yaml"
 cat >"$job" <<YAML
 backend: ddp
@@ -74,10 +82,14 @@ step "accel bench comm over NCCL, world 1"
 "$accel" bench comm "$job" --set num_processes=1 --json "$out/bench-comm-nccl.json" 2>&1 | tee "$out/bench-comm-nccl.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
+fi
+
+if want bench; then
 step "GPU benchmark: GPT-2 124M bf16, accel vs FSDP2 and eager (scripts/bench_gpu.py)"
 "$python" "$root/scripts/bench_gpu.py" --accel "$accel" --json "$out/bench-gpu.json" --markdown "$out/bench-gpu.md" \
   2>&1 | tee "$out/bench-gpu.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+fi
 
 step "result: $([ $status -eq 0 ] && echo PASSED || echo FAILED)"
 exit $status
