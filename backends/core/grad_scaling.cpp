@@ -18,7 +18,8 @@ at::Tensor GradScaling::objective(const at::Tensor& loss, int accumulation) cons
 }
 
 double GradScaling::unscale_and_clip(Backend& engine, double max_norm) {
-  norm_ = engine.unscale_and_clip(max_norm, scale());
+  // A second call at the same boundary (clipping twice) must not divide by the scale again.
+  norm_ = engine.unscale_and_clip(max_norm, unscaled_ ? 1.0 : scale());
   unscaled_ = true;
   return norm_;
 }

@@ -51,7 +51,6 @@ class ShardedOptimizer {
     device_ = device;
     engine_device_ = engine_device;
   }
-  at::Device device() const { return device_; }
   // Adds a unit; `master` is this rank's shard of the unit's flat parameters (copied, converted to
   // the master dtype); groups[k] is the parameter group of the unit's parameter k. `adopt_master`:
   // `master` itself becomes the master (in the master dtype, contiguous, not offloaded), so the

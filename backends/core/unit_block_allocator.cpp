@@ -105,8 +105,4 @@ at::Tensor host_empty(int64_t numel, at::ScalarType dtype, at::Device for_device
   return at::empty({numel}, at::TensorOptions(dtype).pinned_memory(true));
 }
 
-at::Tensor host_zeros(int64_t numel, at::ScalarType dtype, at::Device for_device) {
-  return host_empty(numel, dtype, for_device).zero_();
-}
-
 }  // namespace accel::backends

@@ -56,6 +56,5 @@ at::Tensor unit_zeros(int64_t numel, at::ScalarType dtype, at::Device device = a
 // copies to and from the GPU run at full bandwidth and may be asynchronous. `for_device` CPU: a
 // plain unit_empty (nothing to pin for).
 at::Tensor host_empty(int64_t numel, at::ScalarType dtype, at::Device for_device);
-at::Tensor host_zeros(int64_t numel, at::ScalarType dtype, at::Device for_device);
 
 }  // namespace accel::backends

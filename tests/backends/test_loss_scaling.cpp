@@ -179,4 +179,40 @@ TEST_CASE("the loss scaling's checkpoint state: the scale and the skipped count 
   CHECK(GradScaling(job).scale() == 65536);  // deepspeed's initial_scale_power 16
 }
 
+TEST_CASE("clipping twice at one boundary unscales the gradients once", "[loss_scaling]") {
+  // A program may call clip_grad_norm more than once per step; the second call must see the true
+  // gradients (already divided by the scale), not divide them again.
+  for (auto [backend, stage] : {std::pair{Backend::ddp, 0}, std::pair{Backend::deepspeed, 3}}) {
+    JobConfig job = job_for(backend, stage);
+    CAPTURE(accel::config::to_string(backend), stage);
+    accel::comm::FakeWorld world(2);
+    std::vector<double> norms(4, 0.0);  // rank 0: plain first, plain second, scaled first, scaled second
+    auto errors = accel::test::run_ranks(
+        2, [&](int r) { return world.communicator(r); },
+        [&](Communicator& comm) {
+          for (int scaled = 0; scaled < 2; ++scaled) {
+            auto model = accel::train::make_model(job.model);
+            model->initialize(11);
+            auto engine = accel::test::make_model_backend(job, comm, *model);
+            GradScaling scaling(scaled ? std::optional<LossScalerSettings>(dynamic_scaler()) : std::nullopt);
+            auto* hooks = engine->begin_micro_step(0, true);
+            at::Tensor loss = model->loss(model->forward(tokens(comm.rank(), 0), hooks), tokens(comm.rank(), 1));
+            scaling.objective(loss, 1).backward();
+            engine->end_micro_step(true);
+            const double first = scaling.unscale_and_clip(*engine, 0.0);
+            const double second = scaling.unscale_and_clip(*engine, 0.0);
+            if (comm.rank() == 0) {
+              norms[size_t(2 * scaled)] = first;
+              norms[size_t(2 * scaled + 1)] = second;
+            }
+          }
+        });
+    CHECK(errors == std::vector<std::string>{"", ""});
+    CHECK(norms[0] > 0);
+    CHECK(norms[1] == norms[0]);
+    CHECK(norms[2] == norms[0]);  // a power-of-two scale is exact
+    CHECK(norms[3] == norms[0]);  // not divided by 1024 again
+  }
+}
+
 ACCEL_ASSERT_CHECK_IS_CATCH();

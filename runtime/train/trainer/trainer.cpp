@@ -75,7 +75,6 @@ class Trainer {
  private:
   void build();
   StepMetrics train_step(int64_t step);
-  double all_reduce_scalar(double value, comm::ReduceOp op);
   // The peak the metrics report: allocated GPU memory on a GPU, resident host memory on the CPU.
   int64_t peak_memory_bytes() const { return device_.is_cpu() ? peak_rss_bytes() : peak_device_bytes(device_); }
   int64_t num_parameters() const;
@@ -137,10 +136,6 @@ int64_t Trainer::num_parameters() const {
   return n;
 }
 
-double Trainer::all_reduce_scalar(double value, comm::ReduceOp op) {
-  return comm::all_reduce_value(comm_, value, op);
-}
-
 StepMetrics Trainer::train_step(int64_t step) {
   auto t0 = Clock::now();
   faults_.begin_step(step);
@@ -168,8 +163,8 @@ StepMetrics Trainer::train_step(int64_t step) {
     m.loss_scale = loss_scale;
     m.skipped = !step_optimizer_->step_was_applied();
   }
-  m.loss = all_reduce_scalar(loss_sum.item<double>() / G, comm::ReduceOp::Avg);
-  m.peak_mem_bytes = int64_t(all_reduce_scalar(double(peak_memory_bytes()), comm::ReduceOp::Max));
+  m.loss = comm::all_reduce_value(comm_, loss_sum.item<double>() / G, comm::ReduceOp::Avg);
+  m.peak_mem_bytes = int64_t(comm::all_reduce_value(comm_, double(peak_memory_bytes()), comm::ReduceOp::Max));
   m.tokens = int64_t(world_) * t_.micro_batch_size * G * t_.seq_len;
   m.step_time_s = seconds_since(t0);
   m.tokens_per_s = double(m.tokens) / m.step_time_s;
