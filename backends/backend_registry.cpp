@@ -82,9 +82,7 @@ std::unique_ptr<Backend> make_deepspeed(const config::JobConfig& job, comm::Comm
   if (ds.offload_param_device == config::OffloadDevice::nvme) policy.param_nvme_dir = ds.offload_param_nvme_path;
   policy.nvme_buffer_count = ds.buffer_count;
   policy.offloads = offload;
-  // The sharding engine runs on the CPU so far: host memory is where "cpu" offload puts things.
-  if (ds.offload_optimizer_device == config::OffloadDevice::cpu || ds.offload_param_device == config::OffloadDevice::cpu)
-    policy.notes = "offload to cpu: a no-op on a CPU run (everything is in host memory already)";
+  policy.param_host_offload = ds.offload_param_device == config::OffloadDevice::cpu;
   // Stage 3's knobs, in DeepSpeed's element counts. accel partitions whole units, so the
   // persistence threshold applies to a unit's size (DeepSpeed: each parameter's).
   policy.persistence_threshold = ds.stage3_param_persistence_threshold;

@@ -56,7 +56,7 @@ void NvmeParamStore::write(int unit, const at::Tensor& shard) {
     throw RunError("nvme parameter offload: unit " + std::to_string(unit) + (f.fd < 0 ? " is read from the optimizer's "
                    "master file; it is not written here" : " holds " + std::to_string(f.numel) + " values, not " +
                    std::to_string(shard.numel())));
-  at::Tensor v = shard.to(dtype_).contiguous();
+  at::Tensor v = shard.to(at::kCPU, dtype_).contiguous();  // a GPU engine's shard too
   write_offload_file(dir_, f.fd, f.path, v.data_ptr(), size_t(v.numel()) * v.element_size(), 0);
 }
 

@@ -59,10 +59,6 @@ ShardedEngine::ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> spe
     if (p.device() != device_ || p.device() != comm_.device())
       throw RunError(policy_.label + ": parameter '" + name + "' is on " + p.device().str() + ", but the job's ranks "
                      "compute on " + comm_.device().str() + " (move the model there before preparing it)");
-  // On a GPU the parameter shards go to host memory only through nvme files (issue 15: not yet).
-  if (!device_.is_cpu() && !policy_.param_nvme_dir.empty())
-    throw RunError(policy_.label + ": parameter offload on a GPU is not supported yet; offload the optimizer "
-                   "(offload_optimizer_device: cpu or nvme) and keep offload_param_device: none");
   broadcast_parameters(comm_, params_);
   if (const int g = policy_.shard_group_size; g > 0 && g < comm_.size()) {
     if (!policy_.shard_optimizer || comm_.size() % g != 0)
@@ -90,6 +86,9 @@ ShardedEngine::ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> spe
       throw RunError(policy_.label + ": parameter offload to nvme needs partitioned parameters (ZeRO stage 3)");
     param_store_ = std::make_unique<NvmeParamStore>(policy_.param_nvme_dir, comm_.rank(), policy_.nvme_buffer_count, compute);
     buffers_->set_shard_source(param_store_.get());
+  } else if (policy_.param_host_offload && policy_.shard_params) {
+    host_params_ = std::make_unique<HostParamStore>(compute, device_);
+    buffers_->set_shard_source(host_params_.get());
   }
   // fp32 compute with the masters in files: a gather reads the master's part of the optimizer's file.
   const bool params_from_masters = param_store_ && optimizer_->offloaded() && compute == at::kFloat &&
@@ -139,11 +138,14 @@ ShardedEngine::ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> spe
     // there (zero 1-2, SHARD_GRAD_OP, persistent units): a second fp32 copy would hold the same
     // values. Not with offload (the master lives apart) nor in low precision (other dtypes).
     rt.master_in_params = keeps && compute == at::kFloat && policy_.master_dtype == at::kFloat && !policy_.offloads &&
-                          policy_.nvme_dir.empty() && !param_store_;
+                          policy_.nvme_dir.empty() && !param_store_ && !host_params_;
     UnitShardState& st = optimizer_->add_unit(rt.name, layout, param_groups, my_shard, rt.master_in_params);
     // The parameters' storage from now on (a copy unless fp32).
     at::Tensor full = compute == at::kFloat ? flat : unit_empty(layout.padded_numel(), compute, device_).copy_(flat);
-    if (param_store_ && !keeps) {
+    if (host_params_ && !keeps) {
+      // Parameter offload to host memory: a partitioned unit's shard lives there between gathers.
+      rt.param_file = host_params_->add_unit(my_shard.to(compute));
+    } else if (param_store_ && !keeps) {
       // Parameter offload: a partitioned unit's shard lives in a file (persistent units keep theirs).
       rt.param_file = params_from_masters
                           ? param_store_->add_master_view(*optimizer_->nvme(), int(units_.size()), layout.shard_numel())
@@ -214,6 +216,11 @@ std::string ShardedEngine::describe() const {
   if (const NvmeStateStore* nvme = optimizer_->nvme())
     s << "; master + optimizer states in files under " << nvme->directory() << " ("
       << nvme->bytes_on_disk() / 1024 << " KiB, streamed through " << nvme->buffer_bytes() / 1024 << " KiB of buffers)";
+  if (policy_.offloads && device_.is_cpu() && policy_.nvme_dir.empty() && !param_store_)
+    s << "; offload to cpu: a no-op on a CPU run (everything is in host memory already)";
+  else if (host_params_)
+    s << "; parameter shards of " << host_params_->size() << " units in pinned host memory ("
+      << host_params_->host_bytes() / 1024 << " KiB), copied to the device for each gather";
   if (param_store_ && param_store_->size() == 0) {
     s << "; parameter offload to nvme: no unit is partitioned (all under the persistence threshold), no files";
   } else if (param_store_) {
@@ -258,6 +265,7 @@ nlohmann::json ShardedEngine::memory_report() const {
     r["nvme_bytes"] = nvme->bytes_on_disk();
     r["nvme_buffer_bytes"] = nvme->buffer_bytes();
   }
+  if (host_params_) r["param_host_bytes"] = host_params_->host_bytes();
   if (param_store_) {
     r["param_nvme_bytes"] = param_store_->bytes_on_disk();
     r["param_nvme_buffer_bytes"] = param_store_->buffer_bytes();
@@ -501,6 +509,10 @@ void ShardedEngine::masters_changed(bool copy_shards) {
 
 void ShardedEngine::update_compute_shard(int u, const at::Tensor& master) {
   UnitRuntime& rt = units_[size_t(u)];
+  if (rt.param_file >= 0 && host_params_) {
+    host_params_->write(rt.param_file, master);
+    return;
+  }
   if (rt.param_file >= 0) {
     // The write-back: the file is what the next gather reads. A shard read from the master's own
     // file needs none (the optimizer writes that file).

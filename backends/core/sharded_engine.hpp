@@ -33,6 +33,7 @@
 #include "backends/backend.hpp"
 #include "backends/core/backward_signal.hpp"
 #include "backends/core/grad_ready_hooks.hpp"
+#include "backends/core/host_param_store.hpp"
 #include "backends/core/nvme_param_store.hpp"
 #include "backends/core/sharded_optimizer.hpp"
 #include "backends/core/unit_param_buffers.hpp"
@@ -74,6 +75,10 @@ struct ShardingPolicy {
   // Any optimizer or parameter offload is configured (cpu or nvme): the masters live apart from the
   // parameters (on a GPU, in host memory), so a kept unit's fp32 master is never its parameters' shard.
   bool offloads = false;
+  // Parameter offload to host memory (offload_param_device: cpu; fsdp offload_params; shard_params
+  // only): partitioned units keep their compute shards in (pinned) host memory, copied to the
+  // device for each gather. On a CPU run the shard stays where it is read from.
+  bool param_host_offload = false;
   std::string notes;
 };
 
@@ -117,7 +122,7 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
     at::Tensor grad_buffer;   // shard_grads: this micro-step's [P] gradients until reduced (.grad are views)
     at::Tensor compute_shard; // this rank's shard in the compute dtype (the master itself in fp32);
                               // undefined when the shard is in a file (param_file >= 0)
-    int param_file = -1;      // parameter offload: the unit's index in param_store_ (else -1)
+    int param_file = -1;      // parameter offload: the unit's index in param_store_ or host_params_ (else -1)
     bool master_in_params = false;  // the master is this rank's slice of the kept fp32 parameters
     bool token_input = false; // holds the pinned member: kept gathered from its first use to the tied unembed
     int uses = 0, fired = 0, pre_fired = 0;
@@ -180,6 +185,7 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   std::unique_ptr<ShardedOptimizer> optimizer_;
   std::unique_ptr<UnitParamBuffers> buffers_;
   std::unique_ptr<NvmeParamStore> param_store_;  // parameter offload; may read optimizer_'s files (declared after it)
+  std::unique_ptr<HostParamStore> host_params_;  // parameter offload to host memory (else null)
   std::unique_ptr<UnitTrace> trace_;
   std::vector<UnitRuntime> units_;
   std::unordered_map<const torch::nn::Module*, int> unit_index_;

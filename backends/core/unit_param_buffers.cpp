@@ -61,6 +61,9 @@ void UnitParamBuffers::issue(int u) {
     while (!staged_in_flight_.empty() && int(staged_in_flight_.size()) >= shard_source_->capacity())
       wait(staged_in_flight_.front());
     e.staged = shard_source_->stage(e.source_unit);
+    // A host shard for a GPU gather: copied on the current stream, which the collective waits for;
+    // the copy is held until the gather completes.
+    if (e.staged.device() != e.full.device()) e.staged = e.staged.to(e.full.device(), /*non_blocking=*/true);
     staged_in_flight_.push_back(u);
     source = e.staged;
   }

@@ -11,8 +11,9 @@
 // collectives in the same order. The live limits count units that free their storage and are not
 // pinned (the token-input unit, kept gathered through a micro-step like FSDP's root); the unit about
 // to compute is always gathered, only prefetches are skipped when a limit would be exceeded.
-// Staged units (parameter offload) keep no shard in memory: issuing the gather reads the shard from
-// a ShardSource into one of its capacity() staging buffers, held until the gather completes. When
+// Staged units (parameter offload) keep no shard on the device: issuing the gather reads the shard
+// from a ShardSource (a file into one of its capacity() staging buffers, or host memory), copied
+// to the gather's device when it is elsewhere, and held until the gather completes. When
 // every buffer is held, the oldest staged gather is completed first (a local wait: the collectives
 // issued, and their order, do not change).
 #pragma once

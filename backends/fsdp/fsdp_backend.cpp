@@ -77,6 +77,7 @@ std::unique_ptr<Backend> build_fsdp(const config::JobConfig& job, comm::Communic
   policy.reduce_bucket_numel = 2 * largest_padded_unit(
       policy.unit_groups, numels, plan.shard_group_size > 0 ? plan.shard_group_size : comm.size());
   policy.offloads = job.fsdp.offload_params;
+  policy.param_host_offload = job.fsdp.offload_params;  // FSDP's CPUOffload: parameters and optimizer
   policy.notes = join_notes(plan.notes);
   return std::make_unique<ShardedEngine>(comm, std::move(units), optimizer, policy);
 }

@@ -149,8 +149,6 @@ void plan_precision(const config::JobConfig& job, FsdpPlan& plan) {
 
 void plan_other_keys(const config::JobConfig& job, FsdpPlan& plan) {
   const auto& f = job.fsdp;
-  if (f.offload_params)
-    plan.notes.push_back("offload_params: a no-op on a CPU run (everything is in host memory already)");
   if (f.state_dict_type == config::StateDictType::FULL_STATE_DICT)
     plan.notes.push_back("state_dict_type FULL_STATE_DICT: checkpoints hold per-rank shards (resumable at any world "
                          "size and under deepspeed); the full weights are weights.safetensors at the end, or "

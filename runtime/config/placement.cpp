@@ -17,39 +17,10 @@ Location where(const std::map<std::string, Location>& sources, const std::string
 
 std::string gpus_text(int n) { return std::to_string(n) + (n == 1 ? " CUDA GPU" : " CUDA GPUs"); }
 
-// What the CUDA engine does not do yet (issue 15), refused before anything starts rather than run
-// as something else: parameter offload.
-void refuse_unsupported_on_cuda(const JobConfig& job, const std::map<std::string, Location>& sources,
-                                std::vector<Diagnostic>& errors) {
-  if (job.backend == Backend::deepspeed && job.deepspeed.offload_param_device != OffloadDevice::none)
-    errors.push_back(Diagnostic{"deepspeed.offload_param_device", where(sources, "deepspeed.offload_param_device"),
-                                "parameter offload on device cuda is not supported yet",
-                                to_string(job.deepspeed.offload_param_device), "none on cuda",
-                                "set offload_param_device: none; offload_optimizer_device: cpu or nvme moves the "
-                                "fp32 masters and optimizer states off the GPU (the larger part)"});
-  if (job.backend == Backend::fsdp && job.fsdp.offload_params)
-    errors.push_back(Diagnostic{"fsdp.offload_params", where(sources, "fsdp.offload_params"),
-                                "parameter offload on device cuda is not supported yet", "true", "false on cuda",
-                                "set fsdp.offload_params: false, or switch to backend: deepspeed with "
-                                "offload_optimizer_device: cpu (masters and optimizer states in host memory)"});
-}
-
-void place_workers(JobConfig& job, std::map<std::string, Location>& sources, const GpuCount& gpus,
-                   std::vector<Diagnostic>& errors);
-
 }  // namespace
 
 void resolve_placement(JobConfig& job, std::map<std::string, Location>& sources, const GpuCount& gpus,
                        std::vector<Diagnostic>& errors) {
-  const size_t before = errors.size();
-  place_workers(job, sources, gpus, errors);
-  if (job.device == Device::cuda && errors.size() == before) refuse_unsupported_on_cuda(job, sources, errors);
-}
-
-namespace {
-
-void place_workers(JobConfig& job, std::map<std::string, Location>& sources, const GpuCount& gpus,
-                   std::vector<Diagnostic>& errors) {
   if (job.device == Device::auto_) {
     job.device = gpus.count > 0 ? Device::cuda : Device::cpu;
     sources["device"] = Location::derived(gpus.count > 0 ? "auto: this machine has " + gpus_text(gpus.count)
@@ -82,5 +53,4 @@ void place_workers(JobConfig& job, std::map<std::string, Location>& sources, con
             "between ranks (testing), set cuda_collectives: gloo"});
 }
 
-}  // namespace
 }  // namespace accel::config

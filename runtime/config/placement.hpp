@@ -2,7 +2,7 @@
 // machine has a CUDA GPU and cpu otherwise; a cuda job's num_processes defaults to one process
 // per GPU on every machine (Accelerate's default); a cuda job asking for more processes per
 // machine than there are GPUs, or for cuda where there is none, is a configuration error naming
-// the key, before anything starts; so is what the CUDA engine does not do yet (parameter offload). Pure: the caller counts the GPUs (runtime/launch/gpu_probe.hpp).
+// the key, before anything starts. Pure: the caller counts the GPUs (runtime/launch/gpu_probe.hpp).
 // Invariant: after resolve_placement, device is cpu or cuda (never auto), and for cuda with nccl
 // every local rank has its own GPU (worker r binds cuda:LOCAL_RANK); with cuda_collectives gloo,
 // ranks may share GPUs (worker r binds cuda:(LOCAL_RANK mod GPUs)).

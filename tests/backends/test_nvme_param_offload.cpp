@@ -89,6 +89,7 @@ struct Setup {
   bool bf16 = false;
   bool optimizer_nvme = false;
   bool param_nvme = false;
+  bool param_host = false;  // offload_param_device: cpu (host_param_store.hpp)
   int buffer_count = 5;
   int64_t persistence_threshold = 0;
 };
@@ -119,6 +120,8 @@ ShardingPolicy policy_for(const Setup& s, const fs::path& dir) {
   policy.nvme_buffer_count = s.buffer_count;
   if (s.optimizer_nvme) policy.nvme_dir = (dir / "optimizer").string();
   if (s.param_nvme) policy.param_nvme_dir = (dir / "params").string();
+  policy.param_host_offload = s.param_host;
+  policy.offloads = s.param_host || s.param_nvme || s.optimizer_nvme;
   return policy;
 }
 
@@ -262,6 +265,32 @@ TEST_CASE("zero-3 with parameter files trains bit for bit like zero-3 without th
               without.report.value("nvme_buffer_bytes", int64_t(0)) + with.report.at("param_nvme_buffer_bytes").get<int64_t>());
         CHECK(with.scratch_removed);
       }
+}
+
+TEST_CASE("zero-3 with parameter shards in host memory trains bit for bit like zero-3 without them",
+          "[offload][param_offload]") {
+  // On the CPU the host shard is where the gather reads it (a GPU copies it to the device first:
+  // tests/gpu/test_cuda_engine.py); what is checked here is the store's part: every partitioned
+  // unit's shard held by it, written back after each step, and no compute shard beside it.
+  for (int world : {1, 2})
+    for (bool bf16 : {false, true}) {
+      CAPTURE(world, bf16);
+      Setup s;
+      s.world = world;
+      s.bf16 = bf16;
+      Observed without = run(s, 3);
+      s.param_host = true;
+      Observed with = run(s, 3);
+      check_same_training(with, without);
+      CHECK(with.losses[0][2] != with.losses[0][0]);  // the write-back reached the gathers
+      CHECK(with.report.at("param_shards") == 0);
+      if (bf16) CHECK(without.report.at("param_shards") > 0);
+      int64_t shards = 0;
+      for (int64_t b : with.shard_bytes) shards += b;
+      CHECK(with.report.at("param_host_bytes") == shards);
+      CHECK(with.param_files.empty());
+      CHECK_THAT(with.described, Catch::Contains("offload to cpu: a no-op on a CPU run"));
+    }
 }
 
 TEST_CASE("parameter files: a staging pool of one, and units under the persistence threshold stay in memory",

@@ -6,7 +6,8 @@ Every run starts from the same init file and trains the spec GPT (tests/numerics
 CPU in fp32 (the spec), world 1 x 8 rows, as for the CPU end-to-end tests.
 
 - fp32 on the GPU (ddp, zero 1-3, FULL_SHARD, SHARD_GRAD_OP at world 1; zero 3 and FULL_SHARD at
-  world 2 on one GPU through host-staged Gloo; zero 2 with its optimizer offloaded to the CPU):
+  world 2 on one GPU through host-staged Gloo; zero 2 with its optimizer offloaded to the CPU; zero 3
+  with its parameter shards in host memory or in files):
   |dloss| <= 1e-4 and |dw| <= 5e-4 against the reference. Why: libtorch keeps TF32 off for fp32
   matmuls, so the GPU computes the same fp32 mathematics in another order (cuBLAS blocking, fused
   attention instead of the explicit softmax); the CPU splits measured 1e-6 in loss and 1.5e-5 in
@@ -116,6 +117,19 @@ class CudaEngine(unittest.TestCase):
         # The fp32 master and both moments (12 bytes per parameter) left the GPU.
         self.assertLess(offloaded[-1]["peak_mem_bytes"], resident[-1]["peak_mem_bytes"],
                         "optimizer offload did not lower the GPU's peak")
+
+    def test_parameter_offload_to_cpu_and_nvme(self):
+        base = ["backend=deepspeed", "deepspeed.zero_stage=3", "deepspeed.stage3_param_persistence_threshold=0",
+                "deepspeed.offload_optimizer_device=cpu"]
+        _, optimizer_only, _ = self.train("w1_zero3_opt_offload", base)
+        # Parameter shards in pinned host memory, copied to the GPU for each gather.
+        _, host, log = self.assert_matches_reference("w1_zero3_param_cpu", base + ["deepspeed.offload_param_device=cpu"])
+        self.assertIn("in pinned host memory", log)
+        self.assertLessEqual(host[-1]["peak_mem_bytes"], optimizer_only[-1]["peak_mem_bytes"])
+        # Parameter shards in files, staged through host buffers and copied to the GPU.
+        nvme = os.path.join(self.dir, "nvme")
+        self.assert_matches_reference("w1_zero3_param_nvme", base + [
+            "deepspeed.offload_param_device=nvme", f"deepspeed.offload_param_nvme_path={nvme}"])
 
     def test_bf16_follows_the_cpu_bf16_run(self):
         sets = ["backend=deepspeed", "deepspeed.zero_stage=3", "deepspeed.stage3_param_persistence_threshold=0",

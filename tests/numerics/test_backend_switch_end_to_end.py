@@ -87,7 +87,7 @@ class TemplatesSwitched(_Base):
                 self.assertRan(p, out, f"fsdp {strategy}", f"{template} --set backend=fsdp")
                 if "offload" in template:  # offload_params: true (nvme: nearest), a stated no-op on the CPU
                     with open(os.path.join(out, "logs", "rank_0.log")) as f:
-                        self.assertIn("offload_params: a no-op on a CPU run", f.read())
+                        self.assertIn("offload to cpu: a no-op on a CPU run", f.read())
 
     def test_every_fsdp_template_runs_under_deepspeed(self):
         for template, stage in self.ZERO_OF.items():

@@ -102,20 +102,3 @@ TEST_CASE("cuda_collectives on device cpu is a warning naming the key, not an er
   // Left at its default it says nothing.
   CHECK(load_on(0, dir.write("plain.yaml", "device: cpu\n")).warnings.empty());
 }
-
-TEST_CASE("what the CUDA engine does not do yet is refused on cuda, naming the key, and allowed on cpu") {
-  TempDir dir;
-  const auto ds = dir.write("ds.yaml", "backend: deepspeed\ndevice: cuda\nmixed_precision: bf16\ndeepspeed:\n"
-                                       "  zero_stage: 3\n  offload_param_device: cpu\n");
-  CHECK_THAT(error_of([&] { load_on(1, ds); }),
-             Contains("ds.yaml:6:25: error: deepspeed.offload_param_device: parameter offload on device cuda is not "
-                      "supported yet") && Contains("offload_optimizer_device: cpu or nvme"));
-  // Optimizer offload is what a GPU run can offload.
-  CHECK(load_on(1, ds, {"deepspeed.offload_param_device=none", "deepspeed.offload_optimizer_device=cpu"}).job.device ==
-        Device::cuda);
-  CHECK(load_on(0, ds, {"device=cpu"}).job.deepspeed.offload_param_device == OffloadDevice::cpu);
-
-  const auto fsdp = dir.write("fsdp.yaml", "backend: fsdp\ndevice: auto\nfsdp:\n  offload_params: true\n");
-  CHECK_THAT(error_of([&] { load_on(2, fsdp); }), Contains("fsdp.offload_params: parameter offload on device cuda"));
-  CHECK(load_on(0, fsdp).job.device == Device::cpu);  // auto picks the CPU here: nothing to refuse
-}
