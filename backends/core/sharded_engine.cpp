@@ -77,6 +77,7 @@ ShardedEngine::ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> spe
   optimizer_ = std::make_unique<ShardedOptimizer>(optimizer, shard_rank(), policy_.master_dtype);
   // Offload on a GPU: masters, gradient shards and optimizer states in host memory, stepped there.
   optimizer_->place_states(policy_.offloads ? at::Device(at::kCPU) : device_, device_);
+  if (policy_.offloads && !device_.is_cpu()) grad_landing_ = std::make_unique<HostGradLanding>(device_);
   buffers_ = std::make_unique<UnitParamBuffers>(shard_comm(), policy_.prefetch);
   // Offloaded states go to their files unit by unit as the units are added (never all in memory).
   if (!policy_.nvme_dir.empty()) optimizer_->offload_to_nvme(policy_.nvme_dir, policy_.nvme_buffer_count);
@@ -237,7 +238,10 @@ std::string ShardedEngine::describe() const {
   if (!policy_.notes.empty()) s << "; " << policy_.notes;
   if (!device_.is_cpu())
     s << "; on " << device_.str() << (policy_.offloads ? " (masters, gradient shards and optimizer states in "
-                                                          "pinned host memory, stepped on the CPU)" : "");
+                                                          "pinned host memory, stepped on the CPU; gradient shards "
+                                                          "and masters copied asynchronously)" : "");
+  if (optimizer_->setup().fused && optimizer_->setup().kind == config::OptimizerName::adamw)
+    s << "; fused AdamW";
   return s.str();
 }
 
@@ -266,6 +270,7 @@ nlohmann::json ShardedEngine::memory_report() const {
     r["nvme_buffer_bytes"] = nvme->buffer_bytes();
   }
   if (host_params_) r["param_host_bytes"] = host_params_->host_bytes();
+  if (grad_landing_) r["grad_staging_host_bytes"] = grad_landing_->staging_bytes();
   if (param_store_) {
     r["param_nvme_bytes"] = param_store_->bytes_on_disk();
     r["param_nvme_buffer_bytes"] = param_store_->buffer_bytes();
@@ -465,7 +470,10 @@ void ShardedEngine::finish_oldest_reduction() {
   if (pr.accumulate) {  // fp32 accumulation of the shard (in host memory with offload on a GPU)
     at::Tensor& grad = shard(pr.unit).grad;
     const at::Tensor& reduced = pr.output.defined() ? pr.output : pr.input;
-    grad.add_(reduced.device() == grad.device() ? reduced : reduced.to(grad.device()));
+    if (reduced.device() == grad.device())
+      grad.add_(reduced);
+    else
+      grad_landing_->land(pr.unit, reduced, grad);  // copied now, added when the host needs it
   }
   if (policy_.shard_grads) pending_numel_ -= pr.input.numel();
   pending_.pop_front();
@@ -486,7 +494,12 @@ void ShardedEngine::end_micro_step(bool /*sync*/) {
   end_memory_phase(trims_heap_each_step());  // gradient buffers, gathers (and autograd's temporaries)
 }
 
+void ShardedEngine::settle_host_transfers() {
+  if (grad_landing_) grad_landing_->settle();
+}
+
 double ShardedEngine::unscale_and_clip(double max_norm, double grad_scale) {
+  settle_host_transfers();
   std::vector<at::Tensor> grads;
   for (auto& st : optimizer_->units()) grads.push_back(st.grad);
   return train::unscale_and_clip_grad_norm(grads, grad_scale, max_norm, [this](double local) {
@@ -519,7 +532,9 @@ void ShardedEngine::update_compute_shard(int u, const at::Tensor& master) {
     if (param_store_->has_own_file(rt.param_file)) param_store_->write(rt.param_file, master);
     return;
   }
-  if (!rt.compute_shard.is_same(master)) rt.compute_shard.copy_(master);
+  // From pinned host masters (offload on a GPU) asynchronously: settle_host_transfers() waits for
+  // it before the host writes the masters again.
+  if (!rt.compute_shard.is_same(master)) rt.compute_shard.copy_(master, /*non_blocking=*/true);
 }
 
 void ShardedEngine::wait_parameters() {
@@ -533,6 +548,7 @@ void ShardedEngine::rearm_grads() {
 }
 
 void ShardedEngine::optimizer_step(const std::vector<train::GroupHyper>& groups) {
+  settle_host_transfers();  // the gradients in host memory, the last uploads of the masters done
   optimizer_->step(groups, [this](int u, UnitShardState& st) { update_compute_shard(u, st.master); });
   optimizer_->zero_grads();
   for (auto& rt : units_)
@@ -544,6 +560,7 @@ void ShardedEngine::optimizer_step(const std::vector<train::GroupHyper>& groups)
 
 void ShardedEngine::skip_step() {
   // The masters did not change, so the gathered (and persistent) parameters stay valid.
+  settle_host_transfers();
   optimizer_->zero_grads();
   for (auto& rt : units_)
     if (rt.grad_flat.defined()) rt.grad_flat.zero_();

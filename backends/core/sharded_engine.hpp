@@ -33,6 +33,7 @@
 #include "backends/backend.hpp"
 #include "backends/core/backward_signal.hpp"
 #include "backends/core/grad_ready_hooks.hpp"
+#include "backends/core/host_grad_landing.hpp"
 #include "backends/core/host_param_store.hpp"
 #include "backends/core/nvme_param_store.hpp"
 #include "backends/core/sharded_optimizer.hpp"
@@ -154,6 +155,9 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
 
   void reduce_unit(int u);
   void wait_reductions();
+  // Optimizer offload on a GPU: waits for the asynchronous gradient copies and master uploads and
+  // adds the landed gradients; before the host reads gradients or writes masters.
+  void settle_host_transfers();
   void finish_oldest_reduction();
   void ensure_grad_buffer(int u);
   // After a step or a load: refresh the compute shards from the masters (when `copy_shards`; the
@@ -186,6 +190,7 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   std::unique_ptr<UnitParamBuffers> buffers_;
   std::unique_ptr<NvmeParamStore> param_store_;  // parameter offload; may read optimizer_'s files (declared after it)
   std::unique_ptr<HostParamStore> host_params_;  // parameter offload to host memory (else null)
+  std::unique_ptr<HostGradLanding> grad_landing_;  // optimizer offload on a GPU: async gradient copies (else null)
   std::unique_ptr<UnitTrace> trace_;
   std::vector<UnitRuntime> units_;
   std::unordered_map<const torch::nn::Module*, int> unit_index_;

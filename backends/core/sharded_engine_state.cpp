@@ -77,6 +77,7 @@ nlohmann::json ShardedEngine::save_state(const std::string& dir, const Checkpoin
 }
 
 void ShardedEngine::load_state(const std::string& dir, const nlohmann::json& layout) {
+  settle_host_transfers();  // no upload may still read the masters this overwrites
   // The own-shard fast path needs the same masters' dtype too (an fp32 <-> bf16 switch converts
   // through the canonical form, which reads every value as fp32).
   bool own_shards = layout.value("layout", "") == "zero" && layout.value("world_size", 0) == shard(0).layout.world() &&

@@ -8,6 +8,7 @@
 #include "backends/core/unit_block_allocator.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/train/model/safetensors.hpp"
+#include "runtime/train/optim/adamw_fused.hpp"
 #include "runtime/train/optim/adamw_step.hpp"
 #include "runtime/train/optim/math_precision.hpp"
 #include "runtime/train/optim/sgd_step.hpp"
@@ -62,10 +63,16 @@ void ShardedOptimizer::zero_grads() {
 
 void ShardedOptimizer::update(UnitShardState& u, const std::vector<train::GroupHyper>& groups) {
   ++u.step;
+  // Fused: the unit's segments of each parameter group in one launch.
+  const bool fused = setup_.fused && setup_.kind == config::OptimizerName::adamw && train::fused_adamw_applies(u.master, u.exp_avg);
+  std::vector<train::AdamWBatch> batches(fused ? groups.size() : 0);
   for (const auto& seg : u.segments) {
     auto piece = [&](const at::Tensor& t) { return t.narrow(0, seg.shard_offset, seg.numel); };
-    const train::GroupHyper& h = groups[size_t(u.groups[size_t(seg.param)])];
-    if (setup_.kind == config::OptimizerName::adamw) {
+    const int group = u.groups[size_t(seg.param)];
+    const train::GroupHyper& h = groups[size_t(group)];
+    if (fused) {
+      batches[size_t(group)].add(piece(u.master), piece(u.grad), piece(u.exp_avg), piece(u.exp_avg_sq), u.step);
+    } else if (setup_.kind == config::OptimizerName::adamw) {
       train::adamw_step(piece(u.master), piece(u.grad), piece(u.exp_avg), piece(u.exp_avg_sq), u.step, h.adamw(),
                         /*apply_decay=*/true);
     } else {
@@ -73,6 +80,7 @@ void ShardedOptimizer::update(UnitShardState& u, const std::vector<train::GroupH
                       u.step, h.sgd(), /*apply_decay=*/true);
     }
   }
+  for (size_t g = 0; g < batches.size(); ++g) train::adamw_fused_step(batches[g], groups[g].adamw());
 }
 
 std::vector<at::Tensor*> ShardedOptimizer::state_slots(UnitShardState& u) {

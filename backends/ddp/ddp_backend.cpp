@@ -65,6 +65,7 @@ std::string DdpBackend::describe() const {
     << " rank(s); " << buckets_.size() << " gradient bucket(s) of at most " << bucket_cap_mb_
     << " MiB, all-reduced during the backward of each step's last micro-step";
   if (!notes_.empty()) s << "; " << notes_;
+  if (optimizer_->setup().fused && optimizer_->kind() == config::OptimizerName::adamw) s << "; fused AdamW";
   if (const at::Device d = params_[0].second.device(); !d.is_cpu()) s << "; on " << d.str();
   return s.str();
 }

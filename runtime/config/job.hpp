@@ -80,6 +80,9 @@ struct OptimizerSection {
   std::vector<double> betas = {0.9, 0.95};
   double eps = 1.0e-8;
   double momentum = 0.9;
+  // AdamW through torch's fused multi-tensor kernel (one launch per unit or group) or the
+  // elementwise reference ops; auto: fused where the ranks compute on a GPU.
+  FusedKernel fused = FusedKernel::auto_;
 };
 
 struct SchedulerSection {

@@ -265,6 +265,10 @@ std::vector<FieldSpec> build_schema() {
       field(KEY(optimizer.betas), "AdamW beta1 and beta2, each in [0, 1).").below(0, 1).size(2),
       field(KEY(optimizer.eps), "AdamW denominator epsilon.").range(0),
       field(KEY(optimizer.momentum), "SGD momentum; 0 disables.").range(0, 1),
+      field(KEY(optimizer.fused), "AdamW kernel: true (torch's fused multi-tensor AdamW, one launch per unit; within "
+                                  "an ulp or so per step of the reference), false (the elementwise ops of "
+                                  "spec/training.md, bit-for-bit with torch.optim.AdamW) or auto (fused on a GPU, "
+                                  "elementwise on the CPU)."),
 
       // ---- scheduler -------------------------------------------------------------------------
       field(KEY(scheduler.name), "cosine (decay to min_lr_ratio*lr after warmup) or constant (lr after warmup)."),

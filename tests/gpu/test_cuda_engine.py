@@ -7,7 +7,8 @@ CPU in fp32 (the spec), world 1 x 8 rows, as for the CPU end-to-end tests.
 
 - fp32 on the GPU (ddp, zero 1-3, FULL_SHARD, SHARD_GRAD_OP at world 1; zero 3 and FULL_SHARD at
   world 2 on one GPU through host-staged Gloo; zero 2 with its optimizer offloaded to the CPU; zero 3
-  with its parameter shards in host memory or in files):
+  with its parameter shards in host memory or in files; optimizer.fused auto, so torch's fused AdamW
+  kernel, and once the elementwise kernels; offload with two micro-steps per step):
   |dloss| <= 1e-4 and |dw| <= 5e-4 against the reference. Why: libtorch keeps TF32 off for fp32
   matmuls, so the GPU computes the same fp32 mathematics in another order (cuBLAS blocking, fused
   attention instead of the explicit softmax); the CPU splits measured 1e-6 in loss and 1.5e-5 in
@@ -98,7 +99,12 @@ class CudaEngine(unittest.TestCase):
                            ("full_shard", ["backend=fsdp", "fsdp.sharding_strategy=FULL_SHARD"]),
                            ("shard_grad_op", ["backend=fsdp", "fsdp.sharding_strategy=SHARD_GRAD_OP"])]:
             with self.subTest(name):
-                self.assert_matches_reference("w1_" + name, sets)
+                _, _, log = self.assert_matches_reference("w1_" + name, sets)
+                self.assertIn("fused AdamW", log, f"{name}: optimizer.fused auto did not pick the fused kernel")
+        # The elementwise AdamW kernels (the CPU's default) on the GPU too.
+        _, _, log = self.assert_matches_reference("w1_zero3_elementwise", [
+            "backend=deepspeed", "deepspeed.zero_stage=3", "optimizer.fused=false"])
+        self.assertNotIn("fused AdamW", log)
 
     def test_world2_on_one_gpu_through_host_staged_gloo(self):
         # NCCL refuses two ranks on one device; host-staged Gloo runs the same engine on CUDA tensors
@@ -117,6 +123,12 @@ class CudaEngine(unittest.TestCase):
         # The fp32 master and both moments (12 bytes per parameter) left the GPU.
         self.assertLess(offloaded[-1]["peak_mem_bytes"], resident[-1]["peak_mem_bytes"],
                         "optimizer offload did not lower the GPU's peak")
+        # Two micro-steps per step: each unit's gradient shard lands in host memory twice before the
+        # step (HostGradLanding takes the first copy before the second reuses its staging buffer).
+        _, _, log = self.assert_matches_reference("w1_zero2_offload_accum", base + [
+            "deepspeed.offload_optimizer_device=cpu", "training.micro_batch_size=4",
+            "training.gradient_accumulation_steps=2"])
+        self.assertIn("copied asynchronously", log)
 
     def test_parameter_offload_to_cpu_and_nvme(self):
         base = ["backend=deepspeed", "deepspeed.zero_stage=3", "deepspeed.stage3_param_persistence_threshold=0",

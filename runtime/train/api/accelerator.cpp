@@ -32,6 +32,7 @@
 #include "runtime/train/api/unit_policy.hpp"
 #include "runtime/train/api/unit_sink.hpp"
 #include "runtime/train/model/safetensors.hpp"
+#include "runtime/train/optim/adamw_fused.hpp"
 #include "runtime/worker/worker_context.hpp"
 
 namespace accel {
@@ -321,6 +322,7 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   // The optimizer's groups: every trainable parameter of the model in exactly one.
   train::OptimizerSetup setup;
   setup.kind = s.kind == OptimizerKind::sgd ? config::OptimizerName::sgd : config::OptimizerName::adamw;
+  setup.fused = train::use_fused_adamw(job.optimizer.fused, !s.comm->device().is_cpu());
   std::unordered_map<const void*, int> group_of;
   auto& groups = optimizer.param_groups();
   for (size_t g = 0; g < groups.size(); ++g) {

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "runtime/common/errors.hpp"
+#include "runtime/train/optim/adamw_fused.hpp"
 #include "runtime/train/optim/adamw_step.hpp"
 #include "runtime/train/optim/math_precision.hpp"
 #include "runtime/train/optim/sgd_step.hpp"
@@ -72,16 +73,21 @@ void Optimizer::step(const std::vector<GroupHyper>& groups) {
   if (groups.size() != setup_.groups.size())
     throw std::invalid_argument("optimizer: " + std::to_string(groups.size()) + " groups' hyper-parameters for " +
                                 std::to_string(setup_.groups.size()) + " groups");
+  const bool fused = setup_.fused && setup_.kind == config::OptimizerName::adamw;
+  std::vector<AdamWBatch> batches(fused ? groups.size() : 0);  // one fused launch per group
   for (auto& s : slots_) {
     const at::Tensor& g = s.param.grad();
     if (!g.defined()) continue;
     const GroupHyper& h = groups[size_t(s.group)];
-    if (setup_.kind == config::OptimizerName::adamw)
+    if (fused && fused_adamw_applies(s.param, s.exp_avg))
+      batches[size_t(s.group)].add(s.param, g, s.exp_avg, s.exp_avg_sq, s.step + 1);
+    else if (setup_.kind == config::OptimizerName::adamw)
       adamw_step(s.param, g, s.exp_avg, s.exp_avg_sq, s.step + 1, h.adamw(), /*apply_decay=*/true);
     else
       sgd_step(s.param, g, s.momentum, s.step + 1, h.sgd(), /*apply_decay=*/true);
     ++s.step;
   }
+  for (size_t g = 0; g < batches.size(); ++g) adamw_fused_step(batches[g], groups[g].adamw());
   ++step_count_;
 }
 

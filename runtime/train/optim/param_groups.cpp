@@ -49,6 +49,7 @@ OptimizerSetup builtin_optimizer_setup(const config::OptimizerSection& section) 
   GroupHyper no_decay = decay;
   no_decay.weight_decay = 0.0;
   setup.groups = {decay, no_decay};
+  setup.fused = section.fused == config::FusedKernel::yes;
   return setup;
 }
 

@@ -34,6 +34,8 @@ struct GroupHyper {
 struct OptimizerSetup {
   config::OptimizerName kind = config::OptimizerName::adamw;
   std::vector<GroupHyper> groups;
+  // AdamW through the fused multi-tensor kernel (adamw_fused.hpp) where the tensors allow it.
+  bool fused = false;
 
   // SGD keeps a momentum buffer when some group uses momentum.
   bool keeps_momentum() const;
@@ -42,7 +44,8 @@ struct OptimizerSetup {
 };
 
 // The built-in trainer's groups from the job's optimizer section: group 0 takes
-// optimizer.weight_decay, group 1 none (spec/training.md). Throws ConfigError for betas that are
+// optimizer.weight_decay, group 1 none (spec/training.md); fused only for optimizer.fused: true
+// (auto needs the device: the Accelerator resolves it). Throws ConfigError for betas that are
 // not two values.
 OptimizerSetup builtin_optimizer_setup(const config::OptimizerSection& section);
 // The built-in group of a parameter of `dim` dimensions: 0 (decays) for 2 or more, else 1.
