@@ -3,7 +3,6 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
-#include <sstream>
 
 #include "backends/core/checkpoint_reshard.hpp"
 #include "backends/core/model_replicas.hpp"
@@ -179,6 +178,7 @@ ShardedEngine::ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> spe
       if (member) unit_index_[member] = int(units_.size());
     units_.push_back(std::move(rt));
   }
+  if (policy_.shard_grads && policy_.layer_buffers.value_or(!device_.is_cpu())) use_layer_buffers();
   buffers_->release_all();
   // After every set_data (a dtype change replaces a parameter's AccumulateGrad node).
   std::vector<at::Tensor> tensors;
@@ -188,97 +188,33 @@ ShardedEngine::ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> spe
   end_memory_phase();  // the model's own parameter storage, replaced by the units' buffers
 }
 
+ShardedEngine::~ShardedEngine() {
+  if (layer_pool_) layer_pool_->retire();
+}
+
+void ShardedEngine::use_layer_buffers() {
+  // Slots sized for the largest unit but the token-input one (the embedding, YaFSDP keeps it apart);
+  // a unit's gathered parameters and its gradient buffer have the same size.
+  size_t slot = 0;
+  for (size_t u = 0; u < units_.size(); ++u)
+    if (!units_[u].token_input)
+      slot = std::max(slot, size_t(shard(int(u)).layout.padded_numel()) * c10::elementSize(policy_.compute_dtype));
+  if (slot == 0) return;
+  // The backing allocator: the unit allocator on the CPU, the device's own (its caching allocator,
+  // as a device tensor's storage names it) elsewhere.
+  c10::Allocator* backing = device_.is_cpu() ? &UnitBlockAllocator::instance()
+                                             : unit_empty(0, at::kByte, device_).storage().unsafeGetStorageImpl()->allocator();
+  layer_pool_ = LayerBufferPool::create(device_, slot, backing);
+  // Released units regrow through their storage's allocator: the pool's from now on (parameters
+  // are views of the unit's buffer, so the first one names its storage).
+  for (size_t u = 0; u < units_.size(); ++u)
+    if (!units_[u].token_input && !buffers_->keeps_storage(int(u)))
+      layer_pool_->adopt(params_[size_t(units_[u].params.front())].second);
+}
+
 std::vector<std::pair<std::string, const comm::Communicator*>> ShardedEngine::group_communicators() const {
   if (!shard_group_) return {};
   return {{"shard_group", shard_group_.get()}, {"replica_group", replica_group_.get()}};
-}
-
-std::string ShardedEngine::describe() const {
-  std::ostringstream s;
-  int64_t numel = 0, padded = 0;
-  int kept = 0;
-  for (auto& u : optimizer_->units()) {
-    numel += u.layout.numel();
-    padded += u.layout.padded_numel();
-  }
-  for (int u = 0; u < buffers_->size(); ++u) kept += buffers_->keeps_storage(u) ? 1 : 0;
-  const std::string master_name = policy_.master_dtype == at::kFloat ? "fp32" : "bf16";
-  s << policy_.label << ": " << units_.size() << " units, " << numel << " values (" << padded - numel
-    << " padding) in " << (policy_.shard_optimizer ? shard_comm().size() : 1) << " shards; "
-    << (policy_.shard_optimizer ? "sharded: optimizer states + " : "replicated ") << master_name
-    << (policy_.shard_optimizer ? " master" : " master and optimizer states")
-    << (policy_.shard_grads ? ", gradients" : "") << (policy_.shard_params ? ", parameters" : "")
-    << "; compute " << c10::toString(policy_.compute_dtype)
-    << "; reductions " << (policy_.overlap_comm ? "overlap backward" : "after backward");
-  if (policy_.shard_params && kept > 0) s << "; " << kept << " small units stay gathered";
-  if (replica_group_)
-    s << "; hybrid: sharded within each machine's " << shard_comm().size() << " ranks, replicated on "
-      << replica_group_->size() << " machines (gradient shards all-reduced across machines)";
-  if (const NvmeStateStore* nvme = optimizer_->nvme())
-    s << "; master + optimizer states in files under " << nvme->directory() << " ("
-      << nvme->bytes_on_disk() / 1024 << " KiB, streamed through " << nvme->buffer_bytes() / 1024 << " KiB of buffers)";
-  if (policy_.offloads && device_.is_cpu() && policy_.nvme_dir.empty() && !param_store_)
-    s << "; offload to cpu: a no-op on a CPU run (everything is in host memory already)";
-  else if (host_params_)
-    s << "; parameter shards of " << host_params_->size() << " units in pinned host memory ("
-      << host_params_->host_bytes() / 1024 << " KiB), copied to the device for each gather";
-  if (param_store_ && param_store_->size() == 0) {
-    s << "; parameter offload to nvme: no unit is partitioned (all under the persistence threshold), no files";
-  } else if (param_store_) {
-    s << "; parameter shards of " << param_store_->size() << " units ";
-    if (param_store_->has_own_file(0))
-      s << "in files under " << param_store_->directory() << " (" << param_store_->bytes_on_disk() / 1024 << " KiB";
-    else
-      s << "read from the masters' files (fp32: no second copy";
-    s << ", staged through at most " << std::min(param_store_->capacity(), param_store_->size()) << " buffers, "
-      << param_store_->buffer_bytes() / 1024 << " KiB)";
-    if (!optimizer_->offloaded() && policy_.compute_dtype == policy_.master_dtype)
-      s << " (the masters are in memory and are the shards' values: the files save no memory here)";
-  }
-  if (!policy_.notes.empty()) s << "; " << policy_.notes;
-  if (!device_.is_cpu())
-    s << "; on " << device_.str() << (policy_.offloads ? " (masters, gradient shards and optimizer states in "
-                                                          "pinned host memory, stepped on the CPU; gradient shards "
-                                                          "and masters copied asynchronously)" : "");
-  if (optimizer_->setup().fused && optimizer_->setup().kind == config::OptimizerName::adamw)
-    s << "; fused AdamW";
-  return s.str();
-}
-
-nlohmann::json ShardedEngine::memory_report() const {
-  auto bytes = [](const at::Tensor& t) { return t.defined() ? int64_t(t.numel()) * int64_t(t.element_size()) : int64_t(0); };
-  int64_t grads = 0, grad_shard = 0, master = 0, states = 0, compute_shards = 0;
-  for (size_t u = 0; u < units_.size(); ++u) {
-    const UnitShardState& st = optimizer_->units()[u];
-    grads += bytes(units_[u].grad_flat);
-    grad_shard += bytes(st.grad);
-    if (!units_[u].master_in_params) master += bytes(st.master);
-    states += bytes(st.exp_avg) + bytes(st.exp_avg_sq) + bytes(st.momentum);
-    if (!units_[u].compute_shard.is_same(st.master)) compute_shards += bytes(units_[u].compute_shard);
-  }
-  nlohmann::json r = {{"params", buffers_->kept_bytes()},
-                      {"param_shards", compute_shards},  // compute-dtype shards gathers read (bf16, or fp32 beside nvme masters)
-                      {"grads", grads},
-                      {"grad_shard", grad_shard},
-                      {"master", master},
-                      {"optimizer_states", states},
-                      {"live_params_peak", buffers_->peak_transient_bytes()},
-                      {"live_grads_peak", peak_grad_buffer_bytes_}};
-  // nvme: the files (optimizer states, parameter shards) and the host buffers that stage them.
-  if (const NvmeStateStore* nvme = optimizer_->nvme()) {
-    r["nvme_bytes"] = nvme->bytes_on_disk();
-    r["nvme_buffer_bytes"] = nvme->buffer_bytes();
-  }
-  if (host_params_) r["param_host_bytes"] = host_params_->host_bytes();
-  if (grad_landing_) r["grad_staging_host_bytes"] = grad_landing_->staging_bytes();
-  if (param_store_) {
-    r["param_nvme_bytes"] = param_store_->bytes_on_disk();
-    r["param_nvme_buffer_bytes"] = param_store_->buffer_bytes();
-    r["param_nvme_staged_peak"] = param_store_->peak_staged();  // shards staged at once, at most buffer_count
-    r["nvme_bytes"] = r.value("nvme_bytes", int64_t(0)) + param_store_->bytes_on_disk();
-    r["nvme_buffer_bytes"] = r.value("nvme_buffer_bytes", int64_t(0)) + param_store_->buffer_bytes();
-  }
-  return r;
 }
 
 bool ShardedEngine::start_trace() {
@@ -452,7 +388,8 @@ void ShardedEngine::ensure_grad_buffer(int u) {
   peak_grad_buffer_bytes_ = std::max(peak_grad_buffer_bytes_, pending_numel_ * int64_t(c10::elementSize(policy_.compute_dtype)));
   // Autograd accumulates into defined gradients in place: the unit's gradients land in one flat
   // buffer that is reduce-scattered as it is, with no copy.
-  rt.grad_buffer = unit_zeros(layout.padded_numel(), policy_.compute_dtype, device_);  // the last unit's pages, reused
+  rt.grad_buffer = layer_pool_ ? layer_pool_->empty(layout.padded_numel(), policy_.compute_dtype).zero_()
+                               : unit_zeros(layout.padded_numel(), policy_.compute_dtype, device_);  // the last unit's pages, reused
   for (size_t k = 0; k < rt.params.size(); ++k) {
     at::Tensor& p = params_[size_t(rt.params[k])].second;
     p.mutable_grad() = grad_alias(rt.grad_buffer, layout.param_offset(int(k)), p.sizes());
@@ -554,6 +491,7 @@ void ShardedEngine::optimizer_step(const std::vector<train::GroupHyper>& groups)
   for (auto& rt : units_)
     if (rt.grad_flat.defined()) rt.grad_flat.zero_();
   if (trace_) trace_->record(TraceEvent::optimizer_step, "");
+  if (layer_pool_) layer_pool_->freeze();  // a whole step has shown how many slots the schedule needs
   end_memory_phase(trims_heap_each_step());  // the nvme staging buffers
   masters_changed(false);
 }

@@ -26,6 +26,7 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -35,6 +36,7 @@
 #include "backends/core/grad_ready_hooks.hpp"
 #include "backends/core/host_grad_landing.hpp"
 #include "backends/core/host_param_store.hpp"
+#include "backends/core/layer_buffer_pool.hpp"
 #include "backends/core/nvme_param_store.hpp"
 #include "backends/core/sharded_optimizer.hpp"
 #include "backends/core/unit_param_buffers.hpp"
@@ -80,6 +82,9 @@ struct ShardingPolicy {
   // only): partitioned units keep their compute shards in (pinned) host memory, copied to the
   // device for each gather. On a CPU run the shard stays where it is read from.
   bool param_host_offload = false;
+  // YaFSDP's layer buffers (layer_buffer_pool.hpp) for the transient unit buffers of stages 2-3:
+  // unset = on a GPU only (the CPU's unit allocator returns memory between phases instead).
+  std::optional<bool> layer_buffers;
   std::string notes;
 };
 
@@ -89,6 +94,7 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   // of the units' flat buffers (set_data: the tensors keep their identity).
   ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer,
                 ShardingPolicy policy);
+  ~ShardedEngine() override;
 
   std::string name() const override { return policy_.label; }
   std::string describe() const override;
@@ -160,6 +166,8 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   void settle_host_transfers();
   void finish_oldest_reduction();
   void ensure_grad_buffer(int u);
+  // Stages 2-3 with policy_.layer_buffers: the pool whose slots the units' transient buffers share.
+  void use_layer_buffers();
   // After a step or a load: refresh the compute shards from the masters (when `copy_shards`; the
   // step does it unit by unit) and re-gather the units that keep their storage.
   void masters_changed(bool copy_shards);
@@ -190,6 +198,7 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   std::unique_ptr<UnitParamBuffers> buffers_;
   std::unique_ptr<NvmeParamStore> param_store_;  // parameter offload; may read optimizer_'s files (declared after it)
   std::unique_ptr<HostParamStore> host_params_;  // parameter offload to host memory (else null)
+  LayerBufferPool* layer_pool_ = nullptr;  // never deleted (layer_buffer_pool.hpp); null when off
   std::unique_ptr<HostGradLanding> grad_landing_;  // optimizer offload on a GPU: async gradient copies (else null)
   std::unique_ptr<UnitTrace> trace_;
   std::vector<UnitRuntime> units_;
