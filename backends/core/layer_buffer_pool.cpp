@@ -27,9 +27,9 @@ c10::DataPtr LayerBufferPool::allocate(size_t nbytes) {
     grow = !slot && nbytes <= slot_bytes_ && !frozen_;
     if (!slot && !grow) ++fallbacks_;
   }
+  c10::DeviceGuard guard(device_);  // the backing allocator serves the current device
   if (!slot && !grow) return backing_->allocate(nbytes);
   if (!slot) {
-    c10::DeviceGuard guard(device_);  // the backing allocator serves the current device
     c10::DataPtr memory = backing_->allocate(slot_bytes_);
     std::lock_guard<std::mutex> lock(mu_);
     slot = new Slot{this, std::move(memory), true};

@@ -18,8 +18,12 @@ std::string dtype_suffix(at::ScalarType t) {
 
 }  // namespace
 
-NvmeParamStore::NvmeParamStore(const std::string& dir, int rank, int buffer_count, at::ScalarType dtype)
-    : dir_(dir, "accel_params", rank, "deepspeed.offload_param_nvme_path"), buffer_count_(std::max(1, buffer_count)), dtype_(dtype) {}
+NvmeParamStore::NvmeParamStore(const std::string& dir, int rank, int buffer_count, at::ScalarType dtype,
+                               at::Device for_device)
+    : dir_(dir, "accel_params", rank, "deepspeed.offload_param_nvme_path"),
+      buffer_count_(std::max(1, buffer_count)),
+      dtype_(dtype),
+      for_device_(for_device) {}
 
 NvmeParamStore::~NvmeParamStore() {
   for (auto& u : units_)
@@ -81,8 +85,9 @@ at::Tensor NvmeParamStore::stage(int unit) {
   if (staged_ >= buffer_count_)
     throw RunError("nvme parameter offload: all " + std::to_string(buffer_count_) +
                    " staging buffers are in use (a gather must complete first)");
-  // The buffer is a unit block: the next stage of the same size reuses its pages within a phase.
-  at::Tensor buffer = unit_empty(numel(unit), dtype_);
+  // On the CPU a unit block (the next stage of the same size reuses its pages within a phase); for
+  // a GPU pinned memory from the host allocator.
+  at::Tensor buffer = host_empty(numel(unit), dtype_, for_device_);
   read_into(unit, buffer);
   is_staged_[size_t(unit)] = 1;
   peak_staged_ = std::max(peak_staged_, ++staged_);

@@ -25,8 +25,11 @@ namespace accel::backends {
 class NvmeParamStore final : public ShardSource {
  public:
   // Creates `dir` and a per-rank, per-process subdirectory in it (apart from the optimizer's, so
-  // the two may share `dir`). `dtype`: the compute dtype of the shards.
-  NvmeParamStore(const std::string& dir, int rank, int buffer_count, at::ScalarType dtype);
+  // the two may share `dir`). `dtype`: the compute dtype of the shards. `for_device`: the engine's;
+  // for a GPU the staging buffers are page-locked, so the copy to the device is asynchronous (the
+  // host allocator holds a freed buffer back until that copy is done).
+  NvmeParamStore(const std::string& dir, int rank, int buffer_count, at::ScalarType dtype,
+                 at::Device for_device = at::kCPU);
   ~NvmeParamStore() override;
   NvmeParamStore(const NvmeParamStore&) = delete;
   NvmeParamStore& operator=(const NvmeParamStore&) = delete;
@@ -69,6 +72,7 @@ class NvmeParamStore final : public ShardSource {
   OffloadScratchDir dir_;  // first: built before, and removed after, the files
   int buffer_count_;
   at::ScalarType dtype_;
+  at::Device for_device_;
   std::vector<UnitFile> units_;
   std::vector<char> is_staged_;
   int staged_ = 0, peak_staged_ = 0;

@@ -84,7 +84,8 @@ ShardedEngine::ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> spe
   if (!policy_.param_nvme_dir.empty()) {
     if (!policy_.shard_params)
       throw RunError(policy_.label + ": parameter offload to nvme needs partitioned parameters (ZeRO stage 3)");
-    param_store_ = std::make_unique<NvmeParamStore>(policy_.param_nvme_dir, comm_.rank(), policy_.nvme_buffer_count, compute);
+    param_store_ = std::make_unique<NvmeParamStore>(policy_.param_nvme_dir, comm_.rank(), policy_.nvme_buffer_count,
+                                                    compute, device_);
     buffers_->set_shard_source(param_store_.get());
   } else if (policy_.param_host_offload && policy_.shard_params) {
     host_params_ = std::make_unique<HostParamStore>(compute, device_);
