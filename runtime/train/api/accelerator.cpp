@@ -6,9 +6,6 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 #include <torch/nn/modules/batchnorm.h>
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/sgd.h>
 
 #include <atomic>
 #include <cmath>
@@ -30,6 +27,7 @@
 #include "backends/core/grad_scaling.hpp"
 #include "runtime/train/api/state_io.hpp"
 #include "runtime/train/api/unit_policy.hpp"
+#include "runtime/train/api/torch_optimizer_groups.hpp"
 #include "runtime/train/api/unit_sink.hpp"
 #include "runtime/train/model/safetensors.hpp"
 #include "runtime/train/optim/adamw_fused.hpp"
@@ -38,61 +36,10 @@
 namespace accel {
 namespace {
 
-enum class OptimizerKind { adamw, adam, sgd };
-
 std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
   return s;
-}
-
-// The torch optimizer's type, refusing what accel's kernels do not implement.
-OptimizerKind optimizer_kind(torch::optim::Optimizer& optimizer) {
-  if (dynamic_cast<torch::optim::AdamW*>(&optimizer)) return OptimizerKind::adamw;
-  if (dynamic_cast<torch::optim::Adam*>(&optimizer)) return OptimizerKind::adam;
-  if (dynamic_cast<torch::optim::SGD*>(&optimizer)) return OptimizerKind::sgd;
-  throw RunError("accel: prepare() supports torch::optim::AdamW, Adam (weight_decay 0) and SGD; this optimizer is "
-                 "none of them (accel steps the shards with its own AdamW and SGD kernels)");
-}
-
-// One param group's current options as the engines' hyper-parameters (read at every step, so a
-// user's scheduler acts). `where` names the group in errors.
-train::GroupHyper group_hyper(OptimizerKind kind, torch::optim::OptimizerOptions& options, const std::string& where) {
-  train::GroupHyper h;
-  switch (kind) {
-    case OptimizerKind::adamw: {
-      auto& o = static_cast<torch::optim::AdamWOptions&>(options);
-      if (o.amsgrad()) throw RunError("accel: " + where + ": AdamW with amsgrad is not supported");
-      h.lr = o.lr();
-      h.beta1 = std::get<0>(o.betas());
-      h.beta2 = std::get<1>(o.betas());
-      h.eps = o.eps();
-      h.weight_decay = o.weight_decay();
-      return h;
-    }
-    case OptimizerKind::adam: {
-      auto& o = static_cast<torch::optim::AdamOptions&>(options);
-      if (o.amsgrad()) throw RunError("accel: " + where + ": Adam with amsgrad is not supported");
-      if (o.weight_decay() != 0)
-        throw RunError("accel: " + where + ": Adam's weight_decay (L2 added to the gradient) is not supported; use "
-                       "torch::optim::AdamW (decoupled decay), or weight_decay 0");
-      h.lr = o.lr();
-      h.beta1 = std::get<0>(o.betas());
-      h.beta2 = std::get<1>(o.betas());
-      h.eps = o.eps();
-      return h;
-    }
-    case OptimizerKind::sgd: {
-      auto& o = static_cast<torch::optim::SGDOptions&>(options);
-      if (o.dampening() != 0 || o.nesterov())
-        throw RunError("accel: " + where + ": SGD with dampening or nesterov is not supported");
-      h.lr = o.lr();
-      h.momentum = o.momentum();
-      h.weight_decay = o.weight_decay();
-      return h;
-    }
-  }
-  return h;
 }
 
 // The launcher gives each worker OMP_NUM_THREADS (cores / local workers); libtorch's pool follows.
@@ -135,7 +82,7 @@ struct Accelerator::State {
   bool policy_set = false;
 
   torch::nn::Module* model = nullptr;
-  OptimizerKind kind = OptimizerKind::adamw;
+  api::TorchOptimizerKind kind = api::TorchOptimizerKind::adamw;
   std::unique_ptr<backends::Backend> backend;
   std::unique_ptr<PreparedOptimizer> prepared;
   train::UnitHooks* hooks = nullptr;                // the open micro-step's (accel::Unit<> calls reach them)
@@ -317,31 +264,12 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
     throw RunError("accel: " + refusal);
   backends::FsdpPlan plan;
   if (job.backend == config::Backend::fsdp) plan = backends::plan_fsdp(job, /*user_module=*/true, wrapped);
-  s.kind = optimizer_kind(optimizer);
-
+  s.kind = api::torch_optimizer_kind(optimizer);
   // The optimizer's groups: every trainable parameter of the model in exactly one.
-  train::OptimizerSetup setup;
-  setup.kind = s.kind == OptimizerKind::sgd ? config::OptimizerName::sgd : config::OptimizerName::adamw;
+  api::PreparedGroups prepared_groups = api::prepared_groups(s.kind, optimizer, model);
+  train::OptimizerSetup& setup = prepared_groups.setup;
   setup.fused = train::use_fused_adamw(job.optimizer.fused, !s.comm->device().is_cpu());
-  std::unordered_map<const void*, int> group_of;
-  auto& groups = optimizer.param_groups();
-  for (size_t g = 0; g < groups.size(); ++g) {
-    setup.groups.push_back(group_hyper(s.kind, groups[g].options(), "param group " + std::to_string(g)));
-    for (const auto& p : groups[g].params())
-      if (!group_of.emplace(p.unsafeGetTensorImpl(), int(g)).second)
-        throw RunError("accel: a parameter is in two param groups of the optimizer (group " + std::to_string(g) + ")");
-  }
-  std::unordered_set<const void*> in_model;
-  for (const auto& p : model.named_parameters(/*recurse=*/true)) {
-    in_model.insert(p.value().unsafeGetTensorImpl());
-    if (p.value().requires_grad() && !group_of.count(p.value().unsafeGetTensorImpl()))
-      throw RunError("accel: parameter '" + p.key() + "' takes gradients but is in no param group of the optimizer; "
-                     "add it, or freeze it (requires_grad false)");
-  }
-  for (const auto& [impl, g] : group_of)
-    if (!in_model.count(impl))
-      throw RunError("accel: param group " + std::to_string(g) + " of the optimizer holds a tensor that is not a "
-                     "parameter of the prepared module");
+  const auto& group_of = prepared_groups.group_of;
 
   // Units by policy (frozen parameters in none).
   const UnitPolicy policy = s.policy_set ? s.policy : job_policy(s.job, plan, model);
@@ -466,13 +394,8 @@ void Accelerator::optimizer_step(torch::optim::Optimizer& optimizer, bool& appli
   backends::Backend& engine = s.engine("step()");
   applied = false;
   if (!s.sync_ready) return;  // an accumulation micro-step: nothing to apply
-  std::vector<train::GroupHyper> groups;
-  auto& param_groups = optimizer.param_groups();
-  if (param_groups.size() != engine.optimizer_setup().groups.size())
-    throw RunError("accel: the optimizer has " + std::to_string(param_groups.size()) + " param groups, " +
-                   std::to_string(engine.optimizer_setup().groups.size()) + " when it was prepared");
-  for (size_t g = 0; g < param_groups.size(); ++g)
-    groups.push_back(group_hyper(s.kind, param_groups[g].options(), "param group " + std::to_string(g)));
+  const std::vector<train::GroupHyper> groups =
+      api::current_group_hypers(s.kind, optimizer, engine.optimizer_setup().groups.size());
   s.sync_ready = false;
   ++s.steps;  // a skipped step counts too: step() is the loop's position
   if (s.scaling->skip_step(engine)) {  // fp16 overflow: the gradients are dropped, nothing moves
