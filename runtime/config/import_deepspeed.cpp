@@ -85,7 +85,12 @@ void read_optimizer_params(const YAML::Node& params, ForeignReader& r) {
     else if (k.is("adam_w_mode") && !is_true(value))
       r.refuse(value, path, "Adam with L2 regularisation (adam_w_mode false) is not supported", "true",
                "accel's AdamW uses decoupled weight decay");
-    else if (k.any({"adam_w_mode", "torch_adam", "bias_correction"}))
+    else if (k.is("torch_adam"))
+      // DeepSpeed's default is its fused kernel on a GPU (FusedAdam); torch_adam picks torch's
+      // unfused AdamW: accel's optimizer.fused false. false keeps accel's auto (fused on a GPU).
+      r.map(value, path, "optimizer.fused",
+            [](const YAML::Node& v) { return YAML::Node(is_true(v) ? "false" : "auto"); });
+    else if (k.any({"adam_w_mode", "bias_correction"}))
       r.unused(value, path, "accel's AdamW has torch.optim.AdamW semantics", {"true", "false"});
     else r.unknown(key, path, k.tried());
   }

@@ -80,6 +80,18 @@ TEST_CASE("a DeepSpeed JSON with auto values imports; train_batch_size derives t
   CHECK_THAT(warned, Catch::Contains("deepspeed.initial_scale_power: has no effect: loss scaling applies to fp16 only"));
 }
 
+TEST_CASE("DeepSpeed's torch_adam picks the unfused AdamW; false keeps the fused kernel on a GPU") {
+  accel::test::TempDir dir;
+  for (bool torch_adam : {true, false}) {
+    auto file = dir.write(torch_adam ? "torch.json" : "fused.json",
+                          std::string(R"({"optimizer": {"type": "AdamW", "params": {"lr": 0.001, "torch_adam": )") +
+                              (torch_adam ? "true" : "false") + "}}}");
+    auto imported = load(file);
+    CHECK(imported.job.optimizer.fused == (torch_adam ? FusedKernel::no : FusedKernel::auto_));
+    CHECK(imported.sources.at("optimizer.fused").str().find("optimizer.params.torch_adam") != std::string::npos);
+  }
+}
+
 TEST_CASE("an Accelerate config naming a DeepSpeed JSON merges both; the world size enters the batch") {
   auto imported = load(kFixtures + "accelerate_deepspeed_file.yaml");
   CHECK(full(imported) == full(load(kFixtures + "accelerate_deepspeed_file.expected.yaml")));
