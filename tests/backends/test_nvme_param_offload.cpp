@@ -96,6 +96,7 @@ struct Setup {
   int64_t persistence_threshold = 0;
   bool layer_buffers = false;  // YaFSDP's fixed slots (layer_buffer_pool.hpp); the CPU default is off
   int max_live_units = 0;      // 0: no live limit
+  bool stage2 = false;         // zero-2 instead of zero-3 (gradients sharded, parameters kept)
 };
 
 // What one run observed. Losses are every rank's, per step; files and reports rank 0's.
@@ -116,7 +117,8 @@ struct Observed {
 ShardingPolicy policy_for(const Setup& s, const fs::path& dir) {
   ShardingPolicy policy;
   policy.label = "test";
-  policy.shard_params = true;
+  policy.shard_params = !s.stage2;
+  policy.shard_grads = true;
   policy.compute_dtype = s.bf16 ? at::kBFloat16 : at::kFloat;
   policy.persistence_threshold = s.persistence_threshold;
   policy.prefetch.forward = true;
@@ -305,34 +307,46 @@ TEST_CASE("zero-3 with parameter shards in host memory trains bit for bit like z
     }
 }
 
-TEST_CASE("layer buffers: zero-3 trains bit for bit with its gathers and gradient buffers in fixed slots",
+TEST_CASE("layer buffers: zero-2 and 3 train bit for bit with their transient buffers in fixed slots",
           "[layer_buffers]") {
   // The same schedule with the transient buffers' memory from the pool's slots instead of the unit
   // allocator: the values cannot change, the slots are all allocated in the first step (the pool
   // is frozen after it), and the live limit bounds how many there are.
-  for (int world : {1, 2})
-    for (bool bf16 : {false, true}) {
-      CAPTURE(world, bf16);
-      Setup s;
-      s.world = world;
-      s.bf16 = bf16;
-      s.max_live_units = 2;
-      Observed without = run(s, 3);
-      s.layer_buffers = true;
-      Observed with = run(s, 3);
-      check_same_training(with, without);
-      CHECK_FALSE(without.report.contains("layer_buffer_slots"));
-      const int slots = with.report.at("layer_buffer_slots");
-      INFO("slots " << slots << ", fallbacks " << with.report.at("layer_buffer_fallbacks").get<int64_t>());
-      CHECK(slots == with.first_report.at("layer_buffer_slots").get<int>());  // none added after step 1
-      // Two gathered units under the live limit and the unit computing; a gradient buffer
-      // accumulating, the previous one reducing, and one whose release a Gloo thread has not
-      // finished yet (measured: 4 or 5 slots, by timing).
-      CHECK(slots >= 2);
-      CHECK(slots <= s.max_live_units + 1 + 3);
-      CHECK(with.report.at("layer_buffer_bytes").get<int64_t>() % slots == 0);
-      CHECK_THAT(with.described, Catch::Contains("layer buffers: gathered parameters and gradient buffers"));
-    }
+  SECTION("zero-3, world 1 and 2, fp32 and bf16") {
+    for (int world : {1, 2})
+      for (bool bf16 : {false, true}) {
+        CAPTURE(world, bf16);
+        Setup s;
+        s.world = world;
+        s.bf16 = bf16;
+        s.max_live_units = 2;
+        Observed without = run(s, 3);
+        s.layer_buffers = true;
+        Observed with = run(s, 3);
+        check_same_training(with, without);
+        CHECK_FALSE(without.report.contains("layer_buffer_slots"));
+        const int slots = with.report.at("layer_buffer_slots");
+        INFO("slots " << slots << ", fallbacks " << with.report.at("layer_buffer_fallbacks").get<int64_t>());
+        CHECK(slots == with.first_report.at("layer_buffer_slots").get<int>());  // none added after step 1
+        // Two gathered units under the live limit and the unit computing; a gradient buffer
+        // accumulating, the previous one reducing, and one whose release a Gloo thread has not
+        // finished yet (measured: 4 or 5 slots, by timing).
+        CHECK(slots >= 2);
+        CHECK(slots <= s.max_live_units + 1 + 3);
+        CHECK(with.report.at("layer_buffer_bytes").get<int64_t>() % slots == 0);
+        CHECK_THAT(with.described, Catch::Contains("layer buffers: gathered parameters and gradient buffers"));
+      }
+  }
+  SECTION("zero-2: only the gradient buffers take slots") {
+    Setup s;
+    s.stage2 = true;
+    Observed without = run(s, 3);
+    s.layer_buffers = true;
+    Observed with = run(s, 3);
+    check_same_training(with, without);
+    CHECK(with.report.at("layer_buffer_slots").get<int>() >= 1);
+    CHECK(with.report.at("layer_buffer_slots") == with.first_report.at("layer_buffer_slots"));
+  }
 }
 
 TEST_CASE("parameter files: a staging pool of one, and units under the persistence threshold stay in memory",
