@@ -19,7 +19,8 @@ void AdamWBatch::add(at::Tensor param, at::Tensor grad, at::Tensor exp_avg, at::
 bool fused_adamw_applies(const at::Tensor& param, const at::Tensor& exp_avg) {
   return param.defined() && exp_avg.defined() && param.is_floating_point() &&
          param.scalar_type() == exp_avg.scalar_type() && param.device() == exp_avg.device() &&
-         param.scalar_type() != at::kHalf && param.scalar_type() != at::kBFloat16;
+         param.scalar_type() != at::kHalf && param.scalar_type() != at::kBFloat16 &&
+         param.is_contiguous() && exp_avg.is_contiguous();  // the kernel walks each tensor as flat memory
 }
 
 void adamw_fused_step(const AdamWBatch& batch, const AdamWHyper& hyper) {
@@ -43,7 +44,7 @@ void adamw_fused_step(const AdamWBatch& batch, const AdamWHyper& hyper) {
     if (batch.steps[i] < 1) throw std::invalid_argument("adamw_fused_step: steps are 1-based");
     const at::Tensor& g = batch.grads[i];
     if (!g.sizes().equals(p.sizes())) throw std::invalid_argument("adamw_fused_step: gradient shape differs");
-    grads.push_back(g.scalar_type() == p.scalar_type() && g.device() == p.device() ? g : g.to(p.options()));
+    grads.push_back((g.scalar_type() == p.scalar_type() && g.device() == p.device() ? g : g.to(p.options())).contiguous());
     auto [it, fresh] = step_tensors.try_emplace(batch.steps[i]);
     if (fresh) it->second = at::full({}, double(batch.steps[i]), p.options().dtype(at::kFloat));
     steps.push_back(it->second);

@@ -31,7 +31,8 @@ struct AdamWBatch {
 
 // Whether the fused kernel can update `param` with states `exp_avg` in place: the kernel keeps
 // parameters and states in one dtype on one device (fp32 masters; not bf16 parameters with fp32
-// states, which go through the elementwise path's fp32 working copy).
+// states, which go through the elementwise path's fp32 working copy), both contiguous (the kernel
+// walks every tensor of the lists as flat memory, so their layouts must agree).
 bool fused_adamw_applies(const at::Tensor& param, const at::Tensor& exp_avg);
 
 // Updates every entry of `batch` in place. Gradients in another dtype are converted first.

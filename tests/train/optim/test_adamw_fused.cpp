@@ -114,6 +114,11 @@ TEST_CASE("fused adamw: refusals and the auto rule", "[optim][fused]") {
   AdamWBatch zero_step;
   zero_step.add(at::zeros({4}), at::zeros({4}), at::zeros({4}), at::zeros({4}), 0);
   CHECK_THROWS_AS(adamw_fused_step(zero_step, hyper()), std::invalid_argument);
+  // Non-contiguous parameters (strided, transposed) are not the kernel's: the elementwise path
+  // takes them, since their states are contiguous and the kernel pairs elements by memory order.
+  CHECK_FALSE(fused_adamw_applies(at::zeros({8}).slice(0, 0, 8, 2), at::zeros({4})));
+  CHECK_FALSE(fused_adamw_applies(at::zeros({4, 2}).t(), at::zeros({2, 4})));
+  CHECK(fused_adamw_applies(at::zeros({2, 4}), at::zeros({2, 4})));
   using accel::config::FusedKernel;
   CHECK(use_fused_adamw(FusedKernel::auto_, /*on_gpu=*/true));
   CHECK_FALSE(use_fused_adamw(FusedKernel::auto_, /*on_gpu=*/false));
