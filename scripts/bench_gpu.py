@@ -25,6 +25,7 @@ scores and their use, forward and backward, counted whole). The peak comes from 
 
   scripts/python scripts/bench_gpu.py --json out.json --markdown out.md
   scripts/python scripts/bench_gpu.py --only accel-zero3,fsdp2 --steps 20 --micro 8
+  scripts/python scripts/bench_gpu.py --dry-run     # no GPU: accel's rows on the CPU, a tiny model
 It asserts nothing; run it on an otherwise idle GPU.
 """
 from __future__ import annotations
@@ -66,7 +67,7 @@ def flops_per_token(a) -> float:
 
 def run_accel(name, a, workdir):
     out = os.path.join(workdir, name)
-    job = {"device": "cuda", "num_processes": 1, "main_process_port": 0, "mixed_precision": "bf16",
+    job = {"device": "cpu" if a.dry_run else "cuda", "num_processes": 1, "main_process_port": 0, "mixed_precision": "bf16",
            "model": {"name": "gpt", "n_layer": a.n_layer, "n_head": a.n_head, "n_embd": a.n_embd,
                      "vocab_size": a.vocab, "block_size": a.seq},
            "data": {"kind": "synthetic"},
@@ -175,17 +176,23 @@ def main():
     ap.add_argument("--accel", default=os.path.join(ROOT, "build", "accel"))
     ap.add_argument("--json", default="")
     ap.add_argument("--markdown", default="")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="accel's rows on the CPU with a tiny model: checks the script and its job files before a lease")
     a = ap.parse_args()
     if a.worker:
         worker(a.worker, a)
         return 0
-    import torch
-    if not torch.cuda.is_available():
-        print("bench_gpu: no CUDA GPU visible", file=sys.stderr)
-        return 77
-    gpu = torch.cuda.get_device_name(0)
-    peak = a.peak_tflops or next((t for key, t in PEAK_TFLOPS if key in gpu), 0.0)
-    names = list(ACCEL_STRATEGIES) + list(PEERS)
+    if a.dry_run:
+        a.n_layer, a.n_head, a.n_embd, a.vocab, a.seq, a.micro, a.steps, a.warmup = 2, 2, 64, 256, 64, 2, 6, 2
+        gpu, peak = "the CPU (dry run, figures meaningless)", 0.0
+    else:
+        import torch
+        if not torch.cuda.is_available():
+            print("bench_gpu: no CUDA GPU visible", file=sys.stderr)
+            return 77
+        gpu = torch.cuda.get_device_name(0)
+        peak = a.peak_tflops or next((t for key, t in PEAK_TFLOPS if key in gpu), 0.0)
+    names = list(ACCEL_STRATEGIES) + ([] if a.dry_run else list(PEERS))
     if a.only:
         names = [n for n in names if n in a.only.split(",")]
     fpt = flops_per_token(a)
