@@ -44,6 +44,7 @@ REF = os.path.join(HERE, "reference")
 sys.path[:0] = [PEERS, REF]
 
 import accel_runner  # noqa: E402
+import floor_runner  # noqa: E402
 import procs  # noqa: E402
 import python_runner  # noqa: E402
 import report  # noqa: E402
@@ -106,10 +107,12 @@ def run_one(spec, contender, run_dir, a, env) -> dict:
     os.makedirs(run_dir, exist_ok=True)
     t0 = time.monotonic()
     try:
+        if contender.family in ("accel", "floor") and not os.path.exists(a.accel):
+            return {"ok": False, "reason": f"accel binary not found at {a.accel} (build it, or pass --accel)"}
         if contender.family == "accel":
-            if not os.path.exists(a.accel):
-                return {"ok": False, "reason": f"accel binary not found at {a.accel} (build it, or pass --accel)"}
             res, result = accel_runner.run(spec, contender, run_dir, a.accel, a.accel_config, env)
+        elif contender.family == "floor":
+            res, result = floor_runner.run(spec, run_dir, a.accel, env)
         else:
             res, result = python_runner.run(spec, contender, run_dir, env, ds_skip_shm=a.ds_skip_shm)
     except Exception as e:  # a setup error of the bench itself, reported as this contender's failure
@@ -145,6 +148,17 @@ def build_spec(a) -> RunSpec:
     return spec
 
 
+def render_saved(path: str, markdown_path) -> int:
+    with open(path) as f:
+        saved = json.load(f)
+    md = report.markdown(RunSpec.from_json(saved["spec"]), saved["contenders"], saved["meta"])
+    print(md)
+    if markdown_path:
+        with open(markdown_path, "w") as f:
+            f.write(md)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="2 layers x 128, seq 64: every contender in ~2-3 minutes")
@@ -169,9 +183,12 @@ def main() -> int:
     ap.add_argument("--no-prebuild", dest="prebuild", action="store_false", help="do not build DeepSpeed's shm op first")
     ap.add_argument("--ds-skip-shm", action="store_true",
                     help="mark DeepSpeed's shm op incompatible so init does not build it (it is unused in training)")
+    ap.add_argument("--from-json", help="print (and with --markdown write) the tables of an earlier run's --json file")
     ap.add_argument("--json", help="write every figure here")
     ap.add_argument("--markdown", help="write the tables here (they are printed too)")
     a = ap.parse_args()
+    if a.from_json:
+        return render_saved(a.from_json, a.markdown)
     try:
         contenders = select(a.only, a.skip)
     except ValueError as e:

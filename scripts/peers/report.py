@@ -100,15 +100,22 @@ def markdown(spec, summaries: List[Dict], meta: Dict) -> str:
                  f"load average {meta.get('load_before')} before, {meta.get('load_after')} after"
                  + ("; **other jobs were running (timings are rough)**" if meta.get("loaded") else "") + ".")
     lines.append("")
-    lines.append("| strategy | contender | tokens/s (median) | vs accel | step (ms) | peak RSS r0 / r1 (MiB) "
-                 "| model states r0 (MiB) | comm/step (MiB) | final loss | status |")
-    lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    lines.append("| strategy | contender | tokens/s (median) | vs accel | step (ms) | over floor (ms) "
+                 "| peak RSS r0 / r1 (MiB) | model states r0 (MiB) | comm/step (MiB) | final loss | status |")
+    lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     accel_tps = {s["strategy"]: s.get("tokens_per_s") for s in summaries
                  if s["family"] == "accel" and s.get("tokens_per_s")}
+    floor = next((s for s in summaries if s["family"] == "floor" and s["status"] != "failed"), None)
     for s in summaries:
         if s["status"] == "failed":
             why = headline(s.get("reason")).replace("|", "/")
-            lines.append(f"| {s['strategy']} | {s['name']} | - | - | - | - | - | - | - | **failed**: {why} |")
+            lines.append(f"| {s['strategy']} | {s['name']} | - | - | - | - | - | - | - | - | **failed**: {why} |")
+            continue
+        over = "-" if floor is None else f"{(s['step_time_s_median'] - floor['step_time_s_median']) * 1e3:+.1f}"
+        if s["family"] == "floor":
+            rss = " / ".join(_mib(b) for b in s["peak_rss_bytes"])
+            lines.append(f"| floor | {s['name']} ({spec.world} solo ranks at once) | {s['tokens_per_s']:,.0f} | - "
+                         f"| {s['step_time_s_median'] * 1e3:.1f} | 0 | {rss} | - | 0 | (world 1) | {s['status']} |")
             continue
         tps = s["tokens_per_s"]
         ref = accel_tps.get(s["strategy"])
@@ -118,15 +125,27 @@ def markdown(spec, summaries: List[Dict], meta: Dict) -> str:
         cb = comm.get("bus_bytes")
         comm_s = "n/a" if cb is None else (_mib(cb) + (" (derived)" if comm.get("derived") else ""))
         lines.append(f"| {s['strategy']} | {s['name']} | {tps:,.0f} | {vs} | {s['step_time_s_median'] * 1e3:.1f} "
-                     f"| {rss} | {_mib(s['model_state_bytes'][0])} | {comm_s} | {s['final_loss']:.5f} | {s['status']} |")
+                     f"| {over} | {rss} | {_mib(s['model_state_bytes'][0])} | {comm_s} | {s['final_loss']:.5f} | {s['status']} |")
     lines.append("")
     lines.append("Loss after every step (the mean over ranks of the step's micro-batch losses, before the update):")
     lines.append("")
-    ok = [s for s in summaries if s["status"] != "failed"]
+    ok = [s for s in summaries if s["status"] != "failed" and s["family"] != "floor"]  # the floor trains world 1
     if ok:
         steps = len(ok[0]["losses"])
         lines.append("| contender | " + " | ".join(str(i) for i in range(steps)) + " |")
         lines.append("|---|" + "---:|" * steps)
         for s in ok:
             lines.append(f"| {s['name']} | " + " | ".join(f"{x:.4f}" for x in s["losses"]) + " |")
+    if floor is not None:
+        lines.append("")
+        lines.append(f"The floor is {spec.world} single-rank runs started at once, each with one rank's batch and "
+                     f"{spec.threads} thread(s), nothing to communicate (scripts/peers/floor_runner.py): a step "
+                     f"no data-parallel framework running libtorch's kernels can beat on this machine. \"Over floor\" "
+                     f"is a contender's step minus the floor's: its collectives, copies, waits and overhead.")
+        ceilings = [f"{s['name']} {floor['tokens_per_s'] / s['tokens_per_s']:.2f}x" for s in summaries
+                    if s["family"] not in ("accel", "floor") and s.get("tokens_per_s")]
+        if ceilings:
+            lines.append("")
+            lines.append("The floor's tokens/s over each peer's, the most any framework can beat that peer by here: "
+                         + "; ".join(ceilings) + ".")
     return "\n".join(lines) + "\n"

@@ -101,12 +101,14 @@ SIZES: Dict[str, Dict[str, int]] = {
 class Contender:
     key: str  # for --only / --skip and the JSON
     name: str  # as shown in the table
-    family: str  # accel | torch | accelerate | fsdp2 | fsdp1 | deepspeed
-    strategy: str  # ddp | zero1 | zero2 | zero3 | full_shard | shard_grad_op: the row group of the table
+    family: str  # accel | floor | torch | accelerate | fsdp2 | fsdp1 | deepspeed
+    strategy: str  # floor | ddp | zero1 | zero2 | zero3 | full_shard | shard_grad_op: the row group of the table
     option: str = ""  # family-specific: the ZeRO stage, the FSDP strategy, the accel backend
 
 
 CONTENDERS: List[Contender] = [
+    # Not a contender but the bound under every contender: W solo ranks, no communication (floor_runner.py).
+    Contender("accel-floor", "no-communication floor", "floor", "floor"),
     Contender("accel-ddp", "accel ddp", "accel", "ddp", "ddp"),
     Contender("torch-ddp", "torch DDP", "torch", "ddp"),
     Contender("accelerate-ddp", "Accelerate DDP", "accelerate", "ddp"),
