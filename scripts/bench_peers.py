@@ -10,11 +10,14 @@ every step) and clipping at max_grad_norm. Contenders are alternated (round-robi
 repeats). Per contender: tokens/s (median over the timed steps, median over repeats), peak RSS per
 rank (VmHWM), model-state bytes per rank, bytes moved per step, and the loss after every step.
 A contender that fails is a "failed" row with its reason; every process it started is ended.
+The first row is the no-communication floor (scripts/peers/floor_runner.py: W solo accel ranks at
+once): each contender's step minus the floor's is what its data parallelism costs.
 
   scripts/python scripts/bench_peers.py --quick                    # small model, ~2-3 minutes
   scripts/python scripts/bench_peers.py --repeat 3 --json docs/bench/peers_cpu.json --markdown docs/bench/peers_cpu.md
   scripts/python scripts/bench_peers.py --size large --only accel,deepspeed   # model states dominate
   scripts/python scripts/bench_peers.py --quick --accel-config accelerate     # accel driven by Accelerate files
+  scripts/python scripts/bench_peers.py --from-json docs/bench/peers_default_cpu_session28.json  # print a saved run
 
 Settings per peer (scripts/peers/*.py and ../shared/notes/cpu_peers.md): PyTorch DDP with
 gradient_as_bucket_view, static_graph, broadcast_buffers off and accel's bucket_cap_mb; FSDP2

@@ -10,9 +10,7 @@
 #include "runtime/comm/host_staged_communicator.hpp"
 #include "runtime/comm/nccl_communicator.hpp"
 #include "runtime/common/errors.hpp"
-#include "runtime/common/log.hpp"
 #include "runtime/config/default_keys.hpp"
-#include "runtime/worker/host_malloc.hpp"
 
 namespace accel::worker {
 namespace {
@@ -53,11 +51,7 @@ config::LoadedJob load_launched_job() {
 WorkerContext start_worker() {
   WorkerContext ctx;
   ctx.job = load_launched_job();
-  const auto environment = comm::process_environment();
-  ctx.world = comm::world_info_from_env(environment);
-  // Before any tensor is allocated: the step's buffers then stay mapped between steps.
-  const std::string malloc_line = apply_host_malloc(plan_host_malloc(environment));
-  if (ctx.world.rank == 0) logging::info(malloc_line);
+  ctx.world = comm::world_info_from_env(comm::process_environment());
 
   const auto& job = ctx.job.job;
   const bool cuda = job.device == config::Device::cuda;

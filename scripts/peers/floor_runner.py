@@ -1,5 +1,6 @@
-"""The no-communication floor: what a data-parallel step costs on this machine with nothing to
-communicate, the bound below which no framework's step can go when it runs libtorch's kernels.
+"""The no-communication floor: what accel's step costs on this machine with nothing to
+communicate. No framework's step goes below it without faster compute than accel's (the same
+libtorch kernels, and accel's allocator settings, docs/design/0019).
 
 W independent single-rank accel runs (ddp at world 1: no collective does any work) are started at
 once, each with one rank's batch (micro batch x accumulation x seq_len) and the spec's threads per

@@ -139,13 +139,14 @@ def markdown(spec, summaries: List[Dict], meta: Dict) -> str:
     if floor is not None:
         lines.append("")
         lines.append(f"The floor is {spec.world} single-rank runs started at once, each with one rank's batch and "
-                     f"{spec.threads} thread(s), nothing to communicate (scripts/peers/floor_runner.py): a step "
-                     f"no data-parallel framework running libtorch's kernels can beat on this machine. \"Over floor\" "
-                     f"is a contender's step minus the floor's: its collectives, copies, waits and overhead.")
+                     f"{spec.threads} thread(s), nothing to communicate (scripts/peers/floor_runner.py): accel's own "
+                     f"compute, with no data parallelism to pay for. \"Over floor\" is a contender's step minus the "
+                     f"floor's: its collectives, copies, waits and overhead.")
         ceilings = [f"{s['name']} {floor['tokens_per_s'] / s['tokens_per_s']:.2f}x" for s in summaries
                     if s["family"] not in ("accel", "floor") and s.get("tokens_per_s")]
         if ceilings:
             lines.append("")
-            lines.append("The floor's tokens/s over each peer's, the most any framework can beat that peer by here: "
+            lines.append("The floor's tokens/s over each peer's, how far ahead of that peer accel would be if its "
+                         "data parallelism cost nothing: "
                          + "; ".join(ceilings) + ".")
     return "\n".join(lines) + "\n"
