@@ -91,7 +91,7 @@ class RunSpec:
 # Model sizes of the bench: --quick, the default, and --size large (model states dominate: a short
 # sequence, micro batch 1, so parameters, gradients and Adam states outweigh the activations).
 SIZES: Dict[str, Dict[str, int]] = {
-    "quick": dict(n_layer=2, n_head=4, n_embd=128, seq_len=64, micro_batch=8, warmup_steps=2, timed_steps=5),
+    "quick": dict(n_layer=2, n_head=4, n_embd=128, seq_len=64, micro_batch=8, warmup_steps=3, timed_steps=20),
     "default": dict(n_layer=6, n_head=6, n_embd=384, seq_len=256, micro_batch=4, warmup_steps=3, timed_steps=10),
     "large": dict(n_layer=12, n_head=8, n_embd=512, seq_len=64, micro_batch=1, warmup_steps=2, timed_steps=6),
 }
