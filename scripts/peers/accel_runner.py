@@ -161,10 +161,16 @@ def read_results(spec, run_dir: str) -> Dict[str, object]:
     return {"records": records, "ranks": ranks}
 
 
+def launch_env(spec, env_base: Dict[str, str]) -> Dict[str, str]:
+    """The environment of `accel launch`: the spec's threads, and no ACCEL_* (it would override the job)."""
+    env = {k: v for k, v in env_base.items() if not k.startswith("ACCEL_")}
+    env.update(OMP_NUM_THREADS=str(spec.threads), PYTHONDONTWRITEBYTECODE="1")
+    return env
+
+
 def run(spec, contender, run_dir: str, accel: str, config_mode: str, env_base: Dict[str, str]) -> Tuple[procs.GroupResult, Dict]:
     cmd = command(spec, contender, run_dir, accel, config_mode)
-    env = {k: v for k, v in env_base.items() if not k.startswith("ACCEL_")}  # ACCEL_* would override the job
-    env.update(OMP_NUM_THREADS=str(spec.threads), PYTHONDONTWRITEBYTECODE="1")
+    env = launch_env(spec, env_base)
     with open(os.path.join(run_dir, "command.txt"), "w") as f:
         f.write(" ".join(cmd) + "\n")
     res = procs.run_group([procs.Proc(cmd, env, os.path.join(run_dir, "launcher.log"), cwd=run_dir)],

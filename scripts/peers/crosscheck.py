@@ -16,12 +16,12 @@ Tolerances (TOLERANCES) and why (measured figures: docs/bench/peers_cpu.md, 20 s
   fp32 ulp (6e-8 relative). The loss is smooth in the weights and moves by the same order; the
   fp64 reference against the fp32 one (the yardstick of fp32 rounding alone) differs by 6e-7,
   every pair by at most 4.8e-7 (7.2e-7 in session 28's run, where the yardstick was 6.1e-7).
-  Loss tolerance 1e-5: 14-20x that. The weights are compared after
-  Adam, whose update m/(sqrt(v)+eps) has a size of about lr whatever the gradient's size, so a
-  one-ulp difference in a near-zero gradient component can move that component by up to ~2 lr per
-  step; 20 steps x lr = 2e-2 is a sure but loose bound. Measured: 5e-6 (fp64 vs fp32 reference:
-  5.8e-6; session 28: pairs 4.6e-6, the reference 1.3e-5). Weight tolerance 1e-4: 20x the measured, 200x below the bound. Grad norm: 1e-4 relative
-  (measured 2.6e-7).
+  Loss tolerance 1e-5: 14-20x that. The weights are compared after Adam, whose update
+  m/(sqrt(v)+eps) has a size of about lr whatever the gradient's size, so a one-ulp difference in
+  a near-zero gradient component can move that component by up to ~2 lr per step; 20 steps x lr =
+  2e-2 is a sure but loose bound. Measured: 5e-6 (fp64 vs fp32 reference: 5.8e-6; session 28:
+  pairs 4.6e-6, the reference 1.3e-5). Weight tolerance 1e-4: 20x the measured, 200x below the
+  bound. Grad norm: 1e-4 relative (measured 2.6e-7).
 - bf16: parameters, activations and gradient reductions in bf16 (8-bit mantissa, ulp 2^-8 = 3.9e-3
   relative), fp32 masters and moments, the loss in fp32 (every side upcasts the logits, as accel
   does). Two bf16 implementations round their sums differently by up to a bf16 ulp, so near-zero

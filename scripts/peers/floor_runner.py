@@ -1,6 +1,6 @@
 """The no-communication floor: what accel's step costs on this machine with nothing to
-communicate. No framework's step goes below it without faster compute than accel's (the same
-libtorch kernels, and accel's allocator settings, docs/design/0019).
+communicate. No framework's step goes below it without faster compute than accel's (both run the
+same libtorch kernels).
 
 W independent single-rank accel runs (ddp at world 1: no collective does any work) are started at
 once, each with one rank's batch (micro batch x accumulation x seq_len) and the spec's threads per
@@ -23,8 +23,7 @@ import procs
 
 
 def run(spec, run_dir: str, accel: str, env_base: Dict[str, str]) -> Tuple[procs.GroupResult, Dict]:
-    env = {k: v for k, v in env_base.items() if not k.startswith("ACCEL_")}  # ACCEL_* would override the job
-    env.update(OMP_NUM_THREADS=str(spec.threads), PYTHONDONTWRITEBYTECODE="1")
+    env = accel_runner.launch_env(spec, env_base)
     group, dirs = [], []
     for r in range(spec.world):
         rdir = os.path.join(run_dir, f"solo{r}")
