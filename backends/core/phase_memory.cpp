@@ -7,8 +7,11 @@
 namespace accel::backends {
 
 void end_memory_phase(bool trim_heap) {
+  // Without trim_heap the unit blocks kept for reuse stay mapped: the next micro-step asks for the
+  // same sizes, and unmapping them made it fault and zero those pages again (design 0008, 2026-11-25).
+  if (!trim_heap) return;
   UnitBlockAllocator::instance().trim();
-  if (trim_heap) malloc_trim(0);
+  malloc_trim(0);
 }
 
 }  // namespace accel::backends

@@ -6,9 +6,12 @@
 // next phase's buffers, e.g. under the nvme staging buffers of the optimizer step (docs/design/0008).
 // Cost: a walk over the arenas' free chunks, and refaulting the pages the next phase reuses.
 // That cost recurs at every micro-step and step (measured: 9 ms of a 37 ms step for a 2 x 128 GPT,
-// 40 ms of 300 for 6 x 384, at zero_stage 1-3, world 2), so the engine trims the heap at those
-// phases only where the staging buffers of an offload would come on top (trim_heap); the unit
-// blocks go at every phase end, which is cheap.
+// 40 ms of 300 for 6 x 384, at zero_stage 1-3, world 2), so the engine ends those phases with
+// trim_heap only where the staging buffers of an offload would come on top. Otherwise a per-step
+// phase returns nothing: the unit blocks kept for reuse (at most UnitBlockAllocator's kMaxKept)
+// serve the next micro-step. Unmapping them at every phase made each step fault and zero its
+// gradient and gather buffers again: 4-15% of a zero-2 step and 2-9% of a FULL_SHARD step
+// (docs/design/0008). Construction and checkpoints always trim.
 #pragma once
 
 namespace accel::backends {

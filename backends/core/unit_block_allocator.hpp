@@ -4,10 +4,10 @@
 // freed unit buffer there gets split by small activations, the next unit's buffer no longer fits
 // and the heap grows, so freed memory stays resident and sets the peak (docs/design/0008).
 // Invariants: every block is its own anonymous mapping, unmapped when released; a released block
-// is kept for reuse by a request of the same size until trim(), which the engine calls at the end
-// of each phase (micro-step, optimizer step), so at rest the process holds only live blocks, and
-// within a phase the next unit's buffer reuses the previous unit's pages instead of faulting in
-// new ones. Process-wide: tensors may outlive the engine (the model's parameters are views of its
+// (at most kMaxKept of them) is kept for reuse by a request of the same size until trim(). The
+// engine trims at construction, at checkpoints, and at every phase of a step only under offload
+// (phase_memory.hpp); otherwise the next unit's or the next step's buffer reuses the kept pages
+// instead of faulting in new ones. Process-wide: tensors may outlive the engine (the model's parameters are views of its
 // buffers). Thread-safe (buffers are freed on communication threads too).
 #pragma once
 
