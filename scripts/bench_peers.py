@@ -110,9 +110,9 @@ def run_one(spec, contender, run_dir, a, env) -> dict:
     os.makedirs(run_dir, exist_ok=True)
     t0 = time.monotonic()
     try:
-        if contender.family in ("accel", "floor") and not os.path.exists(a.accel):
+        if contender.family in ("accel", "accel_tcp", "floor") and not os.path.exists(a.accel):
             return {"ok": False, "reason": f"accel binary not found at {a.accel} (build it, or pass --accel)"}
-        if contender.family == "accel":
+        if contender.family in ("accel", "accel_tcp"):
             res, result = accel_runner.run(spec, contender, run_dir, a.accel, a.accel_config, env)
         elif contender.family == "floor":
             res, result = floor_runner.run(spec, run_dir, a.accel, env)

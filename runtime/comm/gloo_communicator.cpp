@@ -6,6 +6,9 @@
 // the OpQueue worker, which waits for the backend with the communicator timeout, so ops complete in
 // issue order and every P2P tag is identical on every rank; Gloo's threads run with SIGPIPE blocked,
 // so a peer that vanishes mid-op is an error on this rank, never a killed process.
+// When every rank can open one shared-memory segment (one host), all_reduce, reduce_scatter and
+// all_gather go through it instead of TCP (shm_collectives.hpp, docs/design/0020); the choice is
+// made once, at setup, by all ranks together.
 #include "runtime/comm/gloo_communicator.hpp"
 
 #include <pthread.h>
@@ -13,6 +16,8 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -23,6 +28,7 @@
 #include "runtime/comm/reduce_kernels.hpp"
 #include "runtime/comm/ring_collectives.hpp"
 #include "runtime/comm/shard_layout.hpp"
+#include "runtime/comm/shm_collectives.hpp"
 
 namespace accel::comm {
 namespace {
@@ -84,7 +90,8 @@ class GlooCommunicator final : public Communicator {
  public:
   // `store`, `bind_address` and `store_prefix` are kept to connect the groups split() forms.
   GlooCommunicator(c10::intrusive_ptr<c10d::Backend> backend, std::chrono::milliseconds timeout,
-                   c10::intrusive_ptr<c10d::Store> store, std::string bind_address, std::string store_prefix)
+                   c10::intrusive_ptr<c10d::Store> store, std::string bind_address, std::string store_prefix,
+                   std::unique_ptr<ShmCollectives> shm)
       : backend_(std::move(backend)),
         rank_(backend_->getRank()),
         size_(backend_->getSize()),
@@ -92,6 +99,7 @@ class GlooCommunicator final : public Communicator {
         store_(std::move(store)),
         bind_address_(std::move(bind_address)),
         store_prefix_(std::move(store_prefix)),
+        shm_(std::move(shm)),
         queue_(std::make_unique<OpQueue>(rank_, size_)) {}
 
   // The queue goes first: queued ops are cancelled and the running one (bounded by the timeout)
@@ -101,13 +109,19 @@ class GlooCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend_name() const override { return "gloo"; }
+  std::string transport() const { return shm_ ? "gloo (shared memory)" : "gloo (tcp)"; }
   std::chrono::milliseconds timeout() const override { return timeout_; }
 
   WorkPtr all_reduce(at::Tensor tensor, ReduceOp op) override {
     check_all_reduce_args(tensor, rank_, size_);
     stats_.record(CollectiveKind::AllReduce, tensor_bytes(tensor));
     return enqueue("all_reduce", [this, tensor, op]() mutable {
-      if (size_ > 1 && tensor.numel() > 0) {
+      if (size_ > 1 && tensor.numel() > 0 && shm_) {
+        on_shm([&] {
+          shm_->all_reduce(tensor.data_ptr(), tensor.numel(), tensor.element_size(),
+                           reduce_kernel(tensor.scalar_type(), op));
+        });
+      } else if (size_ > 1 && tensor.numel() > 0) {
         std::vector<at::Tensor> tensors{tensor};
         c10d::AllreduceOptions opts;
         opts.reduceOp = to_c10d(op);
@@ -136,6 +150,12 @@ class GlooCommunicator final : public Communicator {
     return enqueue("reduce_scatter", [this, input, output, op, numel, shard, in_place]() mutable {
       if (size_ == 1 || numel == 0) {
         output.view(-1).copy_(input.view(-1));
+      } else if (shm_) {
+        // Reads `input` only, so no private copy: `output` may be a view of it (shm_collectives.hpp).
+        on_shm([&] {
+          shm_->reduce_scatter(input.data_ptr(), output.data_ptr(), numel, input.element_size(),
+                               reduce_kernel(input.scalar_type(), op));
+        });
       } else {
         at::Tensor accumulator = in_place ? input.view(-1) : input.reshape(-1).clone();
         ring_reduce_scatter(ring_args(numel), accumulator, reduce_kernel(input.scalar_type(), op));
@@ -154,6 +174,10 @@ class GlooCommunicator final : public Communicator {
       // is already that slice of `output`.
       output.view(-1).narrow(0, shard.begin, shard.size()).copy_(input.view(-1));
       if (size_ == 1 || numel == 0) return;
+      if (shm_) {
+        on_shm([&] { shm_->all_gather(output.data_ptr(), numel, output.element_size()); });
+        return;
+      }
       ring_all_gather(ring_args(numel), output.view(-1));
     });
   }
@@ -205,6 +229,17 @@ class GlooCommunicator final : public Communicator {
     });
   }
 
+  // A failed shared-memory op marks the segment failed, so peers stop waiting for this rank.
+  template <typename Fn>
+  void on_shm(Fn&& fn) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      shm_->mark_failed("rank " + std::to_string(rank_) + ": " + e.what());  // no-op when a barrier already did
+      throw;
+    }
+  }
+
   void wait_for(const c10::intrusive_ptr<c10d::Work>& work) const {
     if (!work->wait(timeout_)) throw std::runtime_error("the backend aborted the operation");
   }
@@ -234,7 +269,8 @@ class GlooCommunicator final : public Communicator {
     } else {
       msg << "failed (timeout " << timeout_.count() << " ms); a peer rank may have failed or exited";
     }
-    msg << ". Gloo: " << what;
+    const bool from_shm = what.rfind("shared memory: ", 0) == 0;  // ShmCollectives' text names itself
+    msg << (from_shm ? ". " : ". Gloo: ") << what;
     return msg.str();
   }
 
@@ -246,10 +282,63 @@ class GlooCommunicator final : public Communicator {
   const std::string bind_address_;
   const std::string store_prefix_;
   int next_tag_ = 0;  // touched only by the worker thread
+  std::unique_ptr<ShmCollectives> shm_;  // null: every op over TCP
   std::unique_ptr<OpQueue> queue_;
 };
 
+bool shared_memory_disabled() {
+  const char* flag = std::getenv("ACCEL_SHM_DISABLE");
+  return flag != nullptr && *flag != '\0' && std::strcmp(flag, "0") != 0;
+}
+
+// Every rank's answer to "could you open the segment?", reduced with MIN over Gloo: true only when
+// all could, so all ranks take the same transport.
+bool all_ranks_agree(c10d::Backend& backend, bool ok, std::chrono::milliseconds timeout) {
+  std::vector<at::Tensor> flag{at::full({1}, ok ? 1 : 0, at::kInt)};
+  c10d::AllreduceOptions opts;
+  opts.reduceOp = c10d::ReduceOp(c10d::ReduceOp::MIN);
+  opts.timeout = timeout;
+  auto work = issue_serialized([&] { return backend.allreduce(flag, opts); });
+  if (!work->wait(timeout)) throw std::runtime_error("the backend aborted the shared-memory agreement");
+  return flag[0].item<int>() == 1;
+}
+
+// Rank 0 creates the segment and publishes its descriptor under `prefix`; the others attach. Null
+// when any rank could not (another host, no room in /dev/shm, ACCEL_SHM_DISABLE): then TCP.
+std::unique_ptr<ShmCollectives> connect_shared_memory(const c10::intrusive_ptr<c10d::Store>& store,
+                                                      const std::string& prefix, c10d::Backend& backend, int rank,
+                                                      int size, std::chrono::milliseconds timeout) {
+  if (size < 2 || shared_memory_disabled()) return nullptr;
+  c10d::PrefixStore shm_store(prefix + "/shm", store);
+  std::unique_ptr<ShmCollectives> shm;
+  try {
+    if (rank == 0) {
+      std::string descriptor = "-";  // "-": the others need not try
+      try {
+        shm = ShmCollectives::create(size, timeout);
+        descriptor = shm->descriptor();
+      } catch (const std::exception&) {
+      }
+      shm_store.set("segment", std::vector<uint8_t>(descriptor.begin(), descriptor.end()));
+    } else {
+      const std::vector<uint8_t> value = shm_store.get("segment");
+      const std::string descriptor(value.begin(), value.end());
+      if (descriptor != "-") shm = ShmCollectives::attach(descriptor, rank, size, timeout);
+    }
+  } catch (const std::exception&) {
+    shm.reset();  // this rank says no below; the store's own failure surfaces in the agreement
+  }
+  const bool everyone = all_ranks_agree(backend, shm != nullptr, timeout);
+  if (shm && rank == 0) shm->unlink_name();  // every rank has opened it or given up: nothing stays in /dev/shm
+  return everyone ? std::move(shm) : nullptr;
+}
+
 }  // namespace
+
+std::string transport_of(const Communicator& comm) {
+  if (const auto* gloo = dynamic_cast<const GlooCommunicator*>(&comm)) return gloo->transport();
+  return comm.backend_name();
+}
 
 std::unique_ptr<Communicator> make_gloo_communicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
                                                      std::chrono::milliseconds timeout,
@@ -277,7 +366,15 @@ std::unique_ptr<Communicator> make_gloo_communicator(c10::intrusive_ptr<c10d::St
     throw CommError(where + " failed (bind address '" + bind_address + "', store prefix '" + store_prefix +
                     "', timeout " + std::to_string(timeout.count()) + " ms): " + exception_text(e));
   }
-  return std::make_unique<GlooCommunicator>(std::move(backend), timeout, std::move(store), bind_address, store_prefix);
+  std::unique_ptr<ShmCollectives> shm;
+  try {
+    shm = connect_shared_memory(store, store_prefix, *backend, rank, size, timeout);
+  } catch (const std::exception& e) {
+    throw CommError(where + ": agreeing on shared memory failed (timeout " + std::to_string(timeout.count()) +
+                    " ms): " + exception_text(e));
+  }
+  return std::make_unique<GlooCommunicator>(std::move(backend), timeout, std::move(store), bind_address, store_prefix,
+                                            std::move(shm));
 }
 
 }  // namespace accel::comm

@@ -1,6 +1,7 @@
 // The Gloo communicator: accel's Communicator over libtorch's Gloo backend (TCP), for CPU tensors.
 // It rendezvouses through a c10d::Store (the TCPStore rank 0 hosts) and then talks to its peers over
-// a full mesh of TCP connections.
+// a full mesh of TCP connections; when every rank can open one shared-memory segment (one host),
+// all_reduce, reduce_scatter and all_gather go through it instead (docs/design/0020).
 // Invariants: construction returns only once every rank is connected (or throws CommError after the
 // timeout); ops run in issue order on one background thread; every wait on a peer is bounded by the
 // timeout; after a failed op, later ops fail fast; destruction never hangs on a failed peer.
@@ -29,5 +30,9 @@ std::unique_ptr<Communicator> make_gloo_communicator(c10::intrusive_ptr<c10d::St
                                                      std::chrono::milliseconds timeout,
                                                      const std::string& bind_address,
                                                      const std::string& store_prefix = "gloo");
+
+// How `comm`'s bytes travel, for logs and benchmarks: "gloo (shared memory)" when its ranks share a
+// segment (docs/design/0020), "gloo (tcp)" otherwise; another communicator's backend_name().
+std::string transport_of(const Communicator& comm);
 
 }  // namespace accel::comm

@@ -99,10 +99,11 @@ const std::vector<std::string>& reserved_env_vars() {
   // ACCEL_PYTHON: the Python interpreter the reference checks run; ACCEL_VENV: where scripts/setup.sh
   // puts accel's Python environment (default ~/.cache/accel/venv-torch2.11).
   // ACCEL_FAULT: deterministic fault injection for crash and restart tests (docs/design/0004).
+  // ACCEL_SHM_DISABLE: keeps the CPU ranks of one host on TCP (docs/design/0020).
   static const std::vector<std::string> names = {"ACCEL_JOB",          "ACCEL_RESTART_COUNT", "ACCEL_WORKER_TASK",
                                                  "ACCEL_WORKER_OPTIONS", "ACCEL_LOG_LEVEL",     "ACCEL_BUILD_DIR",
                                                  "ACCEL_BUILD_JOBS", "ACCEL_PYTHON",        "ACCEL_VENV",
-                                                 "ACCEL_FAULT"};
+                                                 "ACCEL_FAULT",      "ACCEL_SHM_DISABLE"};
   return names;
 }
 

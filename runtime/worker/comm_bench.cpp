@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "runtime/comm/gloo_communicator.hpp"
 #include "runtime/comm/shard_layout.hpp"
 
 namespace accel::worker {
@@ -34,7 +35,7 @@ void run_comm_bench(WorkerContext& ctx, const CommBenchOptions& o) {
   bool report = c.rank() == 0;
   if (report) {
     std::printf("accel bench comm: %d rank(s), communicator %s, float32, %d iterations (+%d warm-up) per size\n",
-                world, c.backend_name().c_str(), o.iters, o.warmup);
+                world, comm::transport_of(c).c_str(), o.iters, o.warmup);
     std::printf("times are the slowest rank's mean per op; busbw = algbw x bus factor (nccl-tests convention)\n");
   }
   for (auto kind : {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter, CollectiveKind::AllGather,
@@ -70,7 +71,7 @@ void run_comm_bench(WorkerContext& ctx, const CommBenchOptions& o) {
   std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
   nlohmann::json doc = {{"world_size", world}, {"machines", ctx.job.job.num_machines},
-                        {"communicator", c.backend_name()}, {"dtype", "float32"}, {"iters", o.iters},
+                        {"communicator", c.backend_name()}, {"transport", comm::transport_of(c)}, {"dtype", "float32"}, {"iters", o.iters},
                         {"results", results}};
   std::ofstream(path + ".tmp") << doc.dump(2) << "\n";
   std::filesystem::rename(path + ".tmp", path);

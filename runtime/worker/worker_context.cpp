@@ -10,6 +10,7 @@
 #include "runtime/comm/host_staged_communicator.hpp"
 #include "runtime/comm/nccl_communicator.hpp"
 #include "runtime/common/errors.hpp"
+#include "runtime/common/log.hpp"
 #include "runtime/config/default_keys.hpp"
 
 namespace accel::worker {
@@ -74,6 +75,10 @@ WorkerContext start_worker() {
   }
   ctx.communicator = comm::make_gloo_communicator(ctx.rendezvous->store(), ctx.world.rank, ctx.world.world_size,
                                                   collective_timeout, bind, ctx.rendezvous->prefix() + "gloo");
+  if (ctx.world.rank == 0 && ctx.world.world_size > 1) {
+    logging::info("accel: collectives over " + comm::transport_of(*ctx.communicator) +
+                  (std::getenv("ACCEL_SHM_DISABLE") ? " (ACCEL_SHM_DISABLE is set)" : ""));
+  }
   if (cuda) {
     ctx.communicator = comm::make_host_staged_communicator(
         std::move(ctx.communicator), c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(gpu)));

@@ -171,6 +171,8 @@ def launch_env(spec, env_base: Dict[str, str]) -> Dict[str, str]:
 def run(spec, contender, run_dir: str, accel: str, config_mode: str, env_base: Dict[str, str]) -> Tuple[procs.GroupResult, Dict]:
     cmd = command(spec, contender, run_dir, accel, config_mode)
     env = launch_env(spec, env_base)
+    if contender.family == "accel_tcp":
+        env["ACCEL_SHM_DISABLE"] = "1"  # the ranks' collectives over TCP, not shared memory (design 0020)
     with open(os.path.join(run_dir, "command.txt"), "w") as f:
         f.write(" ".join(cmd) + "\n")
     res = procs.run_group([procs.Proc(cmd, env, os.path.join(run_dir, "launcher.log"), cwd=run_dir)],

@@ -143,7 +143,7 @@ def markdown(spec, summaries: List[Dict], meta: Dict) -> str:
                      f"compute, with no data parallelism to pay for. \"Over floor\" is a contender's step minus the "
                      f"floor's: its collectives, copies, waits and overhead.")
         ceilings = [f"{s['name']} {floor['tokens_per_s'] / s['tokens_per_s']:.2f}x" for s in summaries
-                    if s["family"] not in ("accel", "floor") and s.get("tokens_per_s")]
+                    if s["family"] not in ("accel", "accel_tcp", "floor") and s.get("tokens_per_s")]
         if ceilings:
             lines.append("")
             lines.append("The floor's tokens/s over each peer's, how far ahead of that peer accel would be if its "

@@ -126,16 +126,22 @@ CONTENDERS: List[Contender] = [
     Contender("fsdp2-shard_grad_op", "FSDP2 reshard_after_forward=False", "fsdp2", "shard_grad_op", "SHARD_GRAD_OP"),
     Contender("fsdp1-shard_grad_op", "FSDP1 SHARD_GRAD_OP", "fsdp1", "shard_grad_op", "SHARD_GRAD_OP"),
 ]
+# accel with its ranks on TCP instead of shared memory (ACCEL_SHM_DISABLE=1, docs/design/0020): the
+# transport's before and after in one invocation. Run only when named: by key or as `accel_tcp`.
+CONTENDERS += [Contender(f"accel_tcp-{c.strategy}", f"{c.name} over TCP", "accel_tcp", c.strategy, c.option)
+               for c in list(CONTENDERS) if c.family == "accel"]
+NAMED_ONLY = ("accel_tcp",)
 
 def select(only: Optional[str], skip: Optional[str]) -> List[Contender]:
     keys = {c.key: c for c in CONTENDERS}
-    chosen = list(CONTENDERS)
+    chosen = [c for c in CONTENDERS if c.family not in NAMED_ONLY]
     if only:
         want = [k.strip() for k in only.split(",") if k.strip()]
         bad = [k for k in want if not any(_matches(k, c.key) for c in CONTENDERS)]
         if bad:
             raise ValueError(f"unknown contender(s) {bad}; known: {', '.join(keys)}")
-        chosen = [c for c in chosen if any(_matches(k, c.key) for k in want)]
+        chosen = [c for c in CONTENDERS if any(_matches(k, c.key) for k in want)
+                  and (c.family not in NAMED_ONLY or any(k in (c.key, c.family) for k in want))]
     if skip:
         drop = [k.strip() for k in skip.split(",") if k.strip()]
         chosen = [c for c in chosen if not any(_matches(k, c.key) for k in drop)]

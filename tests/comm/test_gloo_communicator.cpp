@@ -1,12 +1,16 @@
-// The Gloo communicator over TCP on 127.0.0.1: N ranks as threads of one process, each with its own
+// The Gloo communicator on 127.0.0.1: N ranks as threads of one process, each with its own
 // communicator, rendezvousing through a shared c10d::HashStore (or a TCPStore on port 0). The same
-// closed-form checks as the fake, plus timeouts, rendezvous failures and bad arguments.
+// closed-form checks as the fake, plus timeouts, rendezvous failures and bad arguments. The
+// collectives run over both transports: the shared-memory segment the ranks of one host use by
+// default (docs/design/0020), and TCP (ACCEL_SHM_DISABLE=1).
 #include "tests/support/catch_with_torch.hpp"
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <atomic>
+#include <cstdlib>
+#include <optional>
 
 #include "runtime/comm/gloo_communicator.hpp"
 #include "tests/comm/collective_checks.hpp"
@@ -33,6 +37,32 @@ MakeCommunicator gloo_maker(c10::intrusive_ptr<c10d::Store> store, int world, st
   };
 }
 
+// Which transport the communicators built in its scope take: ACCEL_SHM_DISABLE is read when a
+// communicator is built. Restores the variable as it found it.
+class ScopedTransport {
+ public:
+  explicit ScopedTransport(bool shared_memory) {
+    if (const char* v = std::getenv("ACCEL_SHM_DISABLE")) saved_ = v;
+    if (shared_memory) {
+      unsetenv("ACCEL_SHM_DISABLE");
+    } else {
+      setenv("ACCEL_SHM_DISABLE", "1", 1);
+    }
+  }
+  ~ScopedTransport() {
+    if (saved_) {
+      setenv("ACCEL_SHM_DISABLE", saved_->c_str(), 1);
+    } else {
+      unsetenv("ACCEL_SHM_DISABLE");
+    }
+  }
+  ScopedTransport(const ScopedTransport&) = delete;
+  ScopedTransport& operator=(const ScopedTransport&) = delete;
+
+ private:
+  std::optional<std::string> saved_;
+};
+
 std::vector<std::string> run_gloo(int world, const RankBody& body) {
   return run_ranks(world, gloo_maker(c10::make_intrusive<c10d::HashStore>(), world, 30s), body);
 }
@@ -49,21 +79,31 @@ TEST_CASE("gloo: identity", "[gloo]") {
 
 TEST_CASE("gloo: all_reduce sum/avg/max over every dtype", "[gloo]") {
   const int world = GENERATE(1, 2, 4);
-  CAPTURE(world);
+  const bool shm = GENERATE(true, false);
+  ScopedTransport transport(shm);
+  CAPTURE(world, shm);
   CHECK(run_gloo(world, [](Communicator& c) { check_all_reduce_cases(c, kAllTypes); }) == no_errors(world));
 }
 
 TEST_CASE("gloo: reduce_scatter, even and uneven sizes", "[gloo]") {
   const int world = GENERATE(1, 2, 4);
-  CAPTURE(world);
+  const bool shm = GENERATE(true, false);
+  ScopedTransport transport(shm);
+  CAPTURE(world, shm);
   CHECK(run_gloo(world, [](Communicator& c) { check_reduce_scatter_cases(c, kMainTypes); }) == no_errors(world));
 }
 
 TEST_CASE("gloo: reduce_scatter on a world of 3 (not a power of two)", "[gloo]") {
+  const bool shm = GENERATE(true, false);
+  ScopedTransport transport(shm);
+  CAPTURE(shm);
   CHECK(run_gloo(3, [](Communicator& c) { check_reduce_scatter_cases(c, {at::kFloat, at::kInt}); }) == no_errors(3));
 }
 
 TEST_CASE("gloo: large uneven buffers (multi-segment transfers)", "[gloo]") {
+  const bool shm = GENERATE(true, false);
+  ScopedTransport transport(shm);
+  CAPTURE(shm);
   // 2^20 + 3 float32 elements: Gloo splits the all_reduce into many segments and each ring step
   // of reduce_scatter moves a ~1 MiB chunk. Values stay below 2^24, so comparisons are exact.
   CHECK(run_gloo(4, [](Communicator& c) {
@@ -84,7 +124,9 @@ TEST_CASE("gloo: large uneven buffers (multi-segment transfers)", "[gloo]") {
 
 TEST_CASE("gloo: reduce_scatter_consuming reduces in the given-up input, with the same result", "[gloo]") {
   const int world = GENERATE(2, 3);
-  CAPTURE(world);
+  const bool shm = GENERATE(true, false);
+  ScopedTransport transport(shm);
+  CAPTURE(world, shm);
   CHECK(run_gloo(world, [](Communicator& c) {
           const int w = c.size(), r = c.rank();
           for (int64_t n : {int64_t(1000), int64_t(7)}) {  // even and uneven (padded) shards
@@ -106,7 +148,9 @@ TEST_CASE("gloo: reduce_scatter_consuming reduces in the given-up input, with th
 
 TEST_CASE("gloo: all_gather, even and uneven sizes", "[gloo]") {
   const int world = GENERATE(1, 2, 4);
-  CAPTURE(world);
+  const bool shm = GENERATE(true, false);
+  ScopedTransport transport(shm);
+  CAPTURE(world, shm);
   CHECK(run_gloo(world, [](Communicator& c) { check_all_gather_cases(c, kMainTypes); }) == no_errors(world));
 }
 
@@ -126,6 +170,21 @@ TEST_CASE("gloo: tensors that require grad are written without autograd", "[gloo
   const int world = GENERATE(1, 2);
   CAPTURE(world);
   CHECK(run_gloo(world, check_requires_grad_tensors) == no_errors(world));
+}
+
+TEST_CASE("gloo: the ranks of one host take shared memory unless ACCEL_SHM_DISABLE is set", "[gloo]") {
+  for (const bool shm : {true, false}) {
+    ScopedTransport transport(shm);
+    CAPTURE(shm);
+    CHECK(run_gloo(2, [shm](Communicator& c) {
+            const std::string want = shm ? "gloo (shared memory)" : "gloo (tcp)";
+            if (transport_of(c) != want) fail("transport is '" + transport_of(c) + "', expected '" + want + "'");
+            if (c.backend_name() != "gloo") fail("backend_name changed with the transport");
+          }) == no_errors(2));
+  }
+  // World 1 has no peers to share memory with.
+  auto solo = make_gloo_communicator(c10::make_intrusive<c10d::HashStore>(), 0, 1, 1500ms, "127.0.0.1");
+  CHECK(transport_of(*solo) == "gloo (tcp)");
 }
 
 TEST_CASE("gloo: stats count calls and payload bytes", "[gloo]") {
@@ -178,6 +237,9 @@ TEST_CASE("gloo: invalid arguments are rejected with the op and expected size", 
 }
 
 TEST_CASE("gloo: a rank that never calls all_reduce makes the other time out", "[gloo][timeout]") {
+  const bool shm = GENERATE(true, false);
+  ScopedTransport transport(shm);
+  CAPTURE(shm);
   auto outcome = run_missing_peer(gloo_maker(c10::make_intrusive<c10d::HashStore>(), 2, 2000ms));
   check_missing_peer(outcome);
 }
@@ -197,6 +259,9 @@ TEST_CASE("gloo: factory arguments are validated", "[gloo]") {
 }
 
 TEST_CASE("gloo: every waiting rank fails when one rank skips reduce_scatter", "[gloo][timeout]") {
+  const bool shm = GENERATE(true, false);
+  ScopedTransport transport(shm);
+  CAPTURE(shm);
   for (const auto& m : run_reduce_scatter_without_last_rank(gloo_maker(c10::make_intrusive<c10d::HashStore>(), 3, 1000ms), 3)) {
     CHECK_THAT(m, Contains("reduce_scatter") && Contains("of 3"));
   }
