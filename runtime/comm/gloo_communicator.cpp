@@ -308,22 +308,27 @@ bool all_ranks_agree(c10d::Backend& backend, bool ok, std::chrono::milliseconds 
 std::unique_ptr<ShmCollectives> connect_shared_memory(const c10::intrusive_ptr<c10d::Store>& store,
                                                       const std::string& prefix, c10d::Backend& backend, int rank,
                                                       int size, std::chrono::milliseconds timeout) {
-  if (size < 2 || shared_memory_disabled()) return nullptr;
+  if (size < 2) return nullptr;
+  // A rank with ACCEL_SHM_DISABLE set still takes part (and says no), so ranks whose environments
+  // differ still issue the same store and Gloo operations.
+  const bool wanted = !shared_memory_disabled();
   c10d::PrefixStore shm_store(prefix + "/shm", store);
   std::unique_ptr<ShmCollectives> shm;
   try {
     if (rank == 0) {
       std::string descriptor = "-";  // "-": the others need not try
       try {
-        shm = ShmCollectives::create(size, timeout);
-        descriptor = shm->descriptor();
+        if (wanted) {
+          shm = ShmCollectives::create(size, timeout);
+          descriptor = shm->descriptor();
+        }
       } catch (const std::exception&) {
       }
       shm_store.set("segment", std::vector<uint8_t>(descriptor.begin(), descriptor.end()));
     } else {
       const std::vector<uint8_t> value = shm_store.get("segment");
       const std::string descriptor(value.begin(), value.end());
-      if (descriptor != "-") shm = ShmCollectives::attach(descriptor, rank, size, timeout);
+      if (wanted && descriptor != "-") shm = ShmCollectives::attach(descriptor, rank, size, timeout);
     }
   } catch (const std::exception&) {
     shm.reset();  // this rank says no below; the store's own failure surfaces in the agreement

@@ -76,8 +76,7 @@ WorkerContext start_worker() {
   ctx.communicator = comm::make_gloo_communicator(ctx.rendezvous->store(), ctx.world.rank, ctx.world.world_size,
                                                   collective_timeout, bind, ctx.rendezvous->prefix() + "gloo");
   if (ctx.world.rank == 0 && ctx.world.world_size > 1) {
-    logging::info("accel: collectives over " + comm::transport_of(*ctx.communicator) +
-                  (std::getenv("ACCEL_SHM_DISABLE") ? " (ACCEL_SHM_DISABLE is set)" : ""));
+    logging::info("accel: collectives over " + comm::transport_of(*ctx.communicator));
   }
   if (cuda) {
     ctx.communicator = comm::make_host_staged_communicator(
