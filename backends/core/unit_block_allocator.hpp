@@ -7,8 +7,8 @@
 // (at most kMaxKept of them) is kept for reuse by a request of the same size until trim(). The
 // engine trims at construction, at checkpoints, and at every phase of a step only under offload
 // (phase_memory.hpp); otherwise the next unit's or the next step's buffer reuses the kept pages
-// instead of faulting in new ones. Process-wide: tensors may outlive the engine (the model's parameters are views of its
-// buffers). Thread-safe (buffers are freed on communication threads too).
+// instead of faulting in new ones. Process-wide: tensors may outlive the engine (the model's
+// parameters are views of its buffers). Thread-safe (buffers are freed on communication threads too).
 #pragma once
 
 #include <ATen/ATen.h>

@@ -71,7 +71,9 @@ struct ShmCollectives::Header {
   std::atomic<uint32_t> reason_claimed;             // the first rank to fail writes `reason`
   char reason[256];                                 // NUL-terminated: what failed, on which rank
   // Followed by `world` ArrivalCounters.
-  ArrivalCounter* arrivals() { return reinterpret_cast<ArrivalCounter*>(reinterpret_cast<char*>(this) + sizeof(Header)); }
+  ArrivalCounter* arrivals() {
+    return reinterpret_cast<ArrivalCounter*>(reinterpret_cast<char*>(this) + sizeof(Header));
+  }
 };
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free,
@@ -235,7 +237,8 @@ void ShmCollectives::barrier() {
     if (left <= std::chrono::nanoseconds::zero()) {
       std::ostringstream missing;
       for (int r = 0; r < world_; ++r) {
-        if (arrivals[r].count.load(std::memory_order_acquire) < arrivals_) missing << (missing.tellp() > 0 ? ", " : "") << r;
+        if (arrivals[r].count.load(std::memory_order_acquire) >= arrivals_) continue;
+        missing << (missing.tellp() > 0 ? ", " : "") << r;
       }
       const std::string what = "timed out after " + std::to_string(timeout_.count()) + " ms waiting for rank(s) " +
                                missing.str();

@@ -71,7 +71,8 @@ void run_comm_bench(WorkerContext& ctx, const CommBenchOptions& o) {
   std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
   nlohmann::json doc = {{"world_size", world}, {"machines", ctx.job.job.num_machines},
-                        {"communicator", c.backend_name()}, {"transport", comm::transport_of(c)}, {"dtype", "float32"}, {"iters", o.iters},
+                        {"communicator", c.backend_name()}, {"transport", comm::transport_of(c)},
+                        {"dtype", "float32"}, {"iters", o.iters},
                         {"results", results}};
   std::ofstream(path + ".tmp") << doc.dump(2) << "\n";
   std::filesystem::rename(path + ".tmp", path);
