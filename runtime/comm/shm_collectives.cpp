@@ -78,7 +78,6 @@ struct ShmCollectives::Header {
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free,
               "shared-memory atomics must be lock-free to work across processes");
-static_assert(sizeof(ShmCollectives::Reduce) == sizeof(void*));
 
 size_t ShmCollectives::header_bytes(int world) {
   return round_up(sizeof(Header) + static_cast<size_t>(world) * sizeof(ArrivalCounter), kPage);

@@ -118,7 +118,6 @@ TEST_CASE("shm: every collective matches the closed form, across pieces and unev
   const int64_t piece = static_cast<int64_t>(ShmCollectives::kSlotBytes / 2 / sizeof(float));
   const int64_t count = GENERATE_COPY(int64_t{1}, int64_t{7}, int64_t{1000}, 3 * piece + 5);
   CAPTURE(world, count);
-  std::vector<std::string> problems(static_cast<size_t>(world));
   const auto errors = run_world(world, 30s, [&](ShmCollectives& c) {
     // Twice: the halves alternate across collectives, so the second round reuses the first's.
     for (int round = 0; round < 2; ++round) {
