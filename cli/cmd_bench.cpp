@@ -6,7 +6,8 @@
 #include "cli/commands.hpp"
 #include "cli/launch_support.hpp"
 #include "runtime/launch/gpu_probe.hpp"
-#include "runtime/worker/launch_probe.hpp"
+#include "runtime/common/wall_clock.hpp"
+#include "runtime/launch/worker_program.hpp"
 
 namespace accel::cli {
 
@@ -37,12 +38,12 @@ void add_bench_command(CLI::App& app) {
   add_set_option(launch, o->overrides);
   launch->add_option("--json", o->json, "Where to write the result");
   launch->callback([o] {
-    int64_t start = worker::realtime_ns();  // taken before the job is even read: the user-visible start
+    int64_t start = realtime_ns();  // taken before the job is even read: the user-visible start
     auto loaded = load_job_for_cli(o->file, o->overrides, /*allow_none=*/true, /*check_paths=*/true,
                                    launch::visible_cuda_gpus());
     nlohmann::json options = {{"launch_start_ns", start}};
     if (!o->json.empty()) options["json"] = std::filesystem::absolute(o->json).string();
-    launch_job(loaded, {self_executable(), "worker"},
+    launch_job(loaded, {launch::worker_program_path(), "run"},
                {{"ACCEL_WORKER_TASK", "launch-probe"}, {"ACCEL_WORKER_OPTIONS", options.dump()}});
   });
 
@@ -51,7 +52,7 @@ void add_bench_command(CLI::App& app) {
                                    launch::visible_cuda_gpus());
     nlohmann::json options = {{"min_bytes", o->min_bytes}, {"max_bytes", o->max_bytes}, {"iters", o->iters}};
     if (!o->json.empty()) options["json"] = std::filesystem::absolute(o->json).string();
-    launch_job(loaded, {self_executable(), "worker"},
+    launch_job(loaded, {launch::worker_program_path(), "run"},
                {{"ACCEL_WORKER_TASK", "comm-bench"}, {"ACCEL_WORKER_OPTIONS", options.dump()}});
   });
 }

@@ -1,6 +1,6 @@
 // `accel launch JOB`: validates the job before anything is spawned, then starts and supervises
 // this machine's workers. With `program:` the workers run the user's program; without it they run
-// the built-in trainer (`accel worker`, task train). Problems the launcher can see before spawning
+// the built-in trainer (`accel-worker run`, task train). Problems the launcher can see before spawning
 // (an option not built yet, a damaged checkpoint to resume from) are reported once, with exit 2.
 // A job switched between deepspeed and fsdp prints its translated options first (backend_translation.hpp).
 #include <fcntl.h>
@@ -20,6 +20,7 @@
 #include "runtime/config/dump.hpp"
 #include "runtime/config/schema.hpp"
 #include "runtime/launch/gpu_probe.hpp"
+#include "runtime/launch/worker_program.hpp"
 #include "runtime/train/checkpoint/checkpoint_store.hpp"
 
 namespace accel::cli {
@@ -171,7 +172,7 @@ void add_launch_command(CLI::App& app) {
     }
     nlohmann::json options = {{"progress", isatty(STDOUT_FILENO) == 1}};
     if (!o->trace.empty()) options["trace"] = std::filesystem::absolute(o->trace).string();
-    launch_job(loaded, {self_executable(), "worker"},
+    launch_job(loaded, {launch::worker_program_path(), "run"},
                {{"ACCEL_WORKER_TASK", "train"}, {"ACCEL_WORKER_OPTIONS", options.dump()}});
   });
 }

@@ -52,8 +52,6 @@ std::string write_resolved_job(const config::LoadedJob& loaded) {
 
 }  // namespace
 
-std::string self_executable() { return fs::read_symlink("/proc/self/exe").string(); }
-
 void launch_job(const config::LoadedJob& loaded, const std::vector<std::string>& worker_argv,
                 const std::map<std::string, std::string>& extra_env) {
   const auto& j = loaded.job;

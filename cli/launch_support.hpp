@@ -11,9 +11,6 @@
 
 namespace accel::cli {
 
-// The path of the running accel executable (workers run it in worker mode).
-std::string self_executable();
-
 void launch_job(const config::LoadedJob& job, const std::vector<std::string>& worker_argv,
                 const std::map<std::string, std::string>& extra_env);
 

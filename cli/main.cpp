@@ -1,11 +1,8 @@
-// The accel executable: builds the command tree and is the only place where errors become exit
-// codes: 0 success, 1 the run failed, 2 bad usage or bad configuration.
-#include <yaml-cpp/exceptions.h>
-
-#include <iostream>
-
+// The accel executable, the launcher: builds the command tree. It never loads libtorch: what needs
+// torch (the workers, merge-weights, the torch facts of `accel env`) runs in accel-worker
+// (cli/worker/), which it starts. Errors become exit codes in cli/exit_status.cpp.
 #include "cli/commands.hpp"
-#include "runtime/common/errors.hpp"
+#include "cli/exit_status.hpp"
 #include "runtime/diag/build_info.hpp"
 
 int main(int argc, char** argv) {
@@ -27,29 +24,7 @@ int main(int argc, char** argv) {
   accel::cli::add_test_command(app);
   accel::cli::add_bench_command(app);
   accel::cli::add_merge_weights_command(app);
-  accel::cli::add_worker_command(app);
   accel::cli::add_estimate_memory_command(app);
 
-  try {
-    app.parse(argc, argv);
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);  // prints help, version or the usage error
-    return code == 0 ? 0 : 2;
-  } catch (const accel::ConfigError& e) {
-    std::cerr << e.what() << "\n";
-    std::cerr << e.diagnostics().size() << (e.diagnostics().size() == 1 ? " error" : " errors")
-              << " in the configuration; nothing was run.\n";
-    return 2;
-  } catch (const YAML::Exception& e) {
-    // Only configuration code reads YAML; a node access the readers did not guard is still bad input.
-    std::cerr << "error: in the configuration: " << e.what() << "\n";
-    return 2;
-  } catch (const accel::UsageError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
-  }
+  return accel::cli::run_and_map_errors(app, argc, argv);
 }

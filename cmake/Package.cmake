@@ -1,5 +1,6 @@
 # The installable package (docs/design/0016): `cmake --install <build> --prefix <p>` gives
-#   <p>/bin/accel                               the launcher
+#   <p>/bin/accel                               the launcher (no torch)
+#   <p>/libexec/accel/accel-worker              what it starts: ranks, merge-weights (links torch)
 #   <p>/lib/libaccel.so                         the public API (accel::accel)
 #   <p>/include/accel/*.hpp                     its headers (torch and the standard library only)
 #   <p>/lib/cmake/accel/accelConfig.cmake       find_package(accel), which finds the same torch
@@ -8,6 +9,7 @@ include(CMakePackageConfigHelpers)
 set(ACCEL_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/accel")
 
 install(TARGETS accel RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS accel-worker RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/accel)
 install(TARGETS accel_api EXPORT accelTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
@@ -23,5 +25,8 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/accelConfig.cmake.in
                               INSTALL_DESTINATION ${ACCEL_CMAKE_DIR})
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/accelConfigVersion.cmake
                                  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+# The torch-libraries check travels with the config (the build tree's config finds it beside itself).
+configure_file(${PROJECT_SOURCE_DIR}/cmake/accelTorchCheck.cmake ${PROJECT_BINARY_DIR}/accelTorchCheck.cmake COPYONLY)
 install(FILES ${PROJECT_BINARY_DIR}/accelConfig.cmake ${PROJECT_BINARY_DIR}/accelConfigVersion.cmake
+              ${PROJECT_SOURCE_DIR}/cmake/accelTorchCheck.cmake
         DESTINATION ${ACCEL_CMAKE_DIR})

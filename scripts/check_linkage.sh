@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
 # Checks what an accel binary loads: exactly one libtorch (PyTorch's wheel, under TORCH_LIB_DIR when
-# given) and no separate Gloo library (Gloo must be the copy inside libtorch_cpu, docs/design/0012).
-# Usage: scripts/check_linkage.sh BINARY [TORCH_LIB_DIR]. Prints the relevant ldd lines; exit 1 on a breach.
+# given) and no separate Gloo library (Gloo must be the copy inside libtorch_cpu, docs/design/0012);
+# with --no-torch (the launcher, accel), no libtorch, c10, CUDA or NCCL library at all.
+# Usage: scripts/check_linkage.sh [--no-torch] BINARY [TORCH_LIB_DIR]. Prints the relevant ldd
+# lines; exit 1 on a breach.
 set -euo pipefail
+if [ "${1:-}" = "--no-torch" ]; then
+  deps="$(ldd "$2")"
+  heavy="$(echo "$deps" | grep -E 'libtorch|libc10|libcuda|libcudart|libnccl|libgloo|libgomp' || true)"
+  if [ -n "$heavy" ]; then
+    echo "check_linkage: $2 must not load libtorch or its libraries, but loads:"; echo "$heavy"; exit 1
+  fi
+  if echo "$deps" | grep -q 'not found'; then
+    echo "check_linkage: unresolved libraries:"; echo "$deps" | grep 'not found'; exit 1
+  fi
+  echo "check_linkage: $2 loads no torch library ($(echo "$deps" | grep -c '=>') shared libraries in all)"
+  exit 0
+fi
 binary="$1"
 torch_lib_dir="${2:-}"
 deps="$(ldd "$binary")"

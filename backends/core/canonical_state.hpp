@@ -36,6 +36,9 @@ inline constexpr int kZeroLayoutFormat = 2;
 // "zero_rank_00003.safetensors": rank r's shard file in the zero layout.
 std::string zero_shard_file(int rank);
 
+// "[3, 4]": a tensor shape as the checkpoint errors print it.
+std::string shape_text(const std::vector<int64_t>& shape);
+
 struct ParamRecord {
   std::string name;
   std::vector<int64_t> shape;

@@ -11,12 +11,6 @@
 namespace accel::backends {
 namespace {
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 std::string first_names(const std::vector<std::string>& names) {
   std::string s;
   for (size_t i = 0; i < names.size() && i < 5; ++i) s += (i ? ", " : "") + names[i];
@@ -94,7 +88,11 @@ void restore_shards(const CanonicalState& source, std::deque<UnitShardState>& un
   at::NoGradGuard no_grad;
   for (size_t u = 0; u < units.size(); ++u) {
     UnitShardState& st = units[u];
-    std::vector<std::pair<std::string, at::Tensor>> targets = {{kParamKind, st.master}};
+    // Built with emplace_back: GCC 12 misreads an initializer list of pair<string, Tensor> here as
+    // an out-of-bounds access (-Warray-bounds).
+    std::vector<std::pair<std::string, at::Tensor>> targets;
+    targets.reserve(4);
+    targets.emplace_back(kParamKind, st.master);
     if (st.exp_avg.defined()) {
       targets.emplace_back("exp_avg", st.exp_avg);
       targets.emplace_back("exp_avg_sq", st.exp_avg_sq);

@@ -1,6 +1,6 @@
-// `accel env`: gathers build, libtorch, machine, BLAS and default-job facts into one JSON object
-// and renders it as grouped "- key: value" lines. Torch facts are collected before the BLAS is
-// inspected, so libtorch (and the BLAS it links) is certainly mapped into the process.
+// `accel env`: gathers build, machine and default-job facts, with the libtorch, GPU and BLAS facts
+// accel-worker collected (torch_report.hpp), into one JSON object and renders it as grouped
+// "- key: value" lines. No torch here: the launcher links this.
 #include "runtime/diag/env_report.hpp"
 
 #include <cstdio>
@@ -10,14 +10,11 @@
 
 #include "runtime/diag/build_info.hpp"
 #include "runtime/diag/system_facts.hpp"
-#include "runtime/diag/torch_facts.hpp"
 
 namespace accel::diag {
 namespace {
 
 using nlohmann::json;
-
-json optional_string(const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); }
 
 json default_job_facts(const std::string& path) {
   json job = {{"path", path}, {"exists", false}, {"contents", "not found"}};
@@ -33,23 +30,6 @@ json default_job_facts(const std::string& path) {
   text << in.rdbuf();
   job["contents"] = text.str();
   return job;
-}
-
-json blas_facts(const TorchFacts& torch) {
-  BlasInfo blas = detect_blas();
-  // PyTorch's own builds link MKL statically: either nothing BLAS-like is visible to the dynamic
-  // linker, or the BLAS symbols found are libtorch_cpu's own. Its build settings still say so.
-  const bool blas_is_libtorch = blas.path.find("libtorch_cpu") != std::string::npos;
-  if ((blas.classification.kind == "not found" || blas_is_libtorch) && torch.blas_info == "mkl")
-    blas.classification = {"mkl", "", "Intel MKL (linked into libtorch)"};
-  return {{"path", blas.path},
-          {"kind", blas.classification.kind},
-          {"variant", blas.classification.variant},
-          {"description", blas.classification.description},
-          {"openblas_config", blas.openblas_config},
-          {"openblas_threads", blas.openblas_threads},
-          {"loaded", blas.loaded},
-          {"warning", blas.warning.empty() ? json(nullptr) : json(blas.warning)}};
 }
 
 // --- rendering helpers: tolerate missing or null fields, so any report JSON renders ---
@@ -82,6 +62,10 @@ std::string indented(const std::string& body, const std::string& indent) {
 }
 
 void render_torch(std::ostringstream& out, const json& torch) {
+  if (torch.contains("error")) {
+    out << "libtorch\n- unavailable: " << text(torch, "error") << "\n";
+    return;
+  }
   const bool cuda_built = torch.value("built_with_cuda", false);
   const bool cuda_loaded = torch.value("cuda_library_loaded", false);
   const std::string no_cuda = cuda_built && !cuda_loaded
@@ -132,18 +116,10 @@ void render_machine(std::ostringstream& out, const json& sys, const json& blas, 
 
 }  // namespace
 
-json collect_env_report(const std::string& default_job_path) {
-  const TorchFacts torch = collect_torch_facts();  // first: makes sure libtorch's BLAS is mapped
+json collect_env_report(const std::string& default_job_path, const json& torch_report) {
   const SystemFacts sys = collect_system_facts();
   const BuildInfo build = build_info();
-
-  json gpus = json::array();
-  for (const auto& g : torch.gpus)
-    gpus.push_back({{"index", g.index},
-                    {"name", g.name},
-                    {"total_memory_bytes", g.total_memory_bytes},
-                    {"compute_capability", g.compute_capability}});
-
+  const json& torch = section(torch_report, "torch");
   return {
       {"accel",
        {{"version", build.accel_version},
@@ -151,7 +127,7 @@ json collect_env_report(const std::string& default_job_path) {
         {"build_type", build.build_type},
         {"compiler", build.compiler}}},
       {"libraries",
-       {{"libtorch", torch.version},
+       {{"libtorch", torch.value("version", build.torch_cmake_version)},
         {"libtorch_cmake_package", build.torch_cmake_version},
         {"gloo", build.gloo_version},
         {"python_env", build.python_env},
@@ -159,23 +135,7 @@ json collect_env_report(const std::string& default_job_path) {
         {"spdlog", build.spdlog_version},
         {"cli11", build.cli11_version},
         {"nlohmann_json", build.nlohmann_json_version}}},
-      {"torch",
-       {{"version", torch.version},
-        {"runtime_version", torch.runtime_version},
-        {"library_path", torch.library_path},
-        {"built_with_cuda", torch.built_with_cuda},
-        {"cuda_library_loaded", torch.cuda_library_loaded},
-        {"cuda_available", torch.cuda_available},
-        {"cuda_device_count", torch.cuda_device_count},
-        {"cuda_runtime_version", optional_string(torch.cuda_runtime_version)},
-        {"cudnn_version", optional_string(torch.cudnn_version)},
-        {"nccl_version", optional_string(torch.nccl_version)},
-        {"intra_op_threads", torch.intra_op_threads},
-        {"inter_op_threads", torch.inter_op_threads},
-        {"blas_info", torch.blas_info},
-        {"lapack_info", torch.lapack_info},
-        {"mkl", torch.mkl},
-        {"openmp", torch.openmp}}},
+      {"torch", torch},
       {"system",
        {{"os", sys.os},
         {"kernel", sys.kernel},
@@ -184,8 +144,8 @@ json collect_env_report(const std::string& default_job_path) {
         {"usable_cores", sys.usable_cores},
         {"memory_total_bytes", sys.memory_total_bytes},
         {"memory_available_bytes", sys.memory_available_bytes}}},
-      {"blas", blas_facts(torch)},
-      {"gpus", gpus},
+      {"blas", section(torch_report, "blas")},
+      {"gpus", torch_report.is_object() && torch_report.contains("gpus") ? torch_report["gpus"] : json::array()},
       {"default_job", default_job_facts(default_job_path)},
   };
 }

@@ -47,16 +47,16 @@ int above_stdio(int fd) {
   return moved;
 }
 
-[[noreturn]] void fail(const char* what) {
+[[noreturn]] void fail_to_spawn(const char* what) {
   throw SpawnError(std::string("cannot start a worker: ") + what + ": " + std::strerror(errno));
 }
 
 void make_pipe(FdSet& fds, int ends[2]) {
   int raw[2];
-  if (pipe2(raw, O_CLOEXEC) != 0) fail("pipe2");
+  if (pipe2(raw, O_CLOEXEC) != 0) fail_to_spawn("pipe2");
   ends[0] = fds.add(above_stdio(raw[0]));
   ends[1] = fds.add(above_stdio(raw[1]));
-  if (ends[0] < 0 || ends[1] < 0) fail("fcntl(F_DUPFD_CLOEXEC)");
+  if (ends[0] < 0 || ends[1] < 0) fail_to_spawn("fcntl(F_DUPFD_CLOEXEC)");
 }
 
 std::vector<char*> c_strings(const std::vector<std::string>& strings) {
@@ -126,14 +126,14 @@ SpawnedWorker spawn_worker(const std::string& path, const std::vector<std::strin
   make_pipe(fds, err);
   make_pipe(fds, report);
   int devnull = fds.add(above_stdio(open("/dev/null", O_RDONLY | O_CLOEXEC)));
-  if (devnull < 0) fail("open /dev/null");
+  if (devnull < 0) fail_to_spawn("open /dev/null");
 
   std::vector<char*> c_argv = c_strings(argv);
   std::vector<char*> c_env = c_strings(env);
   const pid_t launcher = getpid();
 
   pid_t pid = fork();
-  if (pid < 0) fail("fork");
+  if (pid < 0) fail_to_spawn("fork");
   if (pid == 0) exec_child(launcher, path.c_str(), c_argv.data(), c_env.data(), devnull, out[1], err[1], report[1]);
 
   setpgid(pid, pid);  // also in the parent, so killpg() works even before the child runs

@@ -10,11 +10,6 @@
 
 namespace accel::worker {
 
-int64_t realtime_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 void report_launch_probe(WorkerContext& ctx, int64_t launch_start_ns, const std::string& json_path) {
   int64_t ready = realtime_ns();
   auto& store = *ctx.rendezvous->store();

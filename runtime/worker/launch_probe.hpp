@@ -6,12 +6,10 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/common/wall_clock.hpp"
 #include "runtime/worker/worker_context.hpp"
 
 namespace accel::worker {
-
-// Wall-clock nanoseconds since the epoch (comparable across processes on one machine).
-int64_t realtime_ns();
 
 // Called right after start_worker(). `launch_start_ns` is the launcher's realtime at start.
 void report_launch_probe(WorkerContext& ctx, int64_t launch_start_ns, const std::string& json_path);

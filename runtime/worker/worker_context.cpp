@@ -39,7 +39,7 @@ int bind_gpu(const comm::WorldInfo& world, config::CudaCollectives collectives) 
 config::LoadedJob load_launched_job() {
   const char* job_file = std::getenv("ACCEL_JOB");
   if (!job_file || !*job_file)
-    throw RunError("accel worker: ACCEL_JOB is not set; workers are started by `accel launch`, not by hand");
+    throw RunError("accel-worker: ACCEL_JOB is not set; workers are started by `accel launch`, not by hand");
   config::LoadOptions options;
   options.file = job_file;
   options.environment = config::accel_environment();

@@ -12,6 +12,6 @@ int main(int argc, char* argv[]) {
     std::printf("SKIPPED: no CUDA GPU on this machine (torch::cuda::is_available() is false)\n");
     return 77;
   }
-  std::printf("%zu CUDA GPU(s)\n", torch::cuda::device_count());
+  std::printf("%d CUDA GPU(s)\n", static_cast<int>(torch::cuda::device_count()));
   return Catch::Session().run(argc, argv);
 }

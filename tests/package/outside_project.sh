@@ -8,7 +8,10 @@
 #     losses and final weights are bitwise those of the in-tree example (the same code and library);
 #  4. a torch of another version is refused at configure time with a message naming both versions;
 #  5. every other example (examples/*/) builds as a project of its own against the installed tree, and
-#     the installed launcher runs it under its own job.yaml for 2 steps.
+#     the installed launcher runs it under its own job.yaml for 2 steps;
+#  6. with a decoy libtorch/libc10 on the system library path (as Debian's python3-torch puts 1.13
+#     in /usr/lib), the project still links exactly accel's torch; a decoy forced into the cache is
+#     refused at configure time, naming it.
 # Usage: outside_project.sh <accel build dir> <accel source dir> <in-tree accel_example_minimal>
 set -euo pipefail
 build=$(cd "$1" && pwd); src=$(cd "$2" && pwd); in_tree_example=$3
@@ -20,12 +23,13 @@ export CCACHE_BASEDIR="$src" CCACHE_NOHASHDIR=1
 
 echo "== 1. install"
 cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
-for f in bin/accel lib/libaccel.so include/accel/accel.hpp include/accel/accelerator.hpp \
+for f in bin/accel libexec/accel/accel-worker lib/libaccel.so include/accel/accel.hpp include/accel/accelerator.hpp \
          lib/cmake/accel/accelConfig.cmake lib/cmake/accel/accelConfigVersion.cmake lib/cmake/accel/accelTargets.cmake; do
   [ -e "$work/prefix/$f" ] || fail "the install has no $f (see $work/install.log)"
 done
 if grep -l "$src" "$work"/prefix/lib/cmake/accel/*.cmake; then fail "the installed config refers to the source tree"; fi
 "$work/prefix/bin/accel" --version > /dev/null || fail "the installed accel does not run"
+"$work/prefix/bin/accel" env --json | grep -q "\"cuda_library_loaded\"" || fail "the installed accel does not find its accel-worker"
 
 echo "== 2. examples/minimal as a project of its own, against each tree"
 for tree in install build; do
@@ -86,4 +90,27 @@ for dir in "$src"/examples/*/; do
   [ "$(wc -l < "$work/run_$name/metrics.jsonl")" -eq 2 ] || fail "examples/$name: expected 2 metrics records"
   echo "examples/$name: built against the installed tree, 2 steps run"
 done
-echo "package: install, find_package from both trees, bitwise-equal run, torch version check, every example: ok"
+echo "== 6. a decoy libtorch on the system library path"
+decoy="$work/decoy/lib"; mkdir -p "$decoy"
+echo 'int accel_decoy_libtorch_1_13(void) { return 113; }' > "$work/decoy/decoy.c"
+for lib in torch torch_cpu c10 kineto; do cc -shared -fPIC -o "$decoy/lib$lib.so" "$work/decoy/decoy.c"; done
+torch_dir=$(sed -n 's/^Torch_DIR:PATH=//p' "$build/CMakeCache.txt")
+[ -n "$torch_dir" ] || fail "no Torch_DIR in $build/CMakeCache.txt"
+cmake -S "$src/examples/minimal" -B "$work/minimal_decoy" -DCMAKE_BUILD_TYPE=RelWithDebInfo $launcher \
+      -Daccel_DIR="$work/prefix/lib/cmake/accel" -DTorch_DIR="$torch_dir" -DCMAKE_SYSTEM_LIBRARY_PATH="$decoy" \
+      > "$work/configure_decoy.log" 2>&1 || { cat "$work/configure_decoy.log"; fail "configure beside a decoy libtorch"; }
+if grep -q "$decoy" "$work/minimal_decoy/CMakeCache.txt"; then
+  grep "$decoy" "$work/minimal_decoy/CMakeCache.txt"; fail "the decoy libtorch was found"
+fi
+cmake --build "$work/minimal_decoy" -j 1 > "$work/build_decoy.log" 2>&1 || { tail -30 "$work/build_decoy.log"; fail "build beside a decoy libtorch"; }
+if grep -rq "$decoy" "$work/minimal_decoy/CMakeFiles/accel_example_minimal.dir/link.txt"; then fail "linked against the decoy"; fi
+if ldd "$work/minimal_decoy/accel_example_minimal" | grep -q "$decoy"; then fail "loads the decoy"; fi
+if cmake -S "$src/examples/minimal" -B "$work/minimal_decoy_forced" -Daccel_DIR="$work/prefix/lib/cmake/accel" \
+         -DTorch_DIR="$torch_dir" -DC10_LIBRARY="$decoy/libc10.so" > "$work/configure_decoy_forced.log" 2>&1; then
+  fail "a decoy libc10 in the cache was accepted"
+fi
+grep -q "$decoy/libc10.so" "$work/configure_decoy_forced.log" ||
+  { cat "$work/configure_decoy_forced.log"; fail "the refusal does not name the decoy"; }
+echo "decoy libtorch: not found beside the wheel's torch; forced into the cache, refused at configure time"
+
+echo "package: install, find_package from both trees, bitwise-equal run, torch version check, every example, decoy torch: ok"

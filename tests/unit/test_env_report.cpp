@@ -12,10 +12,12 @@
 
 #include "runtime/diag/env_report.hpp"
 #include "runtime/diag/system_facts.hpp"
+#include "runtime/diag/torch_report.hpp"
 
 namespace fs = std::filesystem;
 using accel::diag::classify_blas_path;
 using accel::diag::collect_env_report;
+using accel::diag::collect_torch_report;
 using accel::diag::known_blas_kinds;
 using accel::diag::render_env_report;
 using nlohmann::json;
@@ -96,7 +98,7 @@ TEST_CASE("classify_blas_path covers the other kinds", "[diag][blas]") {
 TEST_CASE("collect_env_report reports a missing default job as not found", "[diag][env]") {
   TempDir dir;
   const std::string path = (dir.path / "missing" / "default.yaml").string();
-  const json report = collect_env_report(path);
+  const json report = collect_env_report(path, collect_torch_report());
   const json& job = report.at("default_job");
   CHECK(job.at("path") == path);
   CHECK(job.at("exists") == false);
@@ -109,7 +111,7 @@ TEST_CASE("collect_env_report includes an existing default job's contents", "[di
   const std::string path = (dir.path / "default.yaml").string();
   const std::string contents = "backend: ddp\nmodel:\n  name: gpt\n";
   std::ofstream(path) << contents;
-  const json report = collect_env_report(path);
+  const json report = collect_env_report(path, collect_torch_report());
   const json& job = report.at("default_job");
   CHECK(job.at("exists") == true);
   CHECK(job.at("contents") == contents);
@@ -119,7 +121,7 @@ TEST_CASE("collect_env_report includes an existing default job's contents", "[di
 }
 
 TEST_CASE("collect_env_report fills the fields a bug report needs", "[diag][env]") {
-  const json report = collect_env_report("/nonexistent/accel/default.yaml");
+  const json report = collect_env_report("/nonexistent/accel/default.yaml", collect_torch_report());
   for (const char* key : {"accel", "libraries", "torch", "system", "blas", "default_job"})
     REQUIRE(report.at(key).is_object());
   REQUIRE(report.at("gpus").is_array());
@@ -174,6 +176,16 @@ TEST_CASE("render_env_report flags the reference BLAS with a WARNING line", "[di
 
   report["blas"]["warning"] = nullptr;
   CHECK_FALSE(contains(render_env_report(report), "WARNING:"));
+}
+
+TEST_CASE("a torch report that could not be had is reported with its reason", "[diag][env]") {
+  const json report = collect_env_report("/nonexistent/accel/default.yaml",
+                                         json{{"torch", {{"error", "accel-worker was not found"}}}});
+  CHECK(report.at("torch").at("error") == "accel-worker was not found");
+  CHECK(report.at("gpus").empty());
+  const std::string text = render_env_report(report);
+  CHECK(contains(text, "libtorch\n- unavailable: accel-worker was not found\n"));
+  CHECK(contains(text, "- OS: "));  // the launcher's own facts are still there
 }
 
 TEST_CASE("render_env_report tolerates a report with missing sections", "[diag][env]") {

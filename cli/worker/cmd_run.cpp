@@ -1,17 +1,18 @@
-// `accel worker`: the worker mode the launcher starts (hidden from help). It joins the world and
+// `accel-worker run`: one rank, as the launcher starts it. It joins the world and
 // runs the task named by ACCEL_WORKER_TASK: train (`accel launch`, the built-in trainer), comm-test
 // (`accel test`), comm-bench (`accel bench comm`), launch-probe (`accel bench launch`).
 #include <cstdlib>
 
 #include <nlohmann/json.hpp>
 
-#include "cli/commands.hpp"
+#include "cli/worker/worker_commands.hpp"
+#include "runtime/common/errors.hpp"
 #include "runtime/worker/comm_bench.hpp"
 #include "runtime/worker/comm_selftest.hpp"
 #include "runtime/train/trainer/trainer.hpp"
 #include "runtime/worker/launch_probe.hpp"
 
-namespace accel::cli {
+namespace accel::cli::worker_program {
 namespace {
 
 worker::CommBenchOptions bench_options() {
@@ -29,14 +30,13 @@ worker::CommBenchOptions bench_options() {
 
 }  // namespace
 
-void add_worker_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("worker", "Worker mode, started by accel launch / test / bench");
-  cmd->group("");  // hidden: users never run it by hand
+void add_run_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "One rank of a job, as accel launch / test / bench start it");
   cmd->callback([] {
     const char* task_env = std::getenv("ACCEL_WORKER_TASK");
     std::string task = task_env ? task_env : "";
     if (task != "train" && task != "comm-test" && task != "comm-bench" && task != "launch-probe")
-      throw RunError("accel worker: unknown ACCEL_WORKER_TASK '" + task +
+      throw RunError("accel-worker run: unknown ACCEL_WORKER_TASK '" + task +
                      "' (train | comm-test | comm-bench | launch-probe)");
     auto ctx = worker::start_worker();
     if (task == "train") {
@@ -51,7 +51,7 @@ void add_worker_command(CLI::App& app) {
       ctx.rendezvous->finish();
     } else if (task == "launch-probe") {
       const char* text = std::getenv("ACCEL_WORKER_OPTIONS");
-      if (!text || !*text) throw RunError("accel worker: launch-probe needs ACCEL_WORKER_OPTIONS (set by accel bench launch)");
+      if (!text || !*text) throw RunError("accel-worker run: launch-probe needs ACCEL_WORKER_OPTIONS (set by accel bench launch)");
       auto options = nlohmann::json::parse(text);
       worker::report_launch_probe(ctx, options.at("launch_start_ns").get<int64_t>(), options.value("json", ""));
       ctx.rendezvous->finish();
@@ -66,4 +66,4 @@ void add_worker_command(CLI::App& app) {
   });
 }
 
-}  // namespace accel::cli
+}  // namespace accel::cli::worker_program

@@ -1,0 +1,13 @@
+// The one place where errors become exit codes, shared by the launcher (`accel`) and the worker
+// program (`accel-worker`): 0 success, 1 the run failed, 2 bad usage or bad configuration.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace accel::cli {
+
+// Parses argv into `app` (its callbacks run the command) and maps what escapes to an exit code,
+// printing the error on stderr.
+int run_and_map_errors(CLI::App& app, int argc, char** argv);
+
+}  // namespace accel::cli

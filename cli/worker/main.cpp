@@ -1,0 +1,19 @@
+// accel-worker: everything of accel that needs libtorch, started by the launcher (`accel`): each
+// rank of a job (`run`), `merge-weights`, and the torch facts of `accel env` (`facts`). Exit codes
+// as accel's (cli/exit_status.hpp), which the launcher passes on.
+#include "cli/exit_status.hpp"
+#include "cli/worker/worker_commands.hpp"
+#include "runtime/diag/build_info.hpp"
+
+int main(int argc, char** argv) {
+  auto build = accel::diag::build_info();
+  CLI::App app{"accel-worker: the part of accel that links libtorch; `accel` starts it (see accel --help)",
+               "accel-worker"};
+  app.set_version_flag("--version", "accel-worker " + build.accel_version + " (git " + build.git_revision + ")");
+  app.require_subcommand(1);
+  app.fallthrough(false);
+  accel::cli::worker_program::add_run_command(app);
+  accel::cli::worker_program::add_merge_weights_command(app);
+  accel::cli::worker_program::add_facts_command(app);
+  return accel::cli::run_and_map_errors(app, argc, argv);
+}

@@ -1,0 +1,43 @@
+#include "runtime/launch/worker_program.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "runtime/common/errors.hpp"
+
+namespace accel::launch {
+
+namespace fs = std::filesystem;
+
+std::string worker_program_path() {
+  if (const char* set = std::getenv(kWorkerProgramEnv); set && *set) {
+    if (::access(set, X_OK) == 0) return set;
+    throw RunError(std::string(kWorkerProgramEnv) + "=" + set + " is not an executable file");
+  }
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  const fs::path dir = ec ? fs::path(".") : self.parent_path();
+  const fs::path candidates[] = {dir / kWorkerProgramName, dir / ".." / "libexec" / "accel" / kWorkerProgramName};
+  for (const fs::path& p : candidates)
+    if (::access(p.c_str(), X_OK) == 0) return fs::weakly_canonical(p, ec).string();
+  throw RunError(std::string("the worker program ") + kWorkerProgramName + " was not found (looked for " +
+                 candidates[0].string() + " and " + candidates[1].string() +
+                 "); build it (cmake --build build --target accel-worker; scripts/build.sh builds it with accel), "
+                 "or point " + kWorkerProgramEnv + " at it");
+}
+
+void exec_worker_program(const std::vector<std::string>& args) {
+  const std::string program = worker_program_path();
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(program.c_str()));
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  ::execv(program.c_str(), argv.data());
+  throw RunError("cannot start " + program + ": " + std::strerror(errno));
+}
+
+}  // namespace accel::launch
