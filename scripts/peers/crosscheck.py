@@ -128,7 +128,7 @@ def compare(a: Dict[str, object], b: Dict[str, object]) -> Optional[Dict[str, ob
         return None
     la, lb = a["losses"], b["losses"]
     if len(la) != len(lb) or len(a["grad_norms"]) != len(b["grad_norms"]):
-        return {"error": f"{len(la)} vs {len(lb)} steps"}
+        return {"error": f"{len(la)} vs {len(lb)} steps ({len(a['grad_norms'])} vs {len(b['grad_norms'])} grad norms)"}
     if not la:
         return {"error": "no steps to compare"}
     dloss = [abs(x - y) for x, y in zip(la, lb)]
