@@ -121,27 +121,36 @@ def run_reference(spec, out_dir: str, dtype: str = "float32") -> Dict[str, objec
 
 
 def compare(a: Dict[str, object], b: Dict[str, object]) -> Optional[Dict[str, object]]:
-    """Largest differences between two runs: per-step loss, relative grad norm, final weights."""
+    """Largest differences between two runs: per-step loss, relative grad norm, final weights. A NaN
+    difference is the largest (compare_runs.largest), so within() sees it."""
+    from compare_runs import largest  # scripts/reference, on sys.path as for safetensors_io
     if not (a.get("ok") and b.get("ok")):
         return None
     la, lb = a["losses"], b["losses"]
-    if len(la) != len(lb):
-        return {"error": f"{len(la)} vs {len(lb)} steps"}
+    if len(la) != len(lb) or len(a["grad_norms"]) != len(b["grad_norms"]):
+        return {"error": f"{len(la)} vs {len(lb)} steps ({len(a['grad_norms'])} vs {len(b['grad_norms'])} grad norms)"}
+    if not la:
+        return {"error": "no steps to compare"}
     dloss = [abs(x - y) for x, y in zip(la, lb)]
     dnorm = [abs(x - y) / max(abs(y), 1e-30) for x, y in zip(a["grad_norms"], b["grad_norms"])]
     wa, wb = load_weights(a["weights_path"]), load_weights(b["weights_path"])
     if set(wa) != set(wb):
         return {"error": f"weight names differ: {sorted(set(wa) ^ set(wb))[:5]}"}
+    if not wa:
+        return {"error": "no weights to compare"}
     per_tensor = OrderedDict((n, float((wa[n].double() - wb[n].double()).abs().max())) for n in wa)
-    worst = max(per_tensor, key=per_tensor.get)
-    first = next((i for i, d in enumerate(dloss) if d > 0), None)
-    return {"max_dloss": max(dloss), "max_dloss_step": dloss.index(max(dloss)), "first_step_differing": first,
-            "final_dloss": dloss[-1], "max_dgrad_norm_rel": max(dnorm), "max_dweight": per_tensor[worst],
-            "max_dweight_tensor": worst, "dloss_per_step": dloss}
+    worst = largest(per_tensor)
+    step = largest(dict(enumerate(dloss)))
+    first = next((i for i, d in enumerate(dloss) if d != 0), None)  # NaN != 0: a NaN step differs
+    return {"max_dloss": dloss[step], "max_dloss_step": step, "first_step_differing": first,
+            "final_dloss": dloss[-1], "max_dgrad_norm_rel": dnorm[largest(dict(enumerate(dnorm)))],
+            "max_dweight": per_tensor[worst], "max_dweight_tensor": worst, "dloss_per_step": dloss}
 
 
 def within(cmp: Optional[Dict[str, object]], tol: Dict[str, float]) -> Optional[bool]:
+    """Every largest difference of compare() within its tolerance; NaN and inf never are."""
+    from compare_runs import within as le  # d <= tol for a finite d
     if not cmp or "error" in cmp:
         return None if not cmp else False
-    return (cmp["max_dloss"] <= tol["loss"] and cmp["max_dweight"] <= tol["weights"]
-            and cmp["max_dgrad_norm_rel"] <= tol["grad_norm_rel"])
+    return (le(cmp["max_dloss"], tol["loss"]) and le(cmp["max_dweight"], tol["weights"])
+            and le(cmp["max_dgrad_norm_rel"], tol["grad_norm_rel"]))

@@ -160,8 +160,9 @@ class CudaEngine(unittest.TestCase):
             with self.subTest(name):
                 _, got, log = self.train("bf16_" + name, extra)
                 self.assertIn("compute BFloat16", log)
-                dloss = max(abs(a["loss"] - b["loss"]) for a, b in zip(got, cpu))
-                dnorm = max(abs(a["grad_norm"] - b["grad_norm"]) / b["grad_norm"] for a, b in zip(got, cpu))
+                dloss = ts.largest_diff((abs(a["loss"] - b["loss"]) for a, b in zip(got, cpu)), f"bf16 {name} loss")
+                dnorm = ts.largest_diff((abs(a["grad_norm"] - b["grad_norm"]) / b["grad_norm"]
+                                         for a, b in zip(got, cpu)), f"bf16 {name} grad_norm")
                 print(f"\n[bf16 {name}] vs accel bf16 on the CPU: max |dloss| {dloss:.3e}, grad norm rel {dnorm:.3e}")
                 self.assertLessEqual(dloss, BF16_LOSS_TOL)
                 self.assertLessEqual(dnorm, BF16_NORM_RTOL)
@@ -175,7 +176,7 @@ class CudaEngine(unittest.TestCase):
         _, cpu, _ = self.train("cpu_fp16_zero3", sets, device="cpu")
         _, got, _ = self.train("fp16_zero3", sets)
         self.assertEqual([r["loss_scale"] for r in got], [r["loss_scale"] for r in cpu])
-        dloss = max(abs(a["loss"] - b["loss"]) for a, b in zip(got, cpu))
+        dloss = ts.largest_diff((abs(a["loss"] - b["loss"]) for a, b in zip(got, cpu)), "fp16 zero3 loss")
         print(f"\n[fp16 zero3] vs accel fp16 on the CPU: max |dloss| {dloss:.3e}")
         self.assertLessEqual(dloss, BF16_LOSS_TOL)
 

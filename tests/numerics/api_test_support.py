@@ -8,7 +8,7 @@ import struct
 
 import torch
 
-from trainer_test_support import ACCEL, read_metrics, run, write_job
+from trainer_test_support import ACCEL, largest_diff, read_metrics, run, write_job
 
 _DTYPES = {"F32": torch.float32, "I64": torch.int64}
 
@@ -54,14 +54,16 @@ def launch_program(tmp, name, program, world, micro, accum, steps, strategy):
 
 def check_against_reference(test, name, out, ref_losses, ref_weights, loss_rtol, weight_atol):
     """Asserts on `test` that the run in `out` has the reference's step count and tensor names, its
-    per-step losses within loss_rtol (relative) and its final weights within weight_atol (absolute);
-    returns (largest relative loss difference, largest absolute weight difference)."""
+    per-step losses within loss_rtol (relative) and its final weights within weight_atol (absolute),
+    a NaN or inf difference failing (largest_diff); returns (largest relative loss difference,
+    largest absolute weight difference)."""
     losses = [r["loss"] for r in read_metrics(out)]
     test.assertEqual(len(losses), len(ref_losses))
-    loss_diff = max(abs(a - b) / abs(b) for a, b in zip(losses, ref_losses))
+    loss_diff = largest_diff((abs(a - b) / abs(b) for a, b in zip(losses, ref_losses)), f"{name}: relative loss diff")
     weights = read_safetensors(os.path.join(out, "model.safetensors"))
     test.assertEqual(sorted(weights), sorted(ref_weights))
-    weight_diff = max((weights[k] - ref_weights[k]).abs().max().item() for k in weights)
+    weight_diff = largest_diff(((weights[k] - ref_weights[k]).abs().max().item() for k in weights),
+                               f"{name}: weight diff")
     test.assertLessEqual(loss_diff, loss_rtol, f"{name}: losses {losses} vs {ref_losses}")
     test.assertLessEqual(weight_diff, weight_atol, name)
     return loss_diff, weight_diff

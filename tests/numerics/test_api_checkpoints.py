@@ -28,7 +28,7 @@ import torch
 
 import trainer_test_support as ts
 from api_test_support import read_safetensors
-from trainer_test_support import ACCEL, ROOT, describe, read_metrics, run, write_job
+from trainer_test_support import ACCEL, ROOT, describe, largest_diff, read_metrics, run, write_job
 
 PROGRAM = os.environ.get("ACCEL_RESUME_PROGRAM") or os.path.join(ROOT, "build", "tests", "api",
                                                                   "accel_test_resume_program")
@@ -88,11 +88,13 @@ def compare(test, out, ref_metrics, ref_weights):
     metrics = read_metrics(out)
     test.assertEqual([r["step"] for r in metrics], list(range(SAVE_AT + 1, STEPS + 1)))
     ref = {r["step"]: r for r in ref_metrics}
-    loss = max(abs(r["loss"] - ref[r["step"]]["loss"]) / abs(ref[r["step"]]["loss"]) for r in metrics)
+    loss = largest_diff((abs(r["loss"] - ref[r["step"]]["loss"]) / abs(ref[r["step"]]["loss"]) for r in metrics),
+                        "relative loss diff")
     test.assertEqual([r["lr"] for r in metrics], [ref[r["step"]]["lr"] for r in metrics])  # the schedule object
     weights = read_safetensors(os.path.join(out, "model.safetensors"))
     test.assertEqual(sorted(weights), sorted(ref_weights))
-    weight = max((weights[k].double() - ref_weights[k].double()).abs().max().item() for k in weights)
+    weight = largest_diff(((weights[k].double() - ref_weights[k].double()).abs().max().item() for k in weights),
+                          "weight diff")
     return loss, weight
 
 
@@ -149,7 +151,7 @@ class ResumeElsewhere(unittest.TestCase):
                     metrics = read_metrics(out)
                     first_loss = metrics[0]["loss"]
                     ref_loss = ref_metrics[SAVE_AT]["loss"]
-                    worst[name] = (abs(first_loss - ref_loss) / abs(ref_loss), None)
+                    worst[name] = (largest_diff([abs(first_loss - ref_loss) / abs(ref_loss)], name), None)
                     self.assertGreater(worst[name][0], CONTROL_MIN_LOSS_RDIFF, f"{name}: the comparison cannot fail")
             print("\nresumed from zero_stage 2 world 2 at step 4: largest relative loss / absolute weight difference "
                   "against the uninterrupted run:")

@@ -59,8 +59,10 @@ class MixedPrecisionAgreement(unittest.TestCase):
 
     def assert_close(self, got, ref, loss_tol, norm_rel_tol, what):
         self.assertEqual(len(got), STEPS)
-        dloss = max(abs(a["loss"] - b["loss"]) for a, b in zip(got, ref))
-        dnorm = max(abs(a["grad_norm"] - b["grad_norm"]) / b["grad_norm"] for a, b in zip(got, ref))
+        self.assertEqual(len(ref), STEPS)
+        dloss = ts.largest_diff((abs(a["loss"] - b["loss"]) for a, b in zip(got, ref)), f"{what}: loss")
+        dnorm = ts.largest_diff((abs(a["grad_norm"] - b["grad_norm"]) / b["grad_norm"] for a, b in zip(got, ref)),
+                                f"{what}: grad_norm")
         print(f"\n[{what}] max |dloss| {dloss:.3e}, max grad_norm rel diff {dnorm:.3e}")
         self.assertLessEqual(dloss, loss_tol, what)
         self.assertLessEqual(dnorm, norm_rel_tol, what)

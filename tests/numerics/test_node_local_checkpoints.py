@@ -70,8 +70,9 @@ class _Base(unittest.TestCase):
         ma = {r["step"]: r for r in ts.without_timing(ts.read_metrics(a))}
         mb = {r["step"]: r for r in ts.without_timing(ts.read_metrics(b))}
         wa, wb = (safetensors_io.load_file(os.path.join(o, "weights.safetensors")) for o in (a, b))
-        d_loss = max(abs(ma[s]["loss"] - mb[s]["loss"]) for s in steps)
-        d_w = max(float((wa[n].double() - wb[n].double()).abs().max()) for n in wa)
+        self.assertEqual(sorted(wa), sorted(wb), f"{label}: weight names")
+        d_loss = ts.largest_diff((abs(ma[s]["loss"] - mb[s]["loss"]) for s in steps), f"{label}: loss")
+        d_w = ts.largest_diff((float((wa[n].double() - wb[n].double()).abs().max()) for n in wa), f"{label}: weights")
         print(f"\n[{label}] steps {steps[0]}..{steps[-1]}: max |dloss| {d_loss:.3e}, max |dw| {d_w:.3e}")
         if tol == 0.0:
             self.assertEqual([ma[s] for s in steps], [mb[s] for s in steps], f"{label}: metrics differ")

@@ -19,7 +19,7 @@ import tempfile
 import unittest
 
 from api_test_support import check_against_reference, launch_program, program_job, read_safetensors
-from trainer_test_support import ACCEL, describe, read_metrics, run, write_job, ROOT
+from trainer_test_support import ACCEL, describe, largest_diff, read_metrics, run, write_job, ROOT
 
 EXAMPLE = os.environ.get("ACCEL_EXAMPLE_CNN") or os.path.join(ROOT, "build", "examples", "cnn", "accel_example_cnn")
 STEPS = 16
@@ -90,12 +90,13 @@ class CnnAgreement(unittest.TestCase):
         _, buffers = split(tensors)
         _, ref_buffers = split(ref)
         self.assertEqual(sorted(buffers), sorted(ref_buffers))
-        worst = 0.0
+        diffs = []
         for k, v in buffers.items():
             if k.endswith(".num_batches_tracked"):
                 self.assertEqual(v.item(), ref_buffers[k].item(), f"{name}: {k}")
                 continue
-            worst = max(worst, ((v - ref_buffers[k]).abs() / ref_buffers[k].abs().clamp_min(1)).max().item())
+            diffs.append(((v - ref_buffers[k]).abs() / ref_buffers[k].abs().clamp_min(1)).max().item())
+        worst = largest_diff(diffs, f"{name}: running statistics")
         self.assertLessEqual(worst, BUFFER_RTOL, name)
         return worst
 
@@ -122,7 +123,8 @@ class CnnAgreement(unittest.TestCase):
                     tensors = read_safetensors(os.path.join(out, "model.safetensors"))
                     params, _ = split(tensors)
                     ref_params, _ = split(ref_tensors)
-                    weight_diff = max((params[k] - ref_params[k]).abs().max().item() for k in params)
+                    weight_diff = largest_diff(((params[k] - ref_params[k]).abs().max().item() for k in params),
+                                               f"{name}: parameters")
                     worst[name] = (loss_diff, weight_diff, self.check_buffers(name, tensors, ref_tensors))
 
             # The negative control: per-rank batch statistics are another network.
@@ -130,21 +132,23 @@ class CnnAgreement(unittest.TestCase):
             self.assertEqual(proc.returncode, 0, describe(proc))
             losses = [r["loss"] for r in read_metrics(out)]
             ref_losses = refs[1][0]
-            miss = max(abs(a - b) / abs(b) for a, b in zip(losses, ref_losses))
+            self.assertEqual(len(losses), len(ref_losses), "local_bn steps")
+            miss = largest_diff((abs(a - b) / abs(b) for a, b in zip(losses, ref_losses)), "local_bn loss")
             self.assertGreater(miss, LOCAL_BN_MIN_MISS, f"plain BatchNorm2d at world 2 matched world 1: {losses}")
             with self.assertRaises(AssertionError):
                 check_against_reference(self, "local_bn", out, ref_losses, refs[1][1], LOSS_RTOL, WEIGHT_ATOL)
             # What it is instead: each rank normalises its own 4 rows, as world 1 does with 2 micro-steps
             # of 4 rows, so its losses and weights are those (not its buffers: rank 0's saw only its rows).
-            local_miss = max(abs(a - b) / abs(b) for a, b in zip(losses, refs[2][0]))
+            local_miss = largest_diff((abs(a - b) / abs(b) for a, b in zip(losses, refs[2][0])), "local_bn loss")
             local_params, _ = split(read_safetensors(os.path.join(out, "model.safetensors")))
             accum_params, _ = split(refs[2][1])
-            local_weights = max((local_params[k] - accum_params[k]).abs().max().item() for k in local_params)
+            local_weights = largest_diff(((local_params[k] - accum_params[k]).abs().max().item() for k in local_params),
+                                         "local_bn parameters")
             self.assertLessEqual(local_miss, LOSS_RTOL)
             self.assertLessEqual(local_weights, WEIGHT_ATOL)
 
             # Why accumulation has its own reference: BatchNorm over 4 rows is another function than over 8.
-            apart = max(abs(a - b) / abs(b) for a, b in zip(refs[2][0], refs[1][0]))
+            apart = largest_diff((abs(a - b) / abs(b) for a, b in zip(refs[2][0], refs[1][0])), "world 1 micro 4 x 2")
             print("\nlargest difference against world 1: relative loss / absolute weight / relative running stats")
             for name, (l, w, b) in worst.items():
                 print(f"  {name:18s} {l:.3g} {w:.3g} {b:.3g}")
@@ -187,6 +191,7 @@ class CnnBf16(unittest.TestCase):
             self.assertEqual(proc.returncode, 0, describe(proc))
             self.assertIn("compute BFloat16", proc.stdout + proc.stderr)
             ref_losses = [r["loss"] for r in read_metrics(ref_out)]
+            self.assertEqual(len(ref_losses), self.BF16_STEPS)
             ref = read_safetensors(os.path.join(ref_out, "model.safetensors"))
             worst = {}
             for name, strategy in [("ddp", DDP), ("zero2", zero(2)), ("full_shard", fsdp("FULL_SHARD"))]:
@@ -200,7 +205,8 @@ class CnnBf16(unittest.TestCase):
                     self.assertEqual(sorted(weights), sorted(ref))
                     num = sum(((weights[k].double() - ref[k].double()) ** 2).sum().item() for k in ref)
                     den = sum((ref[k].double() ** 2).sum().item() for k in ref)
-                    worst[name] = (max(abs(a - b) / b for a, b in zip(losses, ref_losses)), (num / den) ** 0.5)
+                    worst[name] = (largest_diff((abs(a - b) / b for a, b in zip(losses, ref_losses)), name),
+                                   (num / den) ** 0.5)
                     self.assertLessEqual(worst[name][0], self.LOSS_RTOL, f"{losses} vs {ref_losses}")
                     self.assertLessEqual(worst[name][1], self.WEIGHT_RNORM)
             print("\nbf16: largest relative loss difference / relative weight-difference norm against bf16 at world 1:")

@@ -26,7 +26,7 @@ import unittest
 import torch
 
 from api_test_support import check_against_reference, program_job, read_safetensors
-from trainer_test_support import ACCEL, ROOT, clean_env, describe, read_metrics, run, write_job
+from trainer_test_support import ACCEL, ROOT, clean_env, describe, largest_diff, read_metrics, run, write_job
 
 EXAMPLE = os.environ.get("ACCEL_EXAMPLE_LLAMA") or os.path.join(ROOT, "build", "examples", "llama",
                                                                 "accel_example_llama")
@@ -236,7 +236,8 @@ class LlamaBf16(unittest.TestCase):
             ref_losses = [r["loss"] for r in read_metrics(ref_out)]
             ref = read_safetensors(os.path.join(ref_out, "model.safetensors"))  # the fp32 masters
             self.assertTrue(all(t.dtype == torch.float32 for t in ref.values()))
-            to_fp32 = max(abs(a - b) / b for a, b in zip(ref_losses, losses32))
+            self.assertEqual((len(ref_losses), len(losses32)), (STEPS, STEPS))
+            to_fp32 = largest_diff((abs(a - b) / b for a, b in zip(ref_losses, losses32)), "bf16 vs fp32 at world 1")
             self.assertGreater(to_fp32, 0)  # bf16 is in effect
             self.assertLess(to_fp32, 5e-3)  # and trains as fp32 does, within about one bf16 step
             worst = {"world1_vs_fp32": (to_fp32, rnorm(ref, read_safetensors(os.path.join(out32, "model.safetensors"))))}
@@ -252,7 +253,8 @@ class LlamaBf16(unittest.TestCase):
                     self.assertEqual(len(losses), STEPS)
                     weights = read_safetensors(os.path.join(out, "model.safetensors"))
                     self.assertEqual(sorted(weights), sorted(ref))
-                    worst[name] = (max(abs(a - b) / b for a, b in zip(losses, ref_losses)), rnorm(weights, ref))
+                    worst[name] = (largest_diff((abs(a - b) / b for a, b in zip(losses, ref_losses)), name),
+                                   rnorm(weights, ref))
                     self.assertLessEqual(worst[name][0], self.LOSS_RTOL, f"{losses} vs {ref_losses}")
                     self.assertLessEqual(worst[name][1], self.WEIGHT_RNORM)
             print("\nbf16: largest relative loss difference / relative weight-difference norm against bf16 at world 1:")

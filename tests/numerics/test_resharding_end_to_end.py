@@ -102,12 +102,14 @@ class ReshardResume(_Base):
         a = {r["step"]: r for r in ts.read_metrics(out_a)}
         b = {r["step"]: r for r in ts.read_metrics(out_b)}
         self.assertEqual(sorted(b), list(range(self.AT, self.STEPS)), f"{label}: resumed steps")
-        d_loss = max(abs(a[s]["loss"] - b[s]["loss"]) for s in b)
-        d_lr = max(abs(a[s]["lr"] - b[s]["lr"]) for s in b)
-        d_gn = max(abs(a[s]["grad_norm"] - b[s]["grad_norm"]) / a[s]["grad_norm"] for s in b)
+        d_loss = ts.largest_diff((abs(a[s]["loss"] - b[s]["loss"]) for s in b), f"{label}: loss")
+        d_lr = ts.largest_diff((abs(a[s]["lr"] - b[s]["lr"]) for s in b), f"{label}: lr")
+        d_gn = ts.largest_diff((abs(a[s]["grad_norm"] - b[s]["grad_norm"]) / a[s]["grad_norm"] for s in b),
+                               f"{label}: grad_norm")
         wa_, wb_ = (safetensors_io.load_file(os.path.join(o, "weights.safetensors")) for o in (out_a, out_b))
         self.assertEqual(list(wa_), list(wb_), f"{label}: weight names")
-        d_w = max(float((wa_[n].double() - wb_[n].double()).abs().max()) for n in wa_)
+        d_w = ts.largest_diff((float((wa_[n].double() - wb_[n].double()).abs().max()) for n in wa_),
+                              f"{label}: weights")
         print(f"\n[{label}] steps {self.AT}..{self.STEPS - 1} vs uninterrupted: max |dloss| {d_loss:.3e}, "
               f"max |dlr| {d_lr:.3e}, max grad_norm rel {d_gn:.3e}, max |dw| {d_w:.3e}")
         self.assertEqual(d_lr, 0.0, f"{label}: the schedule differs after the resume")

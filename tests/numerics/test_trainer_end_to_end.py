@@ -116,7 +116,7 @@ class _ReferenceBase(_Base):
         got_eval = {r["step"]: r["eval_loss"] for r in got if "eval_loss" in r}
         self.assertEqual(sorted(ref_eval), [4, 9, 14], "reference eval steps")
         self.assertEqual(sorted(got_eval), sorted(ref_eval), f"{label}: eval steps differ")
-        d_eval = max(abs(got_eval[s] - ref_eval[s]) for s in ref_eval)
+        d_eval = ts.largest_diff((abs(got_eval[s] - ref_eval[s]) for s in ref_eval), f"{label}: eval_loss")
         print(f"\n[{label}: world {world}, micro {micro}, accum {accum}] vs reference {os.path.basename(ref_dir)}:\n"
               f"{cmp.stdout.strip()}\neval_loss: {len(ref_eval)} evals, max |deval| {d_eval:.3e}")
         self.assertEqual(cmp.returncode, 0, f"{label}: compare_runs over tolerance\n{cmp.stdout}{cmp.stderr}")

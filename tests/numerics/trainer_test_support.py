@@ -4,6 +4,7 @@ Runs the built executable (env ACCEL_BINARY, else build/accel) and the Python re
 scripts/reference with accel's Python environment (ACCEL_PYTHON). Job files are written as plain block YAML.
 """
 import json
+import math
 import os
 import socket
 import subprocess
@@ -170,6 +171,20 @@ def reference_train(job_path, out_dir, init_weights, world, micro, accum):
 def compare_runs(a, b, loss_tol, weight_tol):
     return run([PY, os.path.join(REF, "compare_runs.py"), a, b, "--loss-tol", repr(loss_tol),
                 "--weight-tol", repr(weight_tol)])
+
+
+def largest_diff(diffs, what="difference"):
+    """The largest of `diffs` (numbers, e.g. a generator of per-step or per-tensor differences).
+    Raises AssertionError, a test failure, when one is NaN or infinite or when there is none: plain
+    max() keeps a NaN only in first place (every comparison with NaN is False) and passes over a
+    later one, and assertLessEqual(inf, tol) would fail but assertGreater(inf, floor) would not."""
+    values = [float(d) for d in diffs]
+    if not values:
+        raise AssertionError(f"{what}: nothing to compare")
+    bad = [(i, v) for i, v in enumerate(values) if not math.isfinite(v)]
+    if bad:
+        raise AssertionError(f"{what}: not finite (position, value) {bad[:5]} of {len(values)}")
+    return max(values)
 
 
 def read_metrics(run_dir):

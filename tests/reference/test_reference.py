@@ -23,6 +23,7 @@ sys.path.insert(0, REF)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+import compare_runs  # noqa: E402
 import gpt_model  # noqa: E402
 import make_tokens  # noqa: E402
 import reference_train as rt  # noqa: E402
@@ -285,7 +286,9 @@ class OptimizerTest(unittest.TestCase):
         self.assertLess(abs(a["metrics"][0]["grad_norm"] - norm), 1e-10)
         self.assertLess(abs(b["metrics"][0]["grad_norm"] - norm), 1e-10)
         self.assertGreater(norm, 1e-3)
-        diff = max(float((a["weights"][n] - b["weights"][n]).abs().max()) for n in a["weights"])
+        diffs = {n: float((a["weights"][n] - b["weights"][n]).abs().max()) for n in a["weights"]}
+        diff = diffs[compare_runs.largest(diffs)]  # NaN-safe: a NaN is the largest
+        self.assertTrue(math.isfinite(diff), diffs)
         self.assertGreater(diff, 0.0)  # clipping changed the update
 
 
@@ -374,7 +377,8 @@ class CliTest(unittest.TestCase):
             try:
                 import yaml  # noqa: F401
             except ImportError:
-                return
+                self.skipTest("python3-yaml is not importable: --job not checked (the flag and init-file parts "
+                              "above passed)")
             job = os.path.join(d, "job.yaml")
             with open(job, "w") as f:
                 f.write(f"""backend: fsdp
