@@ -11,7 +11,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 packages=(
-  build-essential cmake ccache git pkg-config
+  build-essential cmake ninja-build ccache git pkg-config
   libyaml-cpp-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
   libgloo-dev             # Gloo's headers only, for c10d's ProcessGroupGloo.hpp (the wheel ships none); never linked
   catch2                  # test framework, run through ctest

@@ -210,7 +210,10 @@ class NcclCommunicator final : public Communicator {
  private:
   template <typename Issue>
   WorkPtr issue(const char* op, Issue&& call, std::function<void()> finish) {
-    const std::string what = std::string(op) + " on " + rank_of_world(rank_, size_) + " (nccl, " + device_.str() + ")";
+    // Appended piece by piece: GCC 12 misreads the chain of temporaries of `std::string(op) + ...`
+    // here as a copy past a string's end (-Warray-bounds).
+    std::string what = op;
+    what.append(" on ").append(rank_of_world(rank_, size_)).append(" (nccl, ").append(device_.str()).append(")");
     try {
       return std::make_shared<NcclWork>(call(), what, std::move(finish));
     } catch (const std::exception& e) {

@@ -57,8 +57,13 @@ inline const char* kPython = ACCEL_TEST_PYTHON;
 // Runs tests/train/data/reference_data.py with `args`; exit_code -1 when Python is missing.
 inline CommandResult run_reference(const std::string& args) {
   if (!std::ifstream(kPython)) return {};
-  return run_command(std::string(kPython) + " " + shell_quote(std::string(ACCEL_SOURCE_DIR) +
-                                                                "/tests/train/data/reference_data.py") + " " + args);
+  // Appended piece by piece: GCC 12 misreads `std::string(literal) + ...` chains of long literals as
+  // copies past a string's end (-Warray-bounds).
+  std::string script = ACCEL_SOURCE_DIR;
+  script.append("/tests/train/data/reference_data.py");
+  std::string command = kPython;
+  command.append(" ").append(shell_quote(script)).append(" ").append(args);
+  return run_command(command);
 }
 
 }  // namespace accel::test

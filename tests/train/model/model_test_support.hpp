@@ -38,7 +38,13 @@ inline std::string model_test_dir() { return ACCEL_MODEL_TEST_DIR; }
 
 // Runs `script` (a file of this directory) with `args` under Debian's Python.
 inline CommandResult run_python_script(const std::string& script, const std::string& args) {
-  return run_command(std::string(ACCEL_TEST_PYTHON) + " " + shell_quote(model_test_dir() + "/" + script) + " " + args);
+  // Appended piece by piece: GCC 12 misreads `std::string(literal) + ...` chains of long literals as
+  // copies past a string's end (-Warray-bounds).
+  std::string path = model_test_dir();
+  path.append("/").append(script);
+  std::string command = ACCEL_TEST_PYTHON;
+  command.append(" ").append(shell_quote(path)).append(" ").append(args);
+  return run_command(command);
 }
 
 }  // namespace accel::test
