@@ -21,14 +21,15 @@ macro(accel_prefer_torch_prefix torch_dir)
   endif()
 endmacro()
 
-# Call after find_package(Torch). Sets `ok` FALSE and `message` to what was found where when a
-# libtorch or libc10 in TORCH_LIBRARIES / TORCH_LIBRARY lies outside <torch prefix>/lib.
+# Call after find_package(Torch). Sets `ok` FALSE and `message` to what was found where when one
+# of torch's own libraries (libtorch*, libc10*, libkineto) in TORCH_LIBRARIES / TORCH_LIBRARY lies
+# outside <torch prefix>/lib. (The CUDA libraries TORCH_LIBRARIES names, nvrtc, are the toolkit's.)
 function(accel_check_torch_libraries ok message)
   accel_torch_prefix_of("${Torch_DIR}" prefix)
   get_filename_component(want "${prefix}/lib" REALPATH)
   set(strays "")
-  foreach(lib IN LISTS TORCH_LIBRARIES TORCH_LIBRARY C10_LIBRARY)
-    if(IS_ABSOLUTE "${lib}" AND lib MATCHES "/lib(torch|c10)[^/]*\\.so")
+  foreach(lib IN LISTS TORCH_LIBRARIES TORCH_LIBRARY)
+    if(IS_ABSOLUTE "${lib}" AND lib MATCHES "/lib(torch|c10|kineto)[^/]*\\.so")
       get_filename_component(dir "${lib}" DIRECTORY)
       get_filename_component(dir "${dir}" REALPATH)
       if(NOT dir STREQUAL want)
@@ -43,7 +44,7 @@ function(accel_check_torch_libraries ok message)
     set(${message} "the torch found at ${Torch_DIR} (headers and libraries in ${want}) came with libraries "
                    "from another torch: ${strays}. Another libtorch on the system's library path (Debian's "
                    "python3-torch puts one in /usr/lib) was found first. Remove those entries from the CMake "
-                   "cache (C10_LIBRARY, TORCH_LIBRARY) and configure again, or uninstall the other libtorch."
+                   "cache (c10_LIBRARY, kineto_LIBRARY, TORCH_LIBRARY) and configure again, or uninstall the other libtorch."
         PARENT_SCOPE)
   else()
     set(${ok} TRUE PARENT_SCOPE)

@@ -91,26 +91,38 @@ for dir in "$src"/examples/*/; do
   echo "examples/$name: built against the installed tree, 2 steps run"
 done
 echo "== 6. a decoy libtorch on the system library path"
-decoy="$work/decoy/lib"; mkdir -p "$decoy"
+decoy="$work/decoy/lib"; mkdir -p "$decoy" "$work/decoy/kineto"
 echo 'int accel_decoy_libtorch_1_13(void) { return 113; }' > "$work/decoy/decoy.c"
-for lib in torch torch_cpu c10 kineto; do cc -shared -fPIC -o "$decoy/lib$lib.so" "$work/decoy/decoy.c"; done
+for lib in torch torch_cpu c10; do cc -shared -fPIC -o "$decoy/lib$lib.so" "$work/decoy/decoy.c"; done
+cc -shared -fPIC -o "$work/decoy/kineto/libkineto.so" "$work/decoy/decoy.c"
 torch_dir=$(sed -n 's/^Torch_DIR:PATH=//p' "$build/CMakeCache.txt")
 [ -n "$torch_dir" ] || fail "no Torch_DIR in $build/CMakeCache.txt"
-cmake -S "$src/examples/minimal" -B "$work/minimal_decoy" -DCMAKE_BUILD_TYPE=RelWithDebInfo $launcher \
-      -Daccel_DIR="$work/prefix/lib/cmake/accel" -DTorch_DIR="$torch_dir" -DCMAKE_SYSTEM_LIBRARY_PATH="$decoy" \
-      > "$work/configure_decoy.log" 2>&1 || { cat "$work/configure_decoy.log"; fail "configure beside a decoy libtorch"; }
-if grep -q "$decoy" "$work/minimal_decoy/CMakeCache.txt"; then
-  grep "$decoy" "$work/minimal_decoy/CMakeCache.txt"; fail "the decoy libtorch was found"
+configure_minimal() {  # <build dir> <log> [cmake args...]: examples/minimal against the installed tree
+  local dir=$1 log=$2; shift 2
+  cmake -S "$src/examples/minimal" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo $launcher \
+        -Daccel_DIR="$work/prefix/lib/cmake/accel" -DTorch_DIR="$torch_dir" "$@" > "$log" 2>&1
+}
+# (a) libtorch, libtorch_cpu and libc10 where Debian's are: not found; the program links the wheel's.
+configure_minimal "$work/minimal_decoy" "$work/configure_decoy.log" -DCMAKE_SYSTEM_LIBRARY_PATH="$decoy" ||
+  { cat "$work/configure_decoy.log"; fail "configure beside a decoy libtorch"; }
+if grep -E "^[A-Za-z0-9_]+_LIBRARY:FILEPATH=$decoy" "$work/minimal_decoy/CMakeCache.txt"; then
+  fail "the decoy libtorch was found (above: the cache entries that name it)"
 fi
+grep -q "^c10_LIBRARY:FILEPATH=$(dirname "$(dirname "$(dirname "$torch_dir")")")/lib/libc10.so" "$work/minimal_decoy/CMakeCache.txt" ||
+  { grep '^c10_LIBRARY' "$work/minimal_decoy/CMakeCache.txt"; fail "libc10 is not the wheel's"; }
 cmake --build "$work/minimal_decoy" -j 1 > "$work/build_decoy.log" 2>&1 || { tail -30 "$work/build_decoy.log"; fail "build beside a decoy libtorch"; }
-if grep -rq "$decoy" "$work/minimal_decoy/CMakeFiles/accel_example_minimal.dir/link.txt"; then fail "linked against the decoy"; fi
-if ldd "$work/minimal_decoy/accel_example_minimal" | grep -q "$decoy"; then fail "loads the decoy"; fi
-if cmake -S "$src/examples/minimal" -B "$work/minimal_decoy_forced" -Daccel_DIR="$work/prefix/lib/cmake/accel" \
-         -DTorch_DIR="$torch_dir" -DC10_LIBRARY="$decoy/libc10.so" > "$work/configure_decoy_forced.log" 2>&1; then
-  fail "a decoy libc10 in the cache was accepted"
-fi
-grep -q "$decoy/libc10.so" "$work/configure_decoy_forced.log" ||
-  { cat "$work/configure_decoy_forced.log"; fail "the refusal does not name the decoy"; }
-echo "decoy libtorch: not found beside the wheel's torch; forced into the cache, refused at configure time"
+if ldd "$work/minimal_decoy/accel_example_minimal" | grep -q "$work/decoy"; then fail "loads the decoy"; fi
+# (b) a decoy already in the cache (an earlier configure found it), and (c) a kineto, which the
+# wheel does not ship, so the system's is all TorchConfig can find: refused, naming the library.
+refused() {  # <name> <decoy library> [cmake args...]
+  local name=$1 lib=$2; shift 2
+  if configure_minimal "$work/minimal_decoy_$name" "$work/configure_decoy_$name.log" "$@"; then
+    fail "a decoy $lib was accepted ($name)"
+  fi
+  grep -q "$lib" "$work/configure_decoy_$name.log" || { cat "$work/configure_decoy_$name.log"; fail "the refusal does not name $lib"; }
+}
+refused cached "$decoy/libc10.so" -Dc10_LIBRARY="$decoy/libc10.so"
+refused kineto "$work/decoy/kineto/libkineto.so" -DCMAKE_SYSTEM_LIBRARY_PATH="$work/decoy/kineto"
+echo "decoy libtorch: not found beside the wheel's torch; a stray one in the cache or a system kineto is refused at configure time"
 
 echo "package: install, find_package from both trees, bitwise-equal run, torch version check, every example, decoy torch: ok"
