@@ -7,7 +7,6 @@
 #include "cli/launch_support.hpp"
 #include "runtime/launch/gpu_probe.hpp"
 #include "runtime/common/wall_clock.hpp"
-#include "runtime/launch/worker_program.hpp"
 
 namespace accel::cli {
 
@@ -43,8 +42,7 @@ void add_bench_command(CLI::App& app) {
                                    launch::visible_cuda_gpus());
     nlohmann::json options = {{"launch_start_ns", start}};
     if (!o->json.empty()) options["json"] = std::filesystem::absolute(o->json).string();
-    launch_job(loaded, {launch::worker_program_path(), "run"},
-               {{"ACCEL_WORKER_TASK", "launch-probe"}, {"ACCEL_WORKER_OPTIONS", options.dump()}});
+    launch_worker_task(loaded, "launch-probe", options.dump());
   });
 
   comm->callback([o] {
@@ -52,8 +50,7 @@ void add_bench_command(CLI::App& app) {
                                    launch::visible_cuda_gpus());
     nlohmann::json options = {{"min_bytes", o->min_bytes}, {"max_bytes", o->max_bytes}, {"iters", o->iters}};
     if (!o->json.empty()) options["json"] = std::filesystem::absolute(o->json).string();
-    launch_job(loaded, {launch::worker_program_path(), "run"},
-               {{"ACCEL_WORKER_TASK", "comm-bench"}, {"ACCEL_WORKER_OPTIONS", options.dump()}});
+    launch_worker_task(loaded, "comm-bench", options.dump());
   });
 }
 

@@ -20,7 +20,6 @@
 #include "runtime/config/dump.hpp"
 #include "runtime/config/schema.hpp"
 #include "runtime/launch/gpu_probe.hpp"
-#include "runtime/launch/worker_program.hpp"
 #include "runtime/train/checkpoint/checkpoint_store.hpp"
 
 namespace accel::cli {
@@ -172,8 +171,7 @@ void add_launch_command(CLI::App& app) {
     }
     nlohmann::json options = {{"progress", isatty(STDOUT_FILENO) == 1}};
     if (!o->trace.empty()) options["trace"] = std::filesystem::absolute(o->trace).string();
-    launch_job(loaded, {launch::worker_program_path(), "run"},
-               {{"ACCEL_WORKER_TASK", "train"}, {"ACCEL_WORKER_OPTIONS", options.dump()}});
+    launch_worker_task(loaded, "train", options.dump());
   });
 }
 

@@ -2,7 +2,6 @@
 #include "cli/commands.hpp"
 #include "cli/launch_support.hpp"
 #include "runtime/launch/gpu_probe.hpp"
-#include "runtime/launch/worker_program.hpp"
 
 namespace accel::cli {
 
@@ -21,7 +20,7 @@ void add_test_command(CLI::App& app) {
   cmd->callback([o] {
     auto loaded = load_job_for_cli(o->file, o->overrides, /*allow_none=*/true, /*check_paths=*/true,
                                    launch::visible_cuda_gpus());
-    launch_job(loaded, {launch::worker_program_path(), "run"}, {{"ACCEL_WORKER_TASK", "comm-test"}});
+    launch_worker_task(loaded, "comm-test");
   });
 }
 

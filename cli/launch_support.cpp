@@ -11,6 +11,7 @@
 #include "runtime/launch/cluster_env.hpp"
 #include "runtime/launch/launch_plan.hpp"
 #include "runtime/launch/worker_env.hpp"
+#include "runtime/launch/worker_program.hpp"
 
 extern char** environ;
 
@@ -81,6 +82,12 @@ void launch_job(const config::LoadedJob& loaded, const std::vector<std::string>&
 
   auto result = launch::run_launch(plan);
   if (result.exit_code != 0) throw RunError(result.summary);
+}
+
+void launch_worker_task(const config::LoadedJob& job, const std::string& task, const std::string& options) {
+  std::map<std::string, std::string> env = {{"ACCEL_WORKER_TASK", task}};
+  if (!options.empty()) env["ACCEL_WORKER_OPTIONS"] = options;
+  launch_job(job, {launch::worker_program_path(), "run"}, env);
 }
 
 }  // namespace accel::cli

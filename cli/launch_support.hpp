@@ -14,4 +14,8 @@ namespace accel::cli {
 void launch_job(const config::LoadedJob& job, const std::vector<std::string>& worker_argv,
                 const std::map<std::string, std::string>& extra_env);
 
+// launch_job with accel-worker as every worker (`accel-worker run`), running `task` (train,
+// comm-test, comm-bench, launch-probe) with `options` (JSON text, ACCEL_WORKER_OPTIONS; "" for none).
+void launch_worker_task(const config::LoadedJob& job, const std::string& task, const std::string& options = "");
+
 }  // namespace accel::cli

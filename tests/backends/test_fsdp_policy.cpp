@@ -19,7 +19,7 @@ using namespace accel::config;
 
 namespace {
 
-JobConfig fsdp_job() { return accel::test::tiny_job(Backend::fsdp); }
+JobConfig fsdp_job() { return accel::test::tiny_job(accel::config::Backend::fsdp); }
 
 bool has_note(const FsdpPlan& plan, const std::string& text) {
   for (const auto& n : plan.notes)
