@@ -63,7 +63,10 @@ CapturedOutput run_captured(const std::vector<std::string>& argv, std::chrono::m
       ::kill(pid, SIGKILL);
       break;
     }
-    if (::poll(fds, 2, int(left.count())) < 0 && errno != EINTR) break;
+    if (::poll(fds, 2, int(left.count())) < 0 && errno != EINTR) {
+      ::kill(pid, SIGKILL);  // cannot read its output any more; do not wait on it forever
+      break;
+    }
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd < 0 || fds[i].revents == 0) continue;
       const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);

@@ -22,8 +22,11 @@ std::string worker_program_path() {
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   const fs::path dir = ec ? fs::path(".") : self.parent_path();
   const fs::path candidates[] = {dir / kWorkerProgramName, dir / ".." / "libexec" / "accel" / kWorkerProgramName};
-  for (const fs::path& p : candidates)
-    if (::access(p.c_str(), X_OK) == 0) return fs::weakly_canonical(p, ec).string();
+  for (const fs::path& p : candidates) {
+    if (::access(p.c_str(), X_OK) != 0) continue;
+    const fs::path tidy = fs::weakly_canonical(p, ec);  // ".../bin/../libexec/..." -> ".../libexec/..."
+    return ec ? p.string() : tidy.string();
+  }
   throw RunError(std::string("the worker program ") + kWorkerProgramName + " was not found (looked for " +
                  candidates[0].string() + " and " + candidates[1].string() +
                  "); build it (cmake --build build --target accel-worker; scripts/build.sh builds it with accel), "
