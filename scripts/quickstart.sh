@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's first command: installs dependencies, builds the accel executable (not the tests),
+# The README's first command: installs dependencies, builds accel and accel-worker (not the tests),
 # and launches the main job.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
