@@ -1,5 +1,9 @@
 #include "runtime/comm/rendezvous.hpp"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <unistd.h>
 
@@ -11,6 +15,7 @@
 #include <vector>
 
 #include "runtime/common/errors.hpp"
+#include "runtime/launch/rendezvous_listener.hpp"
 
 extern char** environ;
 
@@ -45,6 +50,27 @@ std::string seconds(std::chrono::milliseconds t) {
   return out.str();
 }
 
+// A copy of the launcher's listening socket for this process's store, or nullopt when `fd` is not a
+// listening socket on `port` (a worker started by hand with a stale variable binds the port itself).
+// The inherited descriptor is made close-on-exec, so programs rank 0 starts do not hold the port.
+std::optional<int> inherited_listener(int fd, int port) {
+  if (fd < 0 || fcntl(fd, F_GETFD) < 0) return std::nullopt;
+  fcntl(fd, F_SETFD, FD_CLOEXEC);
+  int listening = 0;
+  socklen_t len = sizeof listening;
+  sockaddr_storage addr{};
+  socklen_t addr_len = sizeof addr;
+  if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addr_len) != 0)
+    return std::nullopt;
+  const int bound = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                                : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  if (bound != port) return std::nullopt;
+  int copy = fcntl(fd, F_DUPFD_CLOEXEC, 3);  // the store closes what it is given; keep the original
+  if (copy < 0) return std::nullopt;
+  return copy;
+}
+
 }  // namespace
 
 std::map<std::string, std::string> process_environment() {
@@ -66,6 +92,7 @@ WorldInfo world_info_from_env(const std::map<std::string, std::string>& env) {
   w.machine_rank = env_int(env, "GROUP_RANK", 0);
   w.master_port = env_int(env, "MASTER_PORT", std::nullopt);
   w.restart_count = env_int(env, "ACCEL_RESTART_COUNT", 0);
+  w.rendezvous_fd = env_int(env, launch::kRendezvousFdVariable, -1);
   auto addr = env.find("MASTER_ADDR");
   if (addr != env.end() && !addr->second.empty()) w.master_addr = addr->second;
   if (w.world_size < 1 || w.rank < 0 || w.rank >= w.world_size)
@@ -82,6 +109,7 @@ Rendezvous::Rendezvous(const WorldInfo& world, std::chrono::milliseconds timeout
   options.isServer = world.rank == 0;
   options.waitWorkers = false;  // arrival is checked below, with a message naming who is missing
   options.timeout = timeout;
+  if (world.rank == 0) options.masterListenFd = inherited_listener(world.rendezvous_fd, world.master_port);
   try {
     store_ = c10::make_intrusive<c10d::TCPStore>(world.master_addr, options);
   } catch (const std::exception& e) {

@@ -24,13 +24,14 @@ struct WorldInfo {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   int restart_count = 0;
+  int rendezvous_fd = -1;  // rank 0: the launcher's listening socket for the store (ACCEL_RENDEZVOUS_FD)
 
   // Machine of a rank when every machine runs local_world_size workers.
   int machine_of(int some_rank) const { return some_rank / std::max(1, local_world_size); }
 };
 
 // Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,
-// ACCEL_RESTART_COUNT from `env`. Missing or malformed variables throw RunError naming them.
+// ACCEL_RESTART_COUNT and ACCEL_RENDEZVOUS_FD from `env`. Missing or malformed variables throw RunError naming them.
 WorldInfo world_info_from_env(const std::map<std::string, std::string>& env);
 std::map<std::string, std::string> process_environment();
 

@@ -94,7 +94,7 @@ const std::vector<std::string>& section_names() {
 
 const std::vector<std::string>& reserved_env_vars() {
   // The launcher's contract with workers: ACCEL_JOB (the resolved job file), ACCEL_RESTART_COUNT,
-  // ACCEL_WORKER_TASK and ACCEL_WORKER_OPTIONS (what `accel test` / `accel bench` ask of workers).
+  // ACCEL_RENDEZVOUS_FD (rank 0's inherited listening socket), ACCEL_WORKER_TASK and ACCEL_WORKER_OPTIONS (what `accel test` / `accel bench` ask of workers).
   // ACCEL_LOG_LEVEL: log verbosity. ACCEL_BUILD_DIR, ACCEL_BUILD_JOBS: used by scripts/.
   // ACCEL_PYTHON: the Python interpreter the reference checks run; ACCEL_VENV: where scripts/setup.sh
   // puts accel's Python environment (default ~/.cache/accel/venv-torch2.11).
@@ -103,7 +103,7 @@ const std::vector<std::string>& reserved_env_vars() {
   static const std::vector<std::string> names = {"ACCEL_JOB",          "ACCEL_RESTART_COUNT", "ACCEL_WORKER_TASK",
                                                  "ACCEL_WORKER_OPTIONS", "ACCEL_LOG_LEVEL",     "ACCEL_BUILD_DIR",
                                                  "ACCEL_BUILD_JOBS", "ACCEL_PYTHON",        "ACCEL_VENV",
-                                                 "ACCEL_FAULT",      "ACCEL_SHM_DISABLE"};
+                                                 "ACCEL_FAULT",      "ACCEL_SHM_DISABLE",   "ACCEL_RENDEZVOUS_FD"};
   return names;
 }
 

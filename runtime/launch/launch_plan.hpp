@@ -3,6 +3,7 @@
 // Environment contract for each worker (torchrun's names, documented in the README):
 //   RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK (= machine rank),
 //   MASTER_ADDR, MASTER_PORT, ACCEL_JOB (the resolved job file), ACCEL_RESTART_COUNT,
+//   ACCEL_RENDEZVOUS_FD (rank 0 only: the listening socket on MASTER_PORT, rendezvous_listener.hpp),
 //   OMP_NUM_THREADS = max(1, cores / workers on this machine) unless the user set it.
 #pragma once
 

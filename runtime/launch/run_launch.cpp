@@ -7,10 +7,10 @@
 #include <optional>
 #include <stdexcept>
 
-#include "runtime/launch/free_port.hpp"
 #include "runtime/launch/launch_plan.hpp"
 #include "runtime/launch/launch_summary.hpp"
 #include "runtime/launch/rank_logs.hpp"
+#include "runtime/launch/rendezvous_listener.hpp"
 #include "runtime/launch/signal_guard.hpp"
 #include "runtime/launch/worker_env.hpp"
 #include "runtime/launch/worker_group.hpp"
@@ -59,10 +59,18 @@ LaunchResult run_launch(const LaunchPlan& plan) {
   GroupSetup setup;
   setup.base_env = environment_map(environ);
   setup.cores = available_cores();
-  try {
-    setup.master_port = plan.master_port != 0 ? plan.master_port : pick_free_port();
-  } catch (const std::runtime_error& e) {
-    return failed(e.what());
+  // The launcher that runs rank 0 holds the port for the whole launch (every generation's rank 0
+  // accepts on it); the others only connect to it.
+  std::optional<RendezvousListener> listener;
+  setup.master_port = plan.master_port;
+  if (plan.rank_offset == 0) {
+    try {
+      listener.emplace(plan.master_port);
+    } catch (const std::runtime_error& e) {
+      return failed(e.what());
+    }
+    setup.master_port = listener->port();
+    setup.rendezvous_fd = listener->fd();
   }
   try {
     EnvMap env = worker_environment(plan, 0, 0, setup.master_port, setup.base_env, setup.cores);

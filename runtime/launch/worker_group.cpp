@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "runtime/launch/process_state.hpp"
+#include "runtime/launch/rendezvous_listener.hpp"
 #include "runtime/launch/signal_names.hpp"
 #include "runtime/launch/worker_process.hpp"
 
@@ -79,9 +80,13 @@ class WorkerGroup {
       worker.rank = plan_.rank_offset + static_cast<int>(i);
       EnvMap env = worker_environment(plan_, static_cast<int>(i), setup_.restart_count, setup_.master_port,
                                       setup_.base_env, setup_.cores);
+      const bool hosts_store = worker.rank == 0 && setup_.rendezvous_fd >= 0;
+      env.erase(kRendezvousFdVariable);  // an inherited number would name someone else's descriptor
+      if (hosts_store) env[kRendezvousFdVariable] = std::to_string(setup_.rendezvous_fd);
       SpawnedWorker spawned;
       try {
-        spawned = spawn_worker(setup_.program_path, plan_.worker_argv, environment_strings(env));
+        spawned = spawn_worker(setup_.program_path, plan_.worker_argv, environment_strings(env),
+                               hosts_store ? setup_.rendezvous_fd : -1);
       } catch (const SpawnError& e) {
         result_.end = GroupEnd::SpawnFailed;
         result_.spawn_error = "rank " + std::to_string(worker.rank) + " could not be started: " + e.what();

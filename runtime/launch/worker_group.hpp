@@ -51,6 +51,7 @@ struct GroupResult {
 struct GroupSetup {
   std::string program_path;   // resolved worker_argv[0]
   int master_port = 0;        // resolved (never 0)
+  int rendezvous_fd = -1;     // the listening socket rank 0 inherits (RendezvousListener), or -1
   int restart_count = 0;      // ACCEL_RESTART_COUNT of this generation
   EnvMap base_env;            // the launcher's environment
   int cores = 1;

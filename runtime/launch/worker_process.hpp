@@ -1,7 +1,7 @@
 // Starts one worker: fork + execve with stdout/stderr on fresh pipes, stdin on /dev/null, in its own
 // process group, with PR_SET_PDEATHSIG(SIGKILL) so a SIGKILLed launcher takes it down.
 // Invariants: every descriptor the launcher creates is O_CLOEXEC, so a worker holds only its own
-// pipe ends; between fork and exec the child makes only async-signal-safe calls (everything it
+// pipe ends (and rank 0 the rendezvous socket it is handed); between fork and exec the child makes only async-signal-safe calls (everything it
 // needs is allocated before fork); a failed exec is reported to the parent as a SpawnError and the
 // child is reaped, never left behind. PDEATHSIG fires when the *thread* that forked exits, so the
 // thread calling spawn_worker() must outlive the worker (run_launch() reaps before returning).
@@ -30,8 +30,9 @@ struct SpawnedWorker {
 // Throws SpawnError when nothing executable is found.
 std::string resolve_program(const std::string& program, const std::string& path_env);
 
-// Starts `path` with `argv` (argv[0] included) and the NAME=value strings `env`.
+// Starts `path` with `argv` (argv[0] included) and the NAME=value strings `env`. `inherit_fd`, when
+// not -1, is the one launcher descriptor the worker keeps open (its O_CLOEXEC cleared in the child).
 SpawnedWorker spawn_worker(const std::string& path, const std::vector<std::string>& argv,
-                           const std::vector<std::string>& env);
+                           const std::vector<std::string>& env, int inherit_fd = -1);
 
 }  // namespace accel::launch

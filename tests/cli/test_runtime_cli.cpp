@@ -73,7 +73,7 @@ TEST_CASE("accel test passes every collective at world 1, 2 and 4") {
 
 TEST_CASE("accel test passes at 2 machines x 2 processes on loopback") {
   TempDir dir;
-  int port = free_port();
+  int port = reserve_port();
   auto common = " --set num_processes=4 --set num_machines=2 --set main_process_port=" + std::to_string(port) +
                 " --set rendezvous_timeout_s=60 --set training.output_dir=";
   Background machine0(accel_cmd("test" + common + (dir.path() / "m0").string() + " --set machine_rank=0"),
@@ -93,7 +93,7 @@ TEST_CASE("a rank that never arrives times out with a message naming it") {
   TempDir dir;
   // Machine 1 is never started: ranks 2 and 3 are missing.
   auto r = run_command(accel_cmd("test --set num_processes=4 --set num_machines=2 --set machine_rank=0 "
-                                 "--set main_process_port=" + std::to_string(free_port()) +
+                                 "--set main_process_port=" + std::to_string(reserve_port()) +
                                  " --set rendezvous_timeout_s=3 --set training.output_dir=" + dir.path().string()));
   INFO(r.output);
   CHECK(r.exit_code == 1);
@@ -149,7 +149,7 @@ TEST_CASE("under srun or mpirun (one task per process) each launcher runs its sc
   for (std::string scheduler : {"slurm", "openmpi"}) {
     SECTION(scheduler) {
       TempDir dir;
-      int port = free_port();
+      int port = reserve_port();
       std::vector<std::unique_ptr<Background>> tasks;
       for (int task = 0; task < 2; ++task) {
         std::string t = std::to_string(task);

@@ -35,7 +35,7 @@ inline LaunchPlan script_plan(const TempDir& dir, const std::string& body, int w
   plan.worker_argv = {"bash", dir.write("worker.sh", "set -u\n" + body)};
   plan.world_size = workers;
   plan.local_world_size = workers;
-  plan.master_port = 29511;
+  plan.master_port = 0;  // the launcher binds it: a fixed port would collide between parallel tests
   plan.log_dir = (dir.path() / "logs").string();
   plan.shutdown_grace = 2000ms;
   plan.extra_env["OUT_DIR"] = dir.path().string();

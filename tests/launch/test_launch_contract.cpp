@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "launch_test_support.hpp"
+#include "runtime/launch/rendezvous_listener.hpp"
 #include "runtime/launch/worker_env.hpp"
 
 using namespace accel::test::launch;
@@ -103,6 +104,44 @@ TEST_CASE("a user's OMP_NUM_THREADS is kept; master_port 0 becomes one free port
   int port = std::atoi(env0["MASTER_PORT"].c_str());
   CHECK(port > 0);
   CHECK(port < 65536);
+}
+
+// Each worker records whether ACCEL_RENDEZVOUS_FD names an open descriptor of its own, and what
+// /proc says the descriptor is (rank 0's must be the launcher's socket).
+const char* kListenerWorker = R"(
+fd=${ACCEL_RENDEZVOUS_FD:-none}
+what=none
+if [ "$fd" != none ] && [ -e "/proc/self/fd/$fd" ]; then what=$(readlink "/proc/self/fd/$fd"); fi
+printf 'fd=%s\nwhat=%s\nport=%s\n' "$fd" "$what" "$MASTER_PORT" > "$OUT_DIR/listener_$RANK"
+)";
+
+TEST_CASE("the launcher holds the rendezvous port and hands the listening socket to rank 0 only") {
+  TempDir dir;
+  LaunchPlan plan = script_plan(dir, kListenerWorker, 3);
+  LaunchResult result = run_launch(plan);
+  INFO(result.summary);
+  REQUIRE(result.exit_code == 0);
+  auto rank0 = read_env_file((dir.path() / "listener_0").string());
+  CHECK(rank0["fd"] != "none");
+  CHECK_THAT(rank0["what"], Catch::StartsWith("socket:["));
+  for (int rank = 1; rank < 3; ++rank) {
+    auto other = read_env_file((dir.path() / ("listener_" + std::to_string(rank))).string());
+    INFO("rank " << rank);
+    CHECK(other["fd"] == "none");
+    CHECK(other["port"] == rank0["port"]);
+  }
+}
+
+TEST_CASE("a rendezvous port in use fails the launch at once, naming main_process_port") {
+  TempDir dir;
+  accel::launch::RendezvousListener taken(0);
+  LaunchPlan plan = script_plan(dir, "touch \"$OUT_DIR/started_$RANK\"\n", 2);
+  plan.master_port = taken.port();
+  LaunchResult result = run_launch(plan);
+  CHECK(result.exit_code == 1);
+  CHECK_THAT(result.summary, Catch::Contains("port " + std::to_string(taken.port())) &&
+                                 Catch::Contains("Address already in use") && Catch::Contains("main_process_port"));
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "started_0"));
 }
 
 TEST_CASE("worker output is prefixed with [rank r] on the launcher's stdout/stderr and teed to rank logs") {

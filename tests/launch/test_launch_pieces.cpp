@@ -2,13 +2,16 @@
 // line relaying (prefix, tee, partial lines, tail), wait-status text, port picking, PATH lookup.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
 
-#include "runtime/launch/free_port.hpp"
+#include "runtime/launch/rendezvous_listener.hpp"
 #include "runtime/launch/line_relay.hpp"
 #include "runtime/launch/signal_names.hpp"
 #include "runtime/launch/worker_env.hpp"
@@ -115,10 +118,20 @@ TEST_CASE("wait statuses read as exit codes and signal names") {
   CHECK_FALSE(wait_status_ok(W_EXITCODE(1, 0)));
 }
 
-TEST_CASE("a free port is a usable port number") {
-  int port = pick_free_port();
-  CHECK(port > 0);
-  CHECK(port < 65536);
+TEST_CASE("the rendezvous listener accepts on the port it reports, and is not inherited by exec") {
+  accel::launch::RendezvousListener listener(0);
+  CHECK(listener.port() > 0);
+  CHECK(listener.port() < 65536);
+  CHECK((fcntl(listener.fd(), F_GETFD) & FD_CLOEXEC) != 0);
+  int client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(listener.port()));
+  CHECK(connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);  // IPv4 reaches it
+  close(client);
+  CHECK_THROWS_WITH(accel::launch::RendezvousListener(listener.port()),
+                    Catch::Contains("Address already in use") && Catch::Contains("main_process_port"));
 }
 
 TEST_CASE("programs are found on PATH like execvp; a missing one is a SpawnError") {

@@ -17,7 +17,6 @@ against `accel estimate-memory --params N` for the example's parameter count.
 import json
 import os
 import random
-import socket
 import struct
 import subprocess
 import tempfile
@@ -26,6 +25,7 @@ import unittest
 import torch
 
 from api_test_support import check_against_reference, program_job, read_safetensors
+from reserved_ports import reserve_port
 from trainer_test_support import ACCEL, ROOT, clean_env, describe, largest_diff, read_metrics, run, write_job
 
 EXAMPLE = os.environ.get("ACCEL_EXAMPLE_LLAMA") or os.path.join(ROOT, "build", "examples", "llama",
@@ -80,10 +80,7 @@ def launch(tmp, name, world, micro, accum, strategy, args=(), machines=1, **extr
     if machines == 1:
         return run([ACCEL, "launch", write_job(os.path.join(tmp, name + ".yaml"), j)], cwd=tmp), out
     # Several machines share one job and need a fixed port (0 works for one launcher only).
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    j.update({"num_machines": machines, "main_process_ip": "127.0.0.1", "main_process_port": port})
+    j.update({"num_machines": machines, "main_process_ip": "127.0.0.1", "main_process_port": reserve_port()})
     path = write_job(os.path.join(tmp, name + ".yaml"), j)
     procs = [subprocess.Popen([ACCEL, "launch", path, "--set", f"machine_rank={m}"], cwd=tmp, text=True, env=clean_env(),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE) for m in range(machines)]

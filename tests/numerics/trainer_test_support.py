@@ -6,9 +6,10 @@ scripts/reference with accel's Python environment (ACCEL_PYTHON). Job files are 
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
+
+from reserved_ports import reserve_port
 
 sys.dont_write_bytecode = True
 
@@ -125,20 +126,12 @@ def launch(job_path, sets=(), env_extra=None):
     return run(cmd, cwd=os.path.dirname(os.path.abspath(job_path)), env_extra=env_extra)
 
 
-def free_port():
-    """A TCP port free on loopback now: for jobs that span several launchers (port 0 picks a port
-    on one machine only)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def launch_machines(job_path, num_machines, sets=(), env_extra=None, cwd=None, machine_sets=None):
     """`num_machines` launchers of one job on loopback, `machine_rank` 0..n-1, all at once (each
     machine's share of the ranks rendezvouses with the others), in `cwd` (default: the job file's
     folder); `machine_sets[m]` are overrides for machine m only (e.g. its own output_dir). Returns
     their CompletedProcesses."""
-    port = free_port()
+    port = reserve_port()
     procs = []
     for machine in range(num_machines):
         cmd = [ACCEL, "launch", job_path, "--set", f"num_machines={num_machines}", "--set", f"machine_rank={machine}",

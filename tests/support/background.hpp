@@ -1,10 +1,9 @@
 // A shell command running in the background with its output in a file, for tests that signal a
-// running launcher or run two launchers at once. The destructor kills what is left.
+// running launcher or run two launchers at once (on a reserve_port()). The destructor kills what
+// is left.
 #pragma once
 
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "support/reserved_port.hpp"
 #include "support/temp_dir.hpp"
 
 namespace accel::test {
@@ -55,19 +55,6 @@ class Background {
   std::string log_;
   std::optional<int> exit_code_;
 };
-
-// A TCP port that was free a moment ago (for tests that need a fixed port on several launchers).
-inline int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 inline bool process_alive(pid_t pid) { return kill(pid, 0) == 0; }
 
