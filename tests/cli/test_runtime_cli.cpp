@@ -101,7 +101,7 @@ TEST_CASE("a rank that never arrives times out with a message naming it") {
   CHECK_THAT(r.output, Catch::Contains("2 of 4 ranks did not arrive: ranks 2, 3 (machine 1)"));
 }
 
-TEST_CASE("kill -9 of one worker: the launcher exits 1 within 5 s naming the rank, no worker left") {
+TEST_CASE("kill -9 of one worker: the launcher exits 1 within 5 s naming the rank, no worker left", "[wall_clock]") {
   TempDir dir;
   auto job = sleeper_job(dir, 3);
   Background launcher(accel_cmd("launch " + job), (dir.path() / "launcher.log").string());

@@ -16,7 +16,7 @@ using accel::launch::run_launch;
 using accel::test::read_file;
 using accel::test::TempDir;
 
-TEST_CASE("kill -9 of one worker: exit 1 within 5 s naming rank 1 and SIGKILL, no process left") {
+TEST_CASE("kill -9 of one worker: exit 1 within 5 s naming rank 1 and SIGKILL, no process left", "[wall_clock]") {
   TempDir dir;
   // Each worker has a background child in its process group, to prove the group is taken down too.
   const std::string body = "sleep 60 &\necho $! > \"$OUT_DIR/child_$RANK\"\n" + publish_pid() + "wait\n";
@@ -49,7 +49,7 @@ TEST_CASE("kill -9 of one worker: exit 1 within 5 s naming rank 1 and SIGKILL, n
   for (pid_t pid : read_pids(pid_files(dir, 3, "child_"))) CHECK(wait_dead(pid, 2s));  // orphans: PID 1 reaps
 }
 
-TEST_CASE("a worker exiting with code 3: summary names the rank, the code and its last log lines") {
+TEST_CASE("a worker exiting with code 3: summary names the rank, the code and its last log lines", "[wall_clock]") {
   TempDir dir;
   const char* body = R"(
 if [ "$RANK" = 1 ]; then
@@ -76,7 +76,7 @@ exec sleep 60
   CHECK(log.find("bye from rank 1\n") != std::string::npos);
 }
 
-TEST_CASE("a worker that ignores SIGTERM is killed with SIGKILL after shutdown_grace") {
+TEST_CASE("a worker that ignores SIGTERM is killed with SIGKILL after shutdown_grace", "[wall_clock]") {
   TempDir dir;
   const char* body = R"(
 if [ "$RANK" = 1 ]; then

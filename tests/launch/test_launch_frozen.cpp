@@ -29,7 +29,7 @@ TEST_CASE("process state: parsed after the command name, frozen states described
   for (char running : {'R', 'S', 'Z', '\0'}) CHECK(describe_hang_state(running).empty());
 }
 
-TEST_CASE("a SIGSTOPped worker is named as the likely cause and taken down without waiting for shutdown_grace") {
+TEST_CASE("a SIGSTOPped worker is named as the likely cause and taken down without waiting for shutdown_grace", "[wall_clock]") {
   TempDir dir;
   // Rank 1 freezes itself; rank 0 waits until it is frozen (and every pid is published), then fails
   // as a peer timing out in a collective would; rank 2 is a healthy bystander.

@@ -44,7 +44,7 @@ TEST_CASE("a SIGKILLed launcher leaves no worker behind (PR_SET_PDEATHSIG)") {
   for (pid_t pid : workers) CHECK(wait_dead(pid, 5s));
 }
 
-TEST_CASE("a second signal to the launcher skips shutdown_grace: workers ignoring SIGTERM are SIGKILLed") {
+TEST_CASE("a second signal to the launcher skips shutdown_grace: workers ignoring SIGTERM are SIGKILLed", "[wall_clock]") {
   TempDir dir;
   LaunchPlan plan = script_plan(dir, "trap '' TERM\n" + publish_pid() + "sleep 60 &\nwait\n", 2);
   plan.shutdown_grace = std::chrono::milliseconds(60000);
