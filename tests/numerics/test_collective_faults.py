@@ -3,7 +3,8 @@
 ACCEL_FAULT=<rank>:hang_in_collective:<step> SIGSTOPs that rank as it issues the first collective of
 <step> (a frozen rank that never takes part); die_in_collective SIGKILLs it there. The job must end
 within collective_timeout_s + shutdown_grace_s (plus a stated margin), exit 1 with a summary that
-names the failing rank, the op and the frozen rank, and leave no process behind. With max_restarts
+names the failing rank, the op and the frozen rank, and leave no process and no shared-memory
+segment behind (rank 1 or rank 0, which created it, killed). With max_restarts
 the group restarts and resumes from the last checkpoint, ending exactly where an uninterrupted run
 ends. Measured times to exit are printed to stderr (quoted in docs/design/0002).
 
@@ -119,6 +120,12 @@ class CollectiveFaultStops(_Base):
         self.assertEqual(job_processes(out), [], "processes of the run left behind")
         for pid in seen:
             self.assertFalse(os.path.exists(f"/proc/{pid}"), f"pid {pid} is still there")
+        # The ranks shared memory (docs/design/0020), and no segment of theirs outlived them: rank 0
+        # names each segment /accel-shm-<its pid>-<token> and removes the name once every rank has
+        # opened it, so a rank killed later leaves nothing in /dev/shm.
+        self.assertIn("collectives over gloo (shared memory)", p.stdout + p.stderr)
+        left = [n for n in os.listdir("/dev/shm") if any(n.startswith(f"accel-shm-{pid}-") for pid in seen)]
+        self.assertEqual(left, [], "shared-memory segments of the run left in /dev/shm")
         return p, summary, elapsed, pids
 
     def test_hang_in_collective_world3(self):
@@ -150,6 +157,12 @@ class CollectiveFaultStops(_Base):
         self.assertRegex(summary, rf"\nrank 0 \(pid {pids[0]}\) (had to be stopped|also failed)")
         self.assertNotIn("was stopped (process state", summary)
         self.assertLessEqual(elapsed, GRACE_S + MARGIN_S)  # a death is seen at once, no timeout involved
+
+    def test_creator_of_the_shared_memory_dies_in_collective_world2(self):
+        # Rank 0 created the run's shared-memory segment: its death must not leave it behind either.
+        p, summary, elapsed, pids = self.run_fault(2, "0:die_in_collective:2")
+        self.assertTrue(summary.startswith(f"error: rank 0 (pid {pids[0]}) was killed by signal 9 (SIGKILL)"), summary)
+        self.assertLessEqual(elapsed, GRACE_S + MARGIN_S)
 
 
 class CollectiveFaultRestarts(_Base):
