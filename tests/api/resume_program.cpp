@@ -11,13 +11,17 @@
 // Flags: --stop-after K (save_state() after step K and stop), --width W (a mismatched module),
 // --reset-rng / --reset-objects (forget what load_state restored: the test's negative controls),
 // --rank-draws (each rank draws a different count: per-rank generator states), --save-every N
-// and --crash-after K (rank 1 dies after step K on the launcher's first attempt).
+// and --crash-after K (rank 1 dies after step K on the launcher's first attempt); --barrier-check
+// only tests wait_for_everyone() (rank 1 writes a file late; rank 0 must see it after the barrier).
 #include <accel/accel.hpp>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <thread>
 
 namespace {
 
@@ -59,7 +63,7 @@ std::pair<torch::Tensor, torch::Tensor> rows(int64_t first, int64_t n) {
 
 int main(int argc, char** argv) try {
   int64_t stop_after = -1, width = 32, save_every = 0, crash_after = -1;
-  bool reset_rng = false, reset_objects = false, rank_draws = false;
+  bool reset_rng = false, reset_objects = false, rank_draws = false, barrier_check = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--stop-after") && i + 1 < argc) stop_after = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--width") && i + 1 < argc) width = std::atoll(argv[++i]);
@@ -68,10 +72,22 @@ int main(int argc, char** argv) try {
     else if (!std::strcmp(argv[i], "--reset-rng")) reset_rng = true;
     else if (!std::strcmp(argv[i], "--reset-objects")) reset_objects = true;
     else if (!std::strcmp(argv[i], "--rank-draws")) rank_draws = true;
+    else if (!std::strcmp(argv[i], "--barrier-check")) barrier_check = true;
     else throw std::runtime_error(std::string("unknown flag ") + argv[i]);
   }
   accel::Accelerator acc;
   const accel::TrainingConfig& t = acc.training();
+  if (barrier_check) {
+    const std::string mark = t.output_dir + "/late_rank_was_here";
+    if (acc.rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // arrive well after rank 0
+      std::ofstream(mark) << "1\n";
+    }
+    acc.wait_for_everyone();
+    if (acc.rank() == 0 && !std::ifstream(mark)) throw std::runtime_error("wait_for_everyone returned before rank 1 came");
+    acc.wait_for_everyone();  // rank 1 stays until rank 0 has looked
+    return 0;
+  }
   torch::manual_seed(int64_t(t.seed));
   Net net(width);
   const double base_lr = 1e-2;

@@ -5,6 +5,8 @@
 
 #include <torch/torch.h>
 
+#include <optional>
+
 #include "accel/accel.hpp"
 #include "runtime/train/api/unit_policy.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -135,10 +137,46 @@ TEST_CASE("Accelerator at world 1: refusals name the key and the fix", "[api]") 
   }
   {
     auto net = small_net();
+    torch::optim::AdamW amsgrad(net->parameters(), torch::optim::AdamWOptions(1e-2).amsgrad(true));
+    CHECK_THAT(refused("backend: ddp", &amsgrad), Catch::Matchers::Contains("AdamW with amsgrad is not supported"));
+    torch::optim::Adam adam_amsgrad(net->parameters(), torch::optim::AdamOptions(1e-2).amsgrad(true));
+    CHECK_THAT(refused("backend: ddp", &adam_amsgrad), Catch::Matchers::Contains("Adam with amsgrad is not supported"));
+    torch::optim::SGD nesterov(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9).nesterov(true));
+    CHECK_THAT(refused("backend: ddp", &nesterov), Catch::Matchers::Contains("SGD with dampening or nesterov"));
+    torch::optim::SGD dampening(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9).dampening(0.1));
+    CHECK_THAT(refused("backend: ddp", &dampening), Catch::Matchers::Contains("SGD with dampening or nesterov"));
+  }
+  {
+    auto net = small_net();
     torch::optim::AdamW partial(std::vector<torch::Tensor>{net->parameters()[0]}, torch::optim::AdamWOptions(1e-2));
     accel::Accelerator acc(dir.write("job.yaml", job_text("backend: ddp", out)));
     CHECK_THROWS_WITH(acc.prepare(*net, partial), Catch::Matchers::Contains("in no param group"));
   }
+}
+
+TEST_CASE("Accelerator at world 1: set_unit_policy takes precedence over the job's policy", "[api][policy]") {
+  // small_net's two Linear layers are two units under the job's class rule; a policy set on the
+  // Accelerator that matches nothing leaves every parameter in the root: one unit.
+  accel::test::TempDir dir;
+  const std::string job = dir.write(
+      "job.yaml", job_text("backend: fsdp\nfsdp:\n  sharding_strategy: SHARD_GRAD_OP\n"
+                           "  transformer_layer_cls_to_wrap: torch::nn::Linear",
+                           (dir.path() / "run").string()));
+  auto units_of = [&](std::optional<accel::UnitPolicy> policy) {
+    accel::Accelerator acc(job);
+    auto net = small_net();
+    torch::optim::AdamW adamw(net->parameters(), torch::optim::AdamWOptions(1e-2));
+    if (policy) acc.set_unit_policy(*policy);
+    acc.prepare(*net, adamw);
+    return acc.describe();
+  };
+  CHECK_THAT(units_of(std::nullopt), Catch::Matchers::Contains(": 2 units,"));
+  accel::UnitPolicy none;
+  none.predicate = [](const std::string&, const torch::nn::Module&) { return false; };
+  CHECK_THAT(units_of(none), Catch::Matchers::Contains(": 1 units,"));
+  accel::UnitPolicy last;
+  last.name_patterns = {"2"};  // the root keeps "0"
+  CHECK_THAT(units_of(last), Catch::Matchers::Contains(": 2 units,"));
 }
 
 TEST_CASE("Accelerator at world 1: accumulation, user lr changes and zero_grad(set_to_none)", "[api]") {
@@ -168,8 +206,10 @@ TEST_CASE("Accelerator at world 1: accumulation, user lr changes and zero_grad(s
     }
     CHECK(synced == std::vector<bool>{false, true, false, true, false, true});
     CHECK(acc.step() == 3);
-    // A scheduler's change is read at the next step: at lr 0 AdamW leaves every parameter alone.
-    for (auto& group : adamw.param_groups()) group.options().set_lr(0.0);
+    // wrapped() is the user's optimizer itself, and a scheduler's change made through it is read at
+    // the next step: at lr 0 AdamW leaves every parameter alone.
+    CHECK(&opt.wrapped() == &adamw);
+    for (auto& group : opt.wrapped().param_groups()) group.options().set_lr(0.0);
     auto before = snapshot(net);
     for (int i = 0; i < 2; ++i) {
       acc.backward(net->forward(torch::ones({2, 3})).sum());
@@ -190,7 +230,8 @@ TEST_CASE("Accelerator at world 1: accumulation, user lr changes and zero_grad(s
 
 TEST_CASE("Accelerator at world 1: the update of libtorch's own optimizer, per param group", "[api]") {
   // The same module trained by accel (prepared) and by plain libtorch with the same torch
-  // optimizer: two param groups with their own lr and weight decay. beta1 0 for AdamW: libtorch's
+  // optimizer (AdamW, SGD with momentum, Adam without weight decay): two param groups with their
+  // own lr and weight decay. beta1 0 for AdamW: libtorch's
   // C++ AdamW rounds its first moment unlike torch.optim's (docs/design/0012), which accel follows;
   // with beta1 0 both are exact, so only the order of float operations differs.
   accel::test::TempDir dir;
@@ -203,13 +244,19 @@ TEST_CASE("Accelerator at world 1: the update of libtorch's own optimizer, per p
   for (const std::string backend : {"backend: ddp", "backend: deepspeed\ndeepspeed:\n  zero_stage: 1",
                                     "backend: deepspeed\ndeepspeed:\n  zero_stage: 2",
                                     "backend: fsdp\nfsdp:\n  sharding_strategy: SHARD_GRAD_OP"}) {
-    for (bool sgd : {false, true}) {
-      CAPTURE(backend, sgd);
+    for (const std::string kind : {"adamw", "sgd", "adam"}) {
+      CAPTURE(backend, kind);
       accel::Accelerator acc(dir.write("job.yaml", job_text(backend, out)));
       auto ours = small_net(), theirs = small_net();
       auto make = [&](torch::nn::Sequential& net) -> std::unique_ptr<torch::optim::Optimizer> {
         auto [w, b] = groups_of(net);
-        if (sgd) {
+        if (kind == "adam") {  // torch::optim::Adam without weight decay: the same update as AdamW's at 0
+          std::vector<torch::optim::OptimizerParamGroup> g;
+          g.emplace_back(w, std::make_unique<torch::optim::AdamOptions>(torch::optim::AdamOptions(1e-2).betas({0.0, 0.99})));
+          g.emplace_back(b, std::make_unique<torch::optim::AdamOptions>(torch::optim::AdamOptions(3e-2).betas({0.0, 0.999})));
+          return std::make_unique<torch::optim::Adam>(g, torch::optim::AdamOptions(1e-2));
+        }
+        if (kind == "sgd") {
           std::vector<torch::optim::OptimizerParamGroup> g;
           g.emplace_back(w, std::make_unique<torch::optim::SGDOptions>(torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(0.01)));
           g.emplace_back(b, std::make_unique<torch::optim::SGDOptions>(torch::optim::SGDOptions(0.1).momentum(0.5)));

@@ -16,7 +16,9 @@ NodeLocalStorage: two launchers (machines) with their own output_dir save and re
 BadCheckpoints: a checkpoint with one flipped byte, one that does not fit the module (another
 width), and one of the built-in trainer, stop the run with exit 1 and a message naming the file or
 the parameter and the fix.
-PerRankGenerators: ranks whose generators differ restore them at the same world size and warn at another.
+PerRankGenerators: ranks whose generators differ restore them at the same world size (the resume
+reproduces the uninterrupted run bit for bit; reseeding instead does not) and warn at another.
+WaitForEveryone: no rank leaves wait_for_everyone() before the last one has arrived.
 """
 import json
 import os
@@ -303,12 +305,36 @@ class PerRankGenerators(unittest.TestCase):
                 hashes = {e["name"]: e["fnv1a64"] for e in json.load(f)["files"] if e["name"].startswith("rng_rank_")}
             self.assertEqual(len(set(hashes.values())), 2, hashes)  # the ranks' states differ
             warning = "the ranks' CPU generators differed when it was saved at world size 2"
-            proc, _ = launch(tmp, "same_world", 2, ZERO2, resume=ckpt, args=["--rank-draws"])
+            proc, same = launch(tmp, "same_world", 2, ZERO2, resume=ckpt, args=["--rank-draws"])
             self.assertEqual(proc.returncode, 0, describe(proc))
             self.assertNotIn(warning, proc.stdout + proc.stderr)
+            # Each rank's masks come from its own stream after step 1, so the resume reproduces the
+            # uninterrupted run only if every rank got its own generator back: bit for bit (same
+            # world, same strategy, same order of every sum).
+            proc, whole = launch(tmp, "whole", 2, ZERO2, args=["--rank-draws"])
+            self.assertEqual(proc.returncode, 0, describe(proc))
+            resumed_steps = lambda out: [r for r in read_metrics(out) if r["step"] > 2]
+            self.assertEqual(len(resumed_steps(whole)), STEPS - 2)
+            self.assertEqual(resumed_steps(same), resumed_steps(whole))
+            self.assertEqual(ts.read_bytes(os.path.join(same, "model.safetensors")),
+                             ts.read_bytes(os.path.join(whole, "model.safetensors")))
+            # The negative control: one stream reseeded alike on both ranks after the load diverges.
+            proc, reseeded = launch(tmp, "reseeded", 2, ZERO2, resume=ckpt, args=["--rank-draws", "--reset-rng"])
+            self.assertEqual(proc.returncode, 0, describe(proc))
+            self.assertNotEqual(resumed_steps(reseeded), resumed_steps(whole))
             proc, _ = launch(tmp, "other_world", 1, DDP, resume=ckpt, args=["--rank-draws"])
             self.assertEqual(proc.returncode, 0, describe(proc))
             self.assertIn(warning, proc.stdout + proc.stderr)
+
+
+
+class WaitForEveryone(unittest.TestCase):
+    def test_no_rank_passes_the_barrier_before_the_last_arrives(self):
+        # Rank 1 arrives 0.5 s late and leaves a file first; rank 0 checks for it right after
+        # wait_for_everyone() and fails the run if it is missing.
+        with tempfile.TemporaryDirectory() as tmp:
+            proc, _ = launch(tmp, "barrier", 2, DDP, args=["--barrier-check"])
+            self.assertEqual(proc.returncode, 0, describe(proc))
 
 
 if __name__ == "__main__":
