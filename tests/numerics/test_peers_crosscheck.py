@@ -27,6 +27,7 @@ import tempfile
 import unittest
 
 import trainer_test_support as ts
+from reserved_ports import reserve_port
 
 sys.path[:0] = [os.path.join(ts.ROOT, "scripts", "peers"), os.path.join(ts.ROOT, "scripts", "reference"),
                 os.path.join(ts.ROOT, "scripts")]
@@ -46,6 +47,11 @@ class _PeerPair:
     @classmethod
     def setUpClass(cls):
         import bench_peers
+        import procs
+        # The peers' rank 0 binds MASTER_PORT only after importing torch (and deepspeed): seconds in
+        # which a port looked up in the ephemeral range can be taken by a parallel test. Here the
+        # port is one reserved below that range for the life of this test process.
+        procs.free_port = reserve_port
         from settings import SIZES, RunSpec
         cls.dir = tempfile.mkdtemp(prefix="accel_peers_")
         spec = RunSpec(**SIZES["quick"])
