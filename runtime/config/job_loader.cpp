@@ -29,8 +29,8 @@ void append(ImportResult& into, ImportResult&& from) {
 // Reads the job file (any format) into file-layer assignments.
 ImportResult read_file_layer(const std::string& file, FileFormat& format) {
   ImportResult result;
-  // A .json job is a DeepSpeed config or an Accelerate config saved as JSON: both tools read it
-  // with Python's json module, so it must be JSON, not merely YAML.
+  // A .json job is a DeepSpeed config or an Accelerate config saved as JSON, which Accelerate reads
+  // with Python's json module: it must be JSON, not merely YAML.
   YAML::Node root = is_json_path(file) ? read_json_file(file) : read_yaml_file(file);
   format = detect_format(root, file);
   switch (format) {

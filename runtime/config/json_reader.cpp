@@ -15,7 +15,7 @@ namespace {
 
 const char* const kJsonRules =
     "keys and strings in double quotes, \"key\": value pairs separated by commas, no trailing comma, no "
-    "comments; DeepSpeed and Accelerate read this file with Python's json module, which refuses it too";
+    "comments; Accelerate reads this file with Python's json module, which refuses it too";
 
 // A SAX consumer that only remembers the first error: the syntax check needs no document.
 struct SyntaxCheck : nlohmann::json_sax<nlohmann::json> {

@@ -1,5 +1,6 @@
 // Reads a JSON config file (a DeepSpeed config, an Accelerate config saved as .json) as strictly
-// as DeepSpeed and Accelerate do (Python's json module), then hands the importers the same
+// as Accelerate does (Python's json module; DeepSpeed's hjson reader also takes comments and
+// trailing commas, which Accelerate refuses), then hands the importers the same
 // positioned YAML::Node tree a YAML file gives. yaml-cpp alone would accept YAML that is not JSON
 // (`{"eauto"}` is a YAML mapping with a null value), so a strict JSON parser checks the syntax
 // first; its byte position becomes file:line:col. Duplicate keys, which DeepSpeed refuses at any
