@@ -23,4 +23,6 @@ set(ACCEL_CONFIG_SOURCES
   runtime/config/questionnaire.cpp
   runtime/config/paths.cpp
   runtime/config/placement.cpp
+  runtime/config/json_reader.cpp
+  runtime/config/deepspeed_keys.cpp
 )

@@ -4,7 +4,7 @@
 #   nice scripts/fuzz.sh 600        # a longer run; the corpus in build/fuzz/corpus grows across runs
 #   build/fuzz/config_fuzzer FILE   # replay one input (a finding, or tests/fuzz/regressions/*)
 # Exit status: 0 no finding, 1 a finding (kept in build/fuzz/findings/), 77 no clang++ with the
-# libFuzzer runtime here (ctest reports config_fuzz_60s as skipped).
+# libFuzzer runtime here (ctest reports config_fuzz_30s as skipped).
 # ACCEL_FUZZ_DIR: where to build and keep the corpus (default build/fuzz).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -55,7 +55,8 @@ for f in "$root"/tests/fixtures/bad/*.yaml "$root"/tests/fixtures/import/*.yaml;
   seed "fixture-$(basename "$f")" '\x00' "$f"
   seed "fixture-$(basename "$f")-convert" '\x08' "$f"
 done
-for f in "$root"/tests/fixtures/import/*.json; do
+# DeepSpeed JSON: the import fixtures, and the files accel and DeepSpeed refuse (tests/fixtures/bad_json).
+for f in "$root"/tests/fixtures/import/*.json "$root"/tests/fixtures/bad_json/*.json; do
   name="$(basename "$f")"
   seed "json-$name" '\x01' "$f"
   seed "json-$name-convert" '\x0d' "$f"
@@ -63,13 +64,19 @@ for f in "$root"/tests/fixtures/import/*.json; do
   seed "config-file-accelerate-$name" '\x02\x01' "$f"
 done
 
-# The dictionary: every key-like string literal the config code compares with, and YAML syntax.
+# The dictionary: every key-like string literal the config code compares with (DeepSpeed's key
+# names included, runtime/config/deepspeed_keys.cpp), also as a quoted JSON key; YAML syntax; JSON
+# tokens, and what JSON refuses and YAML reads (comments, single quotes, trailing commas, NaN).
 {
-  grep -ohE '"[A-Za-z_][A-Za-z0-9_]*"' "$root"/runtime/config/*.cpp | sort -u
+  keys="$(grep -ohE '"[A-Za-z_][A-Za-z0-9_]*"' "$root"/runtime/config/*.cpp | sort -u)"
+  echo "$keys"
+  echo "$keys" | sed -E 's/^"(.*)"$/"\\"\1\\": "/'
   printf '%s\n' '": "' '"\x0a  "' '"- "' '"{"' '"}"' '"["' '"]"' '"auto"' '"&a "' '"*a"' '"!!str "' '"? "' '"~"'
   # Numbers at the edges of the types the values land in (int, int64, double).
   printf '%s\n' '"0"' '"-1"' '"2147483647"' '"2147483648"' '"4294967296"' '"9223372036854775807"' '"1e308"' \
     '".inf"' '".nan"' '"1e-320"'
+  printf '%s\n' '"\""' '":"' '","' '", "' '"{}"' '"[]"' '"true"' '"false"' '"null"' '"\"auto\""' '"\\u0000"' \
+    '"\\ud83d\\ude00"' '"\\/"' '"1e999"' '"-0.0e+5"' '"NaN"' '"//"' '"/*"' '"\x27"' '",}"' '",]"' '"\x09"' '"\x0d\x0a"'
 } > "$dir/config.dict"
 
 echo "fuzz: $seconds s; $(ls "$seeds" | wc -l) seeds, $(ls "$dir/corpus" | wc -l) corpus inputs; findings go to $dir/findings/"

@@ -14,21 +14,16 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iostream>
+
+#include "token_file.hpp"
 
 namespace {
 
 constexpr int64_t kVocab = 256, kLayers = 4, kWidth = 128, kHeads = 4, kHidden = 352, kSeq = 64;
 
 torch::Tensor read_token_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  int32_t header[256] = {};
-  if (!f.read(reinterpret_cast<char*>(header), sizeof header) || header[0] != 20240520 || header[1] != 1)
-    throw std::runtime_error(path + ": not an llm.c token file (magic 20240520, version 1)");
-  std::vector<uint16_t> tokens(static_cast<size_t>(header[2]));
-  if (!f.read(reinterpret_cast<char*>(tokens.data()), std::streamsize(tokens.size() * 2)))
-    throw std::runtime_error(path + ": shorter than its header's " + std::to_string(header[2]) + " tokens");
+  std::vector<uint16_t> tokens = read_llm_c_tokens(path);
   torch::Tensor t = torch::from_blob(tokens.data(), {int64_t(tokens.size())}, torch::kUInt16).to(torch::kInt64);
   if (t.numel() <= kSeq + 1 || t.max().item<int64_t>() >= kVocab)
     throw std::runtime_error(path + ": needs more than " + std::to_string(kSeq + 1) + " tokens, each below " +

@@ -1,16 +1,49 @@
 #include "runtime/config/import_deepspeed.hpp"
 
+#include <algorithm>
 #include <charconv>
 
+#include "runtime/config/deepspeed_keys.hpp"
 #include "runtime/config/import_common.hpp"
+#include "runtime/config/suggest.hpp"
 
 namespace accel::config {
 namespace {
 
 bool is_true(const YAML::Node& n) { return n.IsScalar() && (n.Scalar() == "true" || n.Scalar() == "True"); }
 
+// True, with an error, when `section` is one DeepSpeed closes (deepspeed_keys.hpp) and `key` is
+// none of its fields: DeepSpeed would refuse the file, so a run must not start on it either.
+bool refused_by_deepspeed(const YAML::Node& key, const std::string& section, ForeignReader& r) {
+  const auto* known = deepspeed_section_keys(section);
+  std::string name = key.IsScalar() ? key.Scalar() : node_text(key);
+  if (!known || std::find(known->begin(), known->end(), name) != known->end()) return false;
+  std::string allowed;
+  for (const auto& k : *known) allowed += (allowed.empty() ? "" : ", ") + k;
+  std::string guess = nearest(name, *known);
+  r.out().errors.push_back({section + "." + name, r.where(key), "unknown DeepSpeed key", "", allowed,
+                            guess.empty() ? "remove it: DeepSpeed refuses a key its " + section + " section does not define"
+                                          : "did you mean '" + guess + "'?"});
+  return true;
+}
+
+// A block accel does not act on: the closed sections in it, at any depth, are still checked.
+void check_unread_block(const YAML::Node& block, const std::string& section, ForeignReader& r) {
+  if (!block.IsMap()) return;
+  for (auto it = block.begin(); it != block.end(); ++it)
+    if (!refused_by_deepspeed(it->first, section, r) && it->first.IsScalar())
+      check_unread_block(it->second, section + "." + it->first.Scalar(), r);
+}
+
+// The last branch of a closed section's reader: a key DeepSpeed knows that accel does not implement.
+void not_implemented(const YAML::Node& value, const std::string& path, ForeignReader& r) {
+  check_unread_block(value, path, r);
+  r.unused(value, path, "accel does not implement this DeepSpeed option");
+}
+
 void read_offload(const YAML::Node& block, const std::string& prefix, const std::string& which, ForeignReader& r) {
   for (auto& [key, value] : r.entries(block, prefix)) {
+    if (refused_by_deepspeed(key, prefix, r)) continue;
     KeyMatch k(key);
     std::string path = prefix + "." + k.name();
     if (k.is("device")) r.map(value, path, "deepspeed.offload_" + which + "_device");
@@ -19,12 +52,13 @@ void read_offload(const YAML::Node& block, const std::string& prefix, const std:
     else if (k.is("pin_memory")) r.map(value, path, "deepspeed.pin_memory");
     else if (k.any({"buffer_size", "max_in_cpu", "fast_init", "pipeline", "pipeline_read", "pipeline_write", "ratio"}))
       r.unused(value, path, "accel sizes its offload buffers from the model's units; this tuning knob has no effect");
-    else r.unknown(key, path, k.tried());
+    else not_implemented(value, path, r);
   }
 }
 
 void read_zero(const YAML::Node& zero, ForeignReader& r) {
   for (auto& [key, value] : r.entries(zero, "zero_optimization")) {
+    if (refused_by_deepspeed(key, "zero_optimization", r)) continue;
     KeyMatch k(key);
     const std::string& name = k.name();
     std::string path = "zero_optimization." + name;
@@ -53,12 +87,13 @@ void read_zero(const YAML::Node& zero, ForeignReader& r) {
                     "zero_quantized_gradients", "cpu_offload", "cpu_offload_param", "cpu_offload_use_pin_memory",
                     "memory_efficient_linear"}))
       r.unused(value, path, "accel does not implement this ZeRO option", {"false"});
-    else r.unknown(key, path, k.tried());
+    else not_implemented(value, path, r);
   }
 }
 
 void read_precision(const YAML::Node& block, const std::string& name, ForeignReader& r) {
   for (auto& [key, value] : r.entries(block, name)) {
+    if (refused_by_deepspeed(key, name, r)) continue;
     KeyMatch k(key);
     std::string path = name + "." + k.name();
     if (k.is("enabled")) {
@@ -72,7 +107,7 @@ void read_precision(const YAML::Node& block, const std::string& name, ForeignRea
     } else if (k.any({"consecutive_hysteresis", "auto_cast", "immediate_grad_update"})) {
       r.unused(value, path, "accel's loss scaler follows DeepSpeed's defaults for this", {"false"});
     } else {
-      r.unknown(key, path, k.tried());
+      not_implemented(value, path, r);
     }
   }
 }
@@ -220,9 +255,12 @@ void import_deepspeed(const YAML::Node& root, const std::string& file, ImportRes
     else if (k.is("activation_checkpointing"))
       r.unused(value, name, "accel recomputes activations under backend fsdp (fsdp.activation_checkpointing: true), "
                             "not under deepspeed");
-    else if (k.any({"flops_profiler", "tensorboard", "wandb", "csv_monitor", "comms_logger", "aio", "autotuning",
-                    "elasticity", "compression_training", "data_efficiency", "amp", "sparse_attention"}))
+    else if (k.any({"flops_profiler", "tensorboard", "wandb", "csv_monitor", "comet", "comms_logger", "aio",
+                    "autotuning", "elasticity", "compression_training", "data_efficiency", "amp", "sparse_attention",
+                    "hybrid_engine", "compile", "timers", "tensor_parallel", "weight_quantization"})) {
+      check_unread_block(value, name, r);
       r.unused(value, name, "accel has no equivalent of this DeepSpeed feature");
+    }
     else r.unknown(key, name, k.tried());
   }
 }

@@ -6,6 +6,7 @@
 #include "runtime/config/import_accelerate.hpp"
 #include "runtime/config/import_deepspeed.hpp"
 #include "runtime/config/job_builder.hpp"
+#include "runtime/config/json_reader.hpp"
 #include "runtime/config/unguarded_read.hpp"
 #include "runtime/config/validate.hpp"
 #include "runtime/config/yaml_reader.hpp"
@@ -28,7 +29,9 @@ void append(ImportResult& into, ImportResult&& from) {
 // Reads the job file (any format) into file-layer assignments.
 ImportResult read_file_layer(const std::string& file, FileFormat& format) {
   ImportResult result;
-  YAML::Node root = read_yaml_file(file);
+  // A .json job is a DeepSpeed config or an Accelerate config saved as JSON, which Accelerate reads
+  // with Python's json module: it must be JSON, not merely YAML.
+  YAML::Node root = is_json_path(file) ? read_json_file(file) : read_yaml_file(file);
   format = detect_format(root, file);
   switch (format) {
     case FileFormat::Accelerate: import_accelerate(root, file, result); break;
@@ -95,12 +98,13 @@ std::string to_string(FileFormat format) {
 }
 
 FileFormat detect_format(const YAML::Node& root, const std::string& file) {
-  if (!root.IsMap()) return FileFormat::Native;
+  // A .json file that is not an object is a DeepSpeed config the importer reports as such.
+  if (!root.IsMap()) return is_json_path(file) ? FileFormat::DeepSpeed : FileFormat::Native;
   if (root["distributed_type"] || root["compute_environment"]) return FileFormat::Accelerate;
   for (const char* key : {"zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu", "fp16", "bf16",
                           "steps_per_print", "wall_clock_breakdown"})
     if (root[key]) return FileFormat::DeepSpeed;
-  if (file.size() > 5 && file.substr(file.size() - 5) == ".json") return FileFormat::DeepSpeed;
+  if (is_json_path(file)) return FileFormat::DeepSpeed;
   return FileFormat::Native;
 }
 
@@ -128,7 +132,7 @@ LoadedJob load_job_unguarded(const LoadOptions& options) {
     if (cf->where.origin == Location::Origin::File && !path.empty() && path[0] != '/')
       path = (std::filesystem::path(cf->where.file).parent_path() / path).lexically_normal().string();
     ImportResult ds;
-    YAML::Node root = read_yaml_file(path);
+    YAML::Node root = read_json_file(path);  // DeepSpeed reads it as JSON whatever its name
     import_deepspeed(root, path, ds);
     ds.assignments.insert(ds.assignments.end(), file_layer.assignments.begin(), file_layer.assignments.end());
     file_layer.assignments = std::move(ds.assignments);

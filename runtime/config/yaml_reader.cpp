@@ -43,7 +43,7 @@ std::string unknown_key_hint(const std::string& section, const std::string& key)
 
 }  // namespace
 
-YAML::Node read_yaml_file(const std::string& path) {
+std::string read_config_text(const std::string& path) {
   std::ifstream in(path);
   std::error_code ec;  // the throwing overload of exists() escapes on a permission error
   if (!std::filesystem::exists(path, ec) || !in)
@@ -56,8 +56,13 @@ YAML::Node read_yaml_file(const std::string& path) {
                                  "it is a directory; give the path of a file in it"});
   std::stringstream text;
   text << in.rdbuf();
+  return text.str();
+}
+
+YAML::Node read_yaml_file(const std::string& path) {
+  std::string text = read_config_text(path);
   try {
-    return YAML::Load(text.str());
+    return YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(Diagnostic{"", Location::in_file(path, e.mark.line + 1, e.mark.column + 1),
                                  "not valid YAML: " + e.msg, "", "", "fix the syntax at that position"});

@@ -10,6 +10,9 @@
 
 namespace accel::config {
 
+// The text of a config file; a missing file or a directory throws ConfigError.
+std::string read_config_text(const std::string& path);
+
 // Parses a file; a missing file or a syntax error throws ConfigError with the position.
 YAML::Node read_yaml_file(const std::string& path);
 

@@ -28,12 +28,16 @@ accel::test::CommandResult run_accel(const std::string& args, const std::string&
                      " " + args);
 }
 
+// A YAML fixture's "# expect: " comments; a JSON fixture, which has no comments, keeps its
+// expectations in FILE.expect as "accel: " lines.
 std::vector<std::string> expectations(const fs::path& fixture) {
+  bool json = fixture.extension() == ".json";
+  const std::string prefix = json ? "accel: " : "# expect: ";
   std::vector<std::string> lines;
-  std::ifstream in(fixture);
+  std::ifstream in(json ? fixture.string() + ".expect" : fixture.string());
   std::string line;
   while (std::getline(in, line))
-    if (line.rfind("# expect: ", 0) == 0) lines.push_back(line.substr(10));
+    if (line.rfind(prefix, 0) == 0) lines.push_back(line.substr(prefix.size()));
   return lines;
 }
 
@@ -42,8 +46,10 @@ std::vector<std::string> expectations(const fs::path& fixture) {
 TEST_CASE("bad job files exit 2 with the key path, file:line:col and the expected message") {
   std::vector<fs::path> fixtures;
   for (const auto& e : fs::directory_iterator(kSource / "tests/fixtures/bad")) fixtures.push_back(e.path());
+  for (const auto& e : fs::directory_iterator(kSource / "tests/fixtures/bad_json"))
+    if (e.path().extension() == ".json") fixtures.push_back(e.path());
   std::sort(fixtures.begin(), fixtures.end());
-  REQUIRE(fixtures.size() >= 12);
+  REQUIRE(fixtures.size() >= 32);
   for (const auto& fixture : fixtures) {
     SECTION(fixture.filename().string()) {
       auto expected = expectations(fixture);

@@ -3,7 +3,8 @@
 // contract, not only memory safety: an input either loads, or throws ConfigError / UsageError whose
 // diagnostics name a key path or a position (tests/support/error_contract.hpp). Any other
 // exception (YAML::Exception, std::out_of_range, ...) or a contract violation aborts, so libFuzzer
-// records the input as a crash.
+// records the input as a crash. A DeepSpeed config (kinds 1 and 2) that loads must be JSON, as
+// Accelerate's reader requires: YAML that is not JSON loading is a finding too.
 //
 // Input framing. Byte 0: bits 0-1 pick the kind, bits 2-3 what to do with a job that loads, bits
 // 4-5 the GPUs here: 0 none given (`config validate`), else `accel launch` on 0, 1 or 8 GPUs.
@@ -21,9 +22,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <typeinfo>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "runtime/config/dump.hpp"
 #include "runtime/config/job_convert.hpp"
@@ -113,6 +117,14 @@ bool load_checked(const config::LoadOptions& o, config::LoadedJob& loaded) {
   return false;
 }
 
+// The DeepSpeed config text of a kind 1 or 2 input; nothing for the others.
+std::optional<std::string> deepspeed_text(uint8_t kind, const uint8_t* data, size_t size) {
+  std::string rest(reinterpret_cast<const char*>(data), size);
+  if (kind == 1) return rest;
+  if (kind == 2) return rest.empty() ? rest : rest.substr(1);
+  return std::nullopt;
+}
+
 config::LoadOptions options_for(uint8_t kind, const uint8_t* data, size_t size) {
   config::LoadOptions o;
   o.check_paths = true;  // as `accel config validate` does; the checks only look, never create
@@ -163,6 +175,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (gpus) options.gpus_here = config::GpuCount{gpus == 1 ? 0 : gpus == 2 ? 1 : 8, gpus == 1 ? "no driver" : ""};
   config::LoadedJob loaded;
   if (!load_checked(options, loaded)) return 0;
+  if (auto text = deepspeed_text(kind, data + 1, size - 1); text && !nlohmann::json::accept(*text))
+    finding("a DeepSpeed config that is not JSON loaded", options);
 
   try {  // the writers run on a loaded job and must not throw at all
     config::dump_job(loaded.job, loaded.sources, config::DumpStyle::Full);

@@ -143,3 +143,27 @@ TEST_CASE("fuzz finding: an empty DeepSpeed config had no position, and a direct
   CHECK(as_job.message == "cannot read the job file");
   CHECK(as_job.where.file == dir.path().string());
 }
+
+TEST_CASE("fuzz finding: a YAML flow mapping in a DeepSpeed .json was not JSON and loaded with bf16 off") {
+  // Found by mutation fuzzing outside the harness (tests/fuzz/regressions/ds-yaml-flow-mapping-not-json):
+  // `"bf16": {"eauto"}` is YAML (a mapping with a null value), so yaml-cpp read it, bf16 stayed off
+  // behind one warning, and `accel config validate` said ok; DeepSpeed's loader refuses the file.
+  TempDir dir;
+  const std::string text = "{\n  \"train_micro_batch_size_per_gpu\": 4,\n  \"bf16\": {\"eauto\"}\n}\n";
+  auto ds = dir.write("ds.json", text);
+  auto d = only(config_errors(ds));
+  CHECK(d.where.str() == ds + ":3:19");
+  CHECK(d.message == "not valid JSON: unexpected '}'");
+  CHECK(d.allowed == "':'");
+  CHECK_THAT(d.hint, Catch::Contains("Python's json module"));
+
+  // The same file named by deepspeed.config_file, and by an Accelerate config's
+  // deepspeed_config_file: DeepSpeed reads it as JSON whatever its name.
+  dir.write("named.conf", text);
+  auto native = dir.write("job.yaml", "backend: deepspeed\ndeepspeed:\n  config_file: named.conf\n");
+  CHECK(only(config_errors(native)).where.str() == dir.path().string() + "/named.conf:3:19");
+  auto accelerate = dir.write("accelerate.yaml",
+                              "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\n"
+                              "deepspeed_config:\n  deepspeed_config_file: ds.json\n");
+  CHECK(only(config_errors(accelerate)).where.str() == ds + ":3:19");
+}

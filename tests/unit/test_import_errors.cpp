@@ -139,13 +139,14 @@ TEST_CASE("a misspelt key in an Accelerate fsdp_config or deepspeed_config is a 
   CHECK(about(errors, "mixed_precison").hint == "did you mean 'mixed_precision'?");
 }
 
-TEST_CASE("an unknown foreign key far from every known one stays a warning") {
+TEST_CASE("an unknown foreign key far from every known one stays a warning where DeepSpeed ignores it") {
   TempDir dir;
-  auto file = dir.write("ds.json", R"({"zero_optimization": {"stage": 2, "mics_shard_size": -1}, "torch_autocast": {}})");
+  // DeepSpeed reads its top level key by key; zero_optimization is a closed model, where an
+  // unknown key is an error (test_deepspeed_json.cpp).
+  auto file = dir.write("ds.json", R"({"zero_optimization": {"stage": 2}, "torch_autocast": {}})");
   auto loaded = load(file);
   std::string warned;
   for (const auto& w : loaded.warnings) warned += w.render("warning") + "\n";
-  CHECK_THAT(warned, Catch::Contains("zero_optimization.mics_shard_size: unknown DeepSpeed key; accel does not act on it"));
   CHECK_THAT(warned, Catch::Contains("torch_autocast: unknown DeepSpeed key; accel does not act on it"));
 }
 
