@@ -6,8 +6,9 @@ micro-step m, for each rank r, the micro batch of windows ((s*G+m)*W+r)*B+b is f
 backward-ed with loss_micro * (tokens_micro / tokens_global), so the accumulated gradient is the
 gradient of the mean token cross-entropy over the whole global batch. Then: pre-clip global grad
 norm, torch's clip_grad_norm_ when max_grad_norm > 0, lr from the spec's schedule written into
-every param group, torch.optim.AdamW step (decay group: params with dim >= 2; no-decay group:
-the rest), zero grads.
+every param group, the optimizer step (torch.optim.AdamW, the spec's; or torch.optim.SGD as accel's
+optimizer.name sgd does it), zero grads. Both optimizers use the same two groups: weight decay on params
+with dim >= 2, none on the rest.
 
 Outputs in --out-dir: metrics.jsonl (one JSON per step), weights.safetensors (fp32, spec names),
 reference_config.json (the resolved settings), and on request grads_step<S>.safetensors.
@@ -37,7 +38,7 @@ import token_data  # noqa: E402
 # accel's defaults (runtime/config/job.hpp), so a job file and this CLI agree on unset keys.
 DEFAULTS: Dict[str, object] = dict(
     world=1, micro_batch=8, accum=1, seq_len=128, steps=100,
-    lr=3.0e-4, weight_decay=0.1, beta1=0.9, beta2=0.95, eps=1.0e-8,
+    optimizer="adamw", lr=3.0e-4, weight_decay=0.1, beta1=0.9, beta2=0.95, eps=1.0e-8, momentum=0.9,
     warmup=10, min_lr_ratio=0.1, schedule="cosine", max_grad_norm=1.0,
     n_layer=4, n_head=4, n_embd=128, vocab_size=256, block_size=128,
     tokens=None, text=None, init_weights=None, seed_init=1337, export_init=None,
@@ -65,12 +66,26 @@ def lr_at(s: int, lr: float, warmup: int, total: int, min_lr_ratio: float, sched
     return lr_min + 0.5 * (1.0 + math.cos(math.pi * p)) * (lr - lr_min)
 
 
-def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, betas, eps: float) -> torch.optim.AdamW:
+def param_groups(model: torch.nn.Module, weight_decay: float) -> List[Dict[str, object]]:
+    """The spec's decay rule, used for both optimizers (accel's builtin_param_group does the same):
+    weight decay on parameters with dim >= 2, none on biases and LayerNorm parameters."""
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
+    return [{"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0}]
+
+
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, betas, eps: float,
+                   name: str = "adamw", momentum: float = 0.0) -> torch.optim.Optimizer:
+    """torch.optim.AdamW (the spec), or torch.optim.SGD (accel's optimizer.name sgd: coupled L2 decay,
+    momentum with dampening 0, no Nesterov); betas and eps are AdamW's, momentum is SGD's."""
+    groups = param_groups(model, weight_decay)
+    if name == "adamw":
+        return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
+    if name == "sgd":
+        return torch.optim.SGD(groups, lr=lr, momentum=momentum, dampening=0.0, nesterov=False,
+                               weight_decay=weight_decay)
+    raise ValueError(f"unknown optimizer {name!r}")
 
 
 def global_grad_norm(params) -> torch.Tensor:
@@ -122,8 +137,10 @@ def load_job(path: str) -> Dict[str, object]:
     out["tokens" if kind == "tokens" else "text"] = dpath
     take("data", "val_fraction", "val_fraction", float)
     o = sec("optimizer")
-    if o.get("name", "adamw") != "adamw":
-        raise ConfigError(f"optimizer.name {o.get('name')!r}: the spec defines adamw only")
+    if o.get("name", "adamw") not in ("adamw", "sgd"):
+        raise ConfigError(f"optimizer.name {o.get('name')!r}: expected adamw (the spec's) or sgd (accel's)")
+    take("optimizer", "name", "optimizer", str)
+    take("optimizer", "momentum", "momentum", float)
     take("optimizer", "lr", "lr", float)
     take("optimizer", "weight_decay", "weight_decay", float)
     take("optimizer", "eps", "eps", float)
@@ -176,6 +193,10 @@ def validate(cfg: Dict[str, object]) -> None:
         raise ConfigError(f"seq_len {cfg['seq_len']} exceeds block_size {cfg['block_size']}")
     if cfg["n_embd"] % cfg["n_head"]:
         raise ConfigError(f"n_embd {cfg['n_embd']} is not divisible by n_head {cfg['n_head']}")
+    if cfg["optimizer"] not in ("adamw", "sgd"):
+        raise ConfigError(f"optimizer {cfg['optimizer']!r}: expected adamw or sgd")
+    if not (0.0 <= float(cfg["momentum"]) <= 1.0):
+        raise ConfigError(f"momentum {cfg['momentum']} not in [0, 1]")
     if cfg["schedule"] not in ("cosine", "constant"):
         raise ConfigError(f"schedule {cfg['schedule']!r}: expected cosine or constant")
     if cfg["dtype"] not in ("float32", "float64"):
@@ -251,7 +272,8 @@ def train(cfg: Dict[str, object], tokens=None, log=print) -> Dict[str, object]:
 
     params = list(model.parameters())
     opt = make_optimizer(model, float(cfg["lr"]), float(cfg["weight_decay"]),
-                         (float(cfg["beta1"]), float(cfg["beta2"])), float(cfg["eps"]))
+                         (float(cfg["beta1"]), float(cfg["beta2"])), float(cfg["eps"]),
+                         name=str(cfg["optimizer"]), momentum=float(cfg["momentum"]))
     dump_steps = {int(x) for x in str(cfg.get("dump_grads") or "").split(",") if x.strip()}
     tokens_micro = B * T
     tokens_global = W * G * B * T
@@ -321,7 +343,7 @@ def train(cfg: Dict[str, object], tokens=None, log=print) -> Dict[str, object]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        description="Reference trainer for accel's spec/training.md (GPT, sequential llm.c data, AdamW).",
+        description="Reference trainer for accel's spec/training.md (GPT, sequential llm.c data, AdamW or SGD).",
         epilog="Precedence: built-in defaults (accel's) < --job file < explicit flags.")
     a = p.add_argument
     a("--job", help="accel job YAML: take world/model/data/optimizer/scheduler/training values from it")
@@ -332,8 +354,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seq-len", dest="seq_len", type=int, help="tokens per sequence T (128)")
     g.add_argument("--steps", type=int, help="optimizer steps S (100); 0 with --export-init only exports")
     g = p.add_argument_group("optimizer and schedule")
+    g.add_argument("--optimizer", choices=["adamw", "sgd"], help="(adamw)")
     g.add_argument("--lr", type=float, help="peak lr (3e-4)")
-    g.add_argument("--weight-decay", dest="weight_decay", type=float, help="AdamW decay on dim>=2 params (0.1)")
+    g.add_argument("--weight-decay", dest="weight_decay", type=float,
+                   help="decay on dim>=2 params: decoupled for adamw, L2 in the gradient for sgd (0.1)")
+    g.add_argument("--momentum", type=float, help="SGD momentum, 0 disables (0.9)")
     g.add_argument("--beta1", type=float, help="(0.9)")
     g.add_argument("--beta2", type=float, help="(0.95)")
     g.add_argument("--eps", type=float, help="(1e-8)")

@@ -3,13 +3,14 @@
     ACCEL_BINARY=build/accel PYTHONDONTWRITEBYTECODE=1 \
         scripts/python -m unittest discover -s tests/numerics -p test_resharding_end_to_end.py -v
 
-- ReshardResume: a run checkpoints at step 8 under one backend and world size; a second run resumes
-  from that checkpoint under another (zero 2 at world 2 -> world 4, zero 3 at world 2 -> world 3
-  with padding, ddp at world 2 -> zero 3 at world 4, zero 1 at world 4 -> ddp at world 2) with the
-  same global batch, and its steps 8..15 and final weights match the uninterrupted run's; zero 3
-  with nvme offload (optimizer states and parameter shards in files) resumes at world 3. fsdp
-  writes the same sharded layout: zero 3 at world 2 -> fsdp FULL_SHARD at world 4, and fsdp
-  FULL_SHARD / SHARD_GRAD_OP checkpoints resumed under deepspeed.
+- ReshardResume: a run checkpoints every 3 steps under one backend and world size; another run
+  resumes from one of its checkpoints under another backend or world size with the same global
+  batch, and its remaining steps and final weights match those of the run it resumed from:
+  zero 3 at world 2 -> world 3 (padding); zero 3 with nvme offload (optimizer states and parameter
+  shards in files) -> zero 3 at world 3 with parameter files; zero 1 at world 4 -> ddp at world 2
+  -> zero 3 at world 4 -> fsdp FULL_SHARD at world 2 (fsdp reads the zero layout) -> zero 3 at
+  world 2 -> HYBRID_SHARD 2 x 2 -> FULL_SHARD at world 2; fsdp SHARD_GRAD_OP at world 4 -> zero 2
+  at world 2 -> world 4; fsdp's bf16 masters resumed under deepspeed.
 - MergeWeights: `accel merge-weights` turns zero (padded, world 3) and ddp checkpoints into exactly
   the run's weights.safetensors; a missing, incomplete or damaged checkpoint is exit 2, naming it.
 
@@ -25,6 +26,7 @@ import unittest
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import reference_in_process as ref  # noqa: E402
 import trainer_test_support as ts  # noqa: E402
 
 sys.path.insert(0, ts.REF)
@@ -61,13 +63,21 @@ class _Base(unittest.TestCase):
 
 
 class ReshardResume(_Base):
-    STEPS, AT = 16, 8
+    """Each resume is compared with the run whose checkpoint it resumed, which went on uninterrupted.
+    Runs are chained to launch fewer processes: run k resumes from run k-1's checkpoint at step
+    k*AT and trains to the end, so it is both the resumed run of one case and the uninterrupted run
+    of the next."""
+
+    # Checkpoints every 3 steps (the first 3 are the warmup): every state a resume restores (masters,
+    # both moments, step counters, schedule position) enters each of the 3 or more steps after it.
+    AT = 3
     # Why not exact: after the resume the gradients are averaged over another number of ranks
     # (all-reduce vs reduce-scatter, per-rank means of 2 vs 4 rows), which reassociates fp32 sums;
     # Adam amplifies that rounding in near-zero gradients to at most O(lr) per step in single
-    # elements. Measured over the 8 steps after the switch, all four cases: max |dloss| 3.6e-7,
-    # max |dw| 8.3e-7, grad_norm rel 8e-8. Resetting the step counters at the resume instead
-    # (Adam's bias correction restarts) gave |dloss| 2.9e-2 and |dw| 1.8e-3: far over these.
+    # elements. Measured over the 3 to 18 steps after each switch, every case: max |dloss| 4.8e-7,
+    # max |dw| 2.0e-6, grad_norm rel 5.6e-8. Resetting the step counters at a resume at step 3
+    # instead (Adam's bias correction restarts; injected by zeroing them in the checkpoint) gave
+    # |dloss| 1.6e-2 and |dw| 1.7e-3 over the next 3 steps: far over these.
     LOSS_TOL = 1e-4
     WEIGHT_TOL = 1e-4
     GRAD_NORM_RTOL = 1e-3
@@ -75,33 +85,44 @@ class ReshardResume(_Base):
     @classmethod
     def setUpClass(cls):
         cls._tmp = tempfile.TemporaryDirectory(prefix="accel_reshard_data_")
-        cls.tokens = ts.make_tokens(os.path.join(cls._tmp.name, "tok.bin"))
+        cls.tokens = ref.make_tokens(os.path.join(cls._tmp.name, "tok.bin"))
 
     @classmethod
     def tearDownClass(cls):
         cls._tmp.cleanup()
 
-    def _job(self, out, world, micro, **kw):
-        return ts.job(out, data_path=self.tokens, world=world, micro=micro, steps=self.STEPS,
+    def _job(self, out, world, micro, steps, **kw):
+        return ts.job(out, data_path=self.tokens, world=world, micro=micro, steps=steps,
                       checkpoint_every=self.AT, eval_every=0, **kw)
 
-    def _resume_elsewhere(self, label, first, second):
-        """first/second: (world, micro batch, --set overrides[, machines on loopback]). Returns
-        (uninterrupted, resumed) dirs."""
+    def _chain(self, *runs):
+        """runs: (name, world, micro batch, --set overrides[, machines on loopback]), all with the same
+        global batch. The first trains len(runs) * AT steps from scratch; run k resumes from run
+        k-1's checkpoint at step k * AT. Returns the output directories, in order."""
+        runs = [(tuple(r) + (1,))[:5] for r in runs]
+        self.assertEqual(len({w * b for _, w, b, _, _ in runs}), 1, "every run must see the same global batch")
+        steps = len(runs) * self.AT
         d = self.tmpdir()
-        out_a, out_b = os.path.join(d, "a"), os.path.join(d, "b")
-        (wa, ba, sa, ma), (wb, bb, sb, mb) = (tuple(first) + (1,))[:4], (tuple(second) + (1,))[:4]
-        self.assertEqual(wa * ba, wb * bb, "both runs must see the same global batch")
-        pa = self._launch(ts.write_job(os.path.join(d, "a.yaml"), self._job(out_a, wa, ba)), sa, ma)
-        self.assertExit(pa, 0, f"{label}: uninterrupted run")
-        ckpt = ts.ckpt_dir(out_a, self.AT)
-        pb = self._launch(ts.write_job(os.path.join(d, "b.yaml"), self._job(out_b, wb, bb, resume=ckpt)), sb, mb)
-        self.assertExit(pb, 0, f"{label}: resumed run")
-        self.assertIn(f"resumed from {ckpt} ({self.AT} steps done)", pb.stdout + pb.stderr, ts.describe(pb))
+        outs = []
+        for k, (name, world, micro, sets, machines) in enumerate(runs):
+            out = os.path.join(d, f"run{k}")
+            resume = {"resume": ts.ckpt_dir(outs[-1], k * self.AT)} if k else {}
+            job_path = ts.write_job(os.path.join(d, f"run{k}.yaml"), self._job(out, world, micro, steps, **resume))
+            p = self._launch(job_path, sets, machines)
+            self.assertExit(p, 0, f"{name}: " + (f"resumed at step {k * self.AT}" if k else "first run"))
+            if k:
+                label = f"{runs[k - 1][0]} -> {name}"
+                self.assertIn(f"resumed from {resume['resume']} ({k * self.AT} steps done)", p.stdout + p.stderr,
+                              ts.describe(p))
+                self._compare_resumed(label, outs[-1], out, k * self.AT, steps)
+            outs.append(out)
+        return outs
 
+    def _compare_resumed(self, label, out_a, out_b, at, steps):
+        """Run B resumed at step `at` from run A's checkpoint: its steps and final weights against A's."""
         a = {r["step"]: r for r in ts.read_metrics(out_a)}
         b = {r["step"]: r for r in ts.read_metrics(out_b)}
-        self.assertEqual(sorted(b), list(range(self.AT, self.STEPS)), f"{label}: resumed steps")
+        self.assertEqual(sorted(b), list(range(at, steps)), f"{label}: resumed steps")
         d_loss = ts.largest_diff((abs(a[s]["loss"] - b[s]["loss"]) for s in b), f"{label}: loss")
         d_lr = ts.largest_diff((abs(a[s]["lr"] - b[s]["lr"]) for s in b), f"{label}: lr")
         d_gn = ts.largest_diff((abs(a[s]["grad_norm"] - b[s]["grad_norm"]) / a[s]["grad_norm"] for s in b),
@@ -110,15 +131,14 @@ class ReshardResume(_Base):
         self.assertEqual(list(wa_), list(wb_), f"{label}: weight names")
         d_w = ts.largest_diff((float((wa_[n].double() - wb_[n].double()).abs().max()) for n in wa_),
                               f"{label}: weights")
-        print(f"\n[{label}] steps {self.AT}..{self.STEPS - 1} vs uninterrupted: max |dloss| {d_loss:.3e}, "
+        print(f"\n[{label}] steps {at}..{steps - 1} vs uninterrupted: max |dloss| {d_loss:.3e}, "
               f"max |dlr| {d_lr:.3e}, max grad_norm rel {d_gn:.3e}, max |dw| {d_w:.3e}")
         self.assertEqual(d_lr, 0.0, f"{label}: the schedule differs after the resume")
         self.assertLessEqual(d_loss, self.LOSS_TOL, f"{label}: losses differ")
         self.assertLessEqual(d_gn, self.GRAD_NORM_RTOL, f"{label}: grad norms differ")
         self.assertLessEqual(d_w, self.WEIGHT_TOL, f"{label}: final weights differ")
-        self.assertSteps(ts.ckpt_dir(out_b, self.STEPS), self.STEPS, label)
+        self.assertSteps(ts.ckpt_dir(out_b, steps), steps, label)
         self.assertMergeEqualsExport(out_b, label)
-        return out_a, out_b
 
     def _launch(self, job_path, sets, machines):
         """One launcher, or one per machine on loopback: the first failure (else machine 0's result),
@@ -143,12 +163,9 @@ class ReshardResume(_Base):
         self.assertTrue(counts)
         self.assertEqual(set(counts.values()), {steps}, f"{label}: step counters {counts}")
 
-    def test_zero2_world2_to_world4(self):
-        self._resume_elsewhere("zero 2, world 2 -> 4", (2, 4, ZERO[2]), (4, 2, ZERO[2]))
-
     def test_zero3_world2_to_world3_padded(self):
-        _, out_b = self._resume_elsewhere("zero 3, world 2 -> 3", (2, 3, ZERO[3]), (3, 2, ZERO[3]))
-        with open(os.path.join(out_b, "logs", "rank_0.log")) as f:
+        _, out = self._chain(("zero 3 world 2", 2, 3, ZERO[3]), ("zero 3 world 3", 3, 2, ZERO[3]))
+        with open(os.path.join(out, "logs", "rank_0.log")) as f:
             self.assertRegex(f.read(), r"deepspeed zero_stage 3: \d+ units, \d+ values \([1-9]\d* padding\)")
 
     def test_zero3_nvme_world2_to_param_nvme_world3(self):
@@ -160,57 +177,49 @@ class ReshardResume(_Base):
                   f"deepspeed.offload_param_nvme_path={nvme}/params")
         first = ZERO[3] + params + ("deepspeed.offload_optimizer_device=nvme",
                                     f"deepspeed.offload_optimizer_nvme_path={nvme}/optimizer")
-        _, out_b = self._resume_elsewhere("zero 3 nvme world 2 -> zero 3 param nvme world 3", (2, 3, first),
-                                          (3, 2, ZERO[3] + params))
-        with open(os.path.join(out_b, "logs", "rank_0.log")) as f:
+        _, out = self._chain(("zero 3 nvme world 2", 2, 3, first), ("zero 3 param nvme world 3", 3, 2, ZERO[3] + params))
+        with open(os.path.join(out, "logs", "rank_0.log")) as f:
             self.assertIn("parameter shards of", f.read())
 
-    def test_ddp_world2_to_zero3_world4(self):
-        self._resume_elsewhere("ddp world 2 -> zero 3 world 4", (2, 4, DDP), (4, 2, ZERO[3]))
-
-    def test_zero1_world4_to_ddp_world2(self):
-        self._resume_elsewhere("zero 1 world 4 -> ddp world 2", (4, 2, ZERO[1]), (2, 4, DDP))
-
-    def test_zero3_world2_to_fsdp_full_shard_world4(self):
-        _, out_b = self._resume_elsewhere("zero 3 world 2 -> fsdp FULL_SHARD world 4", (2, 4, ZERO[3]),
-                                          (4, 2, FSDP["FULL_SHARD"]))
-        with open(os.path.join(out_b, "logs", "rank_0.log")) as f:
+    def test_zero_ddp_fsdp_and_hybrid_layouts(self):
+        # zero 1 world 4 -> ddp world 2: sharded to replicated, fewer ranks; -> zero 3 world 4:
+        # replicated to sharded, more ranks; -> fsdp FULL_SHARD world 2: fsdp reads zero's sharded
+        # layout at another world size; -> zero 3 world 2: deepspeed reads fsdp's shard files as they
+        # are (same world size and units); -> HYBRID_SHARD 2 machines x 2 ranks: each machine loads
+        # the world-2 shards; -> FULL_SHARD world 2: HYBRID_SHARD splits the states over each
+        # machine's 2 ranks and machine 0's ranks write them (layout world 2), read as FULL_SHARD's own.
+        outs = self._chain(("zero 1 world 4", 4, 2, ZERO[1]), ("ddp world 2", 2, 4, DDP),
+                           ("zero 3 world 4", 4, 2, ZERO[3]), ("fsdp FULL_SHARD world 2", 2, 4, FSDP["FULL_SHARD"]),
+                           ("zero 3 world 2", 2, 4, ZERO[3]), ("fsdp HYBRID_SHARD 2x2", 4, 2, FSDP_HYBRID, 2),
+                           ("fsdp FULL_SHARD world 2", 2, 4, FSDP["FULL_SHARD"]))
+        full_shard, hybrid = outs[3], outs[5]
+        with open(os.path.join(full_shard, "logs", "rank_0.log")) as f:
             self.assertIn("fsdp FULL_SHARD:", f.read())
-
-    def test_fsdp_hybrid_2x2_to_full_shard_world2_and_back(self):
-        # HYBRID_SHARD splits the states over each machine's 2 ranks; machine 0's ranks write the
-        # shards (layout world 2), which FULL_SHARD at world 2 reads as its own. And back: a zero 3
-        # world 2 checkpoint resumed by two machines of two ranks, each machine loading the shards.
-        hybrid = (4, 2, FSDP_HYBRID, 2)  # world 4 over 2 machines
-        out_a, _ = self._resume_elsewhere("fsdp HYBRID_SHARD 2x2 -> FULL_SHARD world 2", hybrid,
-                                          (2, 4, FSDP["FULL_SHARD"]))
-        ckpt = ts.ckpt_dir(out_a, self.AT)
+        with open(os.path.join(ts.ckpt_dir(full_shard, 4 * self.AT), "trainer.json")) as f:
+            layout = json.load(f)["backend_state"]
+        self.assertEqual((layout["layout"], layout["policy"]), ("zero", "fsdp FULL_SHARD"))
+        with open(os.path.join(hybrid, "logs", "rank_0.log")) as f:
+            self.assertIn("replicated on 2 machines", f.read())
+        ckpt = ts.ckpt_dir(hybrid, 6 * self.AT)
         with open(os.path.join(ckpt, "trainer.json")) as f:
             state = json.load(f)
         self.assertEqual((state["world_size"], state["backend_state"]["world_size"]), (4, 2))
         self.assertEqual(sorted(n for n in os.listdir(ckpt) if n.startswith("zero_rank_")),
                          ["zero_rank_00000.safetensors", "zero_rank_00001.safetensors"])
-        _, out_b = self._resume_elsewhere("zero 3 world 2 -> fsdp HYBRID_SHARD 2x2", (2, 4, ZERO[3]), hybrid)
-        with open(os.path.join(out_b, "logs", "rank_0.log")) as f:
-            self.assertIn("replicated on 2 machines", f.read())
 
-    def test_fsdp_full_shard_world2_to_zero3_world2(self):
-        # The same world size and units: deepspeed reads fsdp's shard files as they are.
-        out_a, _ = self._resume_elsewhere("fsdp FULL_SHARD world 2 -> zero 3 world 2", (2, 4, FSDP["FULL_SHARD"]),
-                                          (2, 4, ZERO[3]))
-        with open(os.path.join(ts.ckpt_dir(out_a, self.AT), "trainer.json")) as f:
-            layout = json.load(f)["backend_state"]
-        self.assertEqual((layout["layout"], layout["policy"]), ("zero", "fsdp FULL_SHARD"))
+    def test_fsdp_shard_grad_op_world4_to_zero2_world2_to_world4(self):
+        self._chain(("fsdp SHARD_GRAD_OP world 4", 4, 2, FSDP["SHARD_GRAD_OP"]), ("zero 2 world 2", 2, 4, ZERO[2]),
+                    ("zero 2 world 4", 4, 2, ZERO[2]))
 
     def test_fsdp_low_precision_checkpoint_resumes_under_deepspeed(self):
         # precision_mode low keeps bf16 masters (layout dtype BF16); deepspeed resumes them as fp32
-        # masters through the canonical form. Step 8 computes with the same bf16 parameters both ways
+        # masters through the canonical form. Step AT computes with the same bf16 parameters both ways
         # (fp32(bf16) rounds back to itself), so its loss and grad norm are identical; later steps
         # update in another precision and differ.
         d = self.tmpdir()
         out_a, out_b = os.path.join(d, "a"), os.path.join(d, "b")
         low = FSDP["FULL_SHARD"] + ("model.dtype=bf16", "fsdp.precision_mode=low")
-        pa = ts.launch(ts.write_job(os.path.join(d, "a.yaml"), self._job(out_a, 2, 4)), sets=low)
+        pa = ts.launch(ts.write_job(os.path.join(d, "a.yaml"), self._job(out_a, 2, 4, 2 * self.AT)), sets=low)
         self.assertExit(pa, 0, "fsdp precision_mode low run")
         ckpt = ts.ckpt_dir(out_a, self.AT)
         with open(os.path.join(ckpt, "trainer.json")) as f:
@@ -218,7 +227,7 @@ class ReshardResume(_Base):
         shard = safetensors_io.load_file(os.path.join(ckpt, "zero_rank_00000.safetensors"))
         self.assertEqual(str(shard["h.0.master"].dtype), "torch.bfloat16")
         self.assertEqual(str(shard["h.0.exp_avg"].dtype), "torch.float32")
-        pb = ts.launch(ts.write_job(os.path.join(d, "b.yaml"), self._job(out_b, 2, 4, resume=ckpt)),
+        pb = ts.launch(ts.write_job(os.path.join(d, "b.yaml"), self._job(out_b, 2, 4, 2 * self.AT, resume=ckpt)),
                        sets=ZERO[3] + ("model.dtype=bf16",))
         self.assertExit(pb, 0, "deepspeed zero 3 resuming the bf16-master checkpoint")
         self.assertIn(f"resumed from {ckpt} ({self.AT} steps done)", pb.stdout + pb.stderr)
@@ -229,10 +238,6 @@ class ReshardResume(_Base):
         self.assertExit(merge_weights(ckpt, merged), 0, "merge-weights of a bf16-master checkpoint")
         w = safetensors_io.load_file(merged)
         self.assertEqual(str(w["h.0.attn.c_attn.weight"].dtype), "torch.float32")
-
-    def test_fsdp_shard_grad_op_world4_to_zero2_world2(self):
-        self._resume_elsewhere("fsdp SHARD_GRAD_OP world 4 -> zero 2 world 2", (4, 2, FSDP["SHARD_GRAD_OP"]),
-                               (2, 4, ZERO[2]))
 
 
 class MergeWeights(_Base):

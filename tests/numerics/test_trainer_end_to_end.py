@@ -6,7 +6,9 @@
 - ReferenceAgreement: five (world, micro batch, accumulation) splits of one global batch of 8 rows
   against one run of the independent Python reference (scripts/reference), within fp32 tolerance.
 - ZeroStagesAgreement / FsdpStrategiesAgreement: the same for deepspeed zero_stage 1-3 and for fsdp
-  FULL_SHARD, SHARD_GRAD_OP and NO_SHARD (one engine, two dialects).
+  FULL_SHARD, SHARD_GRAD_OP, NO_SHARD and HYBRID_SHARD (one engine, two dialects), over 6 steps.
+- SgdAgreement: optimizer.name sgd (momentum, weight decay, no clipping) under zero_stage 3 at
+  world 2 with accumulation 2, against the reference's SGD.
 - Determinism: the same job twice gives identical metrics and byte-identical weights.
 - RestartResume: a worker SIGKILLed mid-run, the launcher restarts the group, the workers resume from
   the last checkpoint, and the result equals an uninterrupted run's exactly.
@@ -25,6 +27,7 @@ import unittest
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import reference_in_process as ref  # noqa: E402
 import trainer_test_support as ts  # noqa: E402
 
 # Exact-equality fields of a metrics record (timing fields excluded: see ts.TIMING_FIELDS).
@@ -50,9 +53,13 @@ class _Base(unittest.TestCase):
 
 
 class _ReferenceBase(_Base):
-    """accel vs the Python reference, same init file, same global batch (8 rows of 32 tokens)."""
+    """accel vs the Python reference, same init file, same global batch (8 rows of 32 tokens unless
+    a split says otherwise: that split gets a reference of its own, run once per class)."""
 
     STEPS = 15
+    EVAL_EVERY = 5
+    OPTIMIZER = None  # the optimizer section of every run; None: ts.job's AdamW
+    TRAINING = {}  # training keys of every run beyond ts.job's
     LR = 3e-3  # large enough that clipping at 1.0 is active on most steps (asserted below), yet a
     #            step or two stays under 1.0, so both branches of the clip run; at 1e-2 the fp32
     #            weight drift across splits reached ~1.5e-4 (Adam amplifying rounding in tiny grads)
@@ -76,30 +83,46 @@ class _ReferenceBase(_Base):
     def setUpClass(cls):
         cls._tmp = tempfile.TemporaryDirectory(prefix="accel_e2e_ref_")
         d = cls._tmp.name
-        cls.tokens = ts.make_tokens(os.path.join(d, "tok.bin"), n=100000, seed=1)
-        cls.init = ts.export_init(os.path.join(d, "init.safetensors"))
-        job = ts.job(os.path.join(d, "unused"), data_path=cls.tokens, world=1, micro=8, steps=cls.STEPS,
-                     lr=cls.LR, warmup=3, eval_every=5, init_from=cls.init)
-        cls.ref_job = ts.write_job(os.path.join(d, "ref_job.yaml"), job)
+        cls.tokens = ref.make_tokens(os.path.join(d, "tok.bin"), n=100000, seed=1)
+        cls.init = ref.export_init(os.path.join(d, "init.safetensors"))
+        cls.ref_job = ts.write_job(os.path.join(d, "ref_job.yaml"), cls._job(os.path.join(d, "unused"), 1, 8, 1))
         # One reference run: the spec makes the global batch independent of the split, so world 1,
-        # micro 8 is the reference for every accel split (this also proves split invariance).
-        cls.ref_dir = ts.reference_train(cls.ref_job, os.path.join(d, "ref"), cls.init, world=1, micro=8, accum=1)
+        # micro 8 is the reference for every accel split of 8 rows (this also proves split invariance).
+        cls.ref_dir = ref.reference_train(cls.ref_job, os.path.join(d, "ref"), cls.init, world=1, micro=8, accum=1)
         cls.ref_metrics = ts.read_metrics(cls.ref_dir)
+        cls._other_refs = {}
 
     @classmethod
     def tearDownClass(cls):
         cls._tmp.cleanup()
 
-    def _check_split(self, name, sets=(), ref_dir=None, machines=1):
+    @classmethod
+    def _job(cls, out, world, micro, accum):
+        job = ts.job(out, data_path=cls.tokens, world=world, micro=micro, accum=accum, steps=cls.STEPS, lr=cls.LR,
+                     warmup=3, eval_every=cls.EVAL_EVERY, init_from=cls.init, **cls.TRAINING)
+        if cls.OPTIMIZER:
+            job["optimizer"] = dict(cls.OPTIMIZER, lr=cls.LR)
+        return job
+
+    def _reference_of(self, name):
+        """The reference run for split `name`: the shared one for 8 rows, else one of the split's own
+        global batch (run at the first use, kept for the class)."""
         world, micro, accum = self.SPLITS[name]
-        ref_dir = ref_dir or self.ref_dir
+        if world * micro * accum == 8:
+            return self.ref_dir
+        if name not in self._other_refs:
+            self._other_refs[name] = ref.reference_train(self.ref_job, os.path.join(self._tmp.name, "ref_" + name),
+                                                        self.init, world=world, micro=micro, accum=accum)
+        return self._other_refs[name]
+
+    def _check_split(self, name, sets=(), machines=1):
+        world, micro, accum = self.SPLITS[name]
+        ref_dir = self._reference_of(name)
         ref_metrics = ts.read_metrics(ref_dir)
         label = name + "".join(" " + x for x in sets)
         d = self.tmpdir()
         out = os.path.join(d, "out")
-        job = ts.job(out, data_path=self.tokens, world=world, micro=micro, accum=accum, steps=self.STEPS,
-                     lr=self.LR, warmup=3, eval_every=5, init_from=self.init)
-        job_path = ts.write_job(os.path.join(d, "job.yaml"), job)
+        job_path = ts.write_job(os.path.join(d, "job.yaml"), self._job(out, world, micro, accum))
         if machines == 1:
             self.assertLaunch(ts.launch(job_path, sets=sets), 0, f"accel {label}")
         else:  # one launcher per machine on loopback, each spawning world / machines ranks
@@ -110,11 +133,13 @@ class _ReferenceBase(_Base):
         # the global batch is world x micro x accum rows of 32 tokens (8 rows unless the split says otherwise)
         self.assertEqual([r["tokens"] for r in got], [world * micro * accum * 32] * self.STEPS)
 
-        cmp = ts.compare_runs(out, ref_dir, self.LOSS_TOL, self.WEIGHT_TOL)
+        cmp = ref.compare_runs(out, ref_dir, self.LOSS_TOL, self.WEIGHT_TOL)
         # compare_runs checks loss, lr (1e-12), grad_norm (rel 1e-3) and final weights, not eval_loss.
         ref_eval = {r["step"]: r["eval_loss"] for r in ref_metrics if "eval_loss" in r}
         got_eval = {r["step"]: r["eval_loss"] for r in got if "eval_loss" in r}
-        self.assertEqual(sorted(ref_eval), [4, 9, 14], "reference eval steps")
+        eval_steps = [s for s in range(self.STEPS) if (s + 1) % self.EVAL_EVERY == 0]
+        self.assertTrue(eval_steps, "no evaluation within the run")
+        self.assertEqual(sorted(ref_eval), eval_steps, "reference eval steps")
         self.assertEqual(sorted(got_eval), sorted(ref_eval), f"{label}: eval steps differ")
         d_eval = ts.largest_diff((abs(got_eval[s] - ref_eval[s]) for s in ref_eval), f"{label}: eval_loss")
         print(f"\n[{label}: world {world}, micro {micro}, accum {accum}] vs reference {os.path.basename(ref_dir)}:\n"
@@ -148,12 +173,27 @@ class ReferenceAgreement(_ReferenceBase):
         self._check_split("w1_b2_g4")
 
 
-class ZeroStagesAgreement(_ReferenceBase):
-    """backend: deepspeed, zero_stage 1-3, against the same reference and tolerances as ddp: the
-    sharded optimizer applies the same update to the same averaged gradients, so only reduction order
-    (reduce-scatter vs all-reduce) differs. World 3 pads every unit's flat buffer (uneven shards)."""
+class _ShardedBase(_ReferenceBase):
+    """The sharded strategies against the same reference and tolerances as ddp: the sharded optimizer
+    applies the same update to the same averaged gradients, so only reduction order (reduce-scatter
+    vs all-reduce) differs. World 3 pads every unit's flat buffer (uneven shards) and takes 6 rows.
+    6 steps hold every path a step takes: warmup and cosine lrs, a step under the clip bound (step 3)
+    and steps over it, an evaluation (step 4), and Adam's moments carried over 5 updates (asserted
+    below for the clip); ReferenceAgreement's 15 steps add nothing sharding-specific."""
 
+    STEPS = 6
     SPLITS = dict(_ReferenceBase.SPLITS, w3_b2=(3, 2, 1))
+
+    def test_reference_run_clips_and_does_not(self):
+        norms = [r["grad_norm"] for r in self.ref_metrics]
+        self.assertTrue(any(n > 1.0 for n in norms) and any(n < 1.0 for n in norms), norms)
+
+
+class ZeroStagesAgreement(_ShardedBase):
+    """backend: deepspeed. Each stage alone (world 2), with accumulation (world 2, accum 2) and with
+    padding (world 3); stage 3 also at world 4 (even shards over more than 2 ranks), without prefetch
+    and with small units persisting. NVMe optimizer offload under each stage (stage 1 padded at
+    world 3, stage 2 with accumulation), parameter offload alone and with the optimizer's."""
 
     def _stage(self, stage, name, extra=()):
         # Stage 3 partitions every unit here: the default persistence threshold (1e5 values) would
@@ -163,7 +203,10 @@ class ZeroStagesAgreement(_ReferenceBase):
             keep_none = ()
         out = self._check_split(name, sets=("backend=deepspeed", f"deepspeed.zero_stage={stage}") + keep_none + extra)
         with open(os.path.join(out, "logs", "rank_0.log")) as f:
-            self.assertIn(f"deepspeed zero_stage {stage}:", f.read(), "the sharding engine did not run")
+            log = f.read()
+        self.assertIn(f"deepspeed zero_stage {stage}:", log, "the sharding engine did not run")
+        if self.SPLITS[name][0] == 3:  # 3 ranks do not divide the units' sizes (5 padding values in all)
+            self.assertRegex(log, rf"deepspeed zero_stage {stage}: \d+ units, \d+ values \([1-9]\d* padding\)")
         return out
 
     def test_stage1_world2(self):
@@ -172,8 +215,8 @@ class ZeroStagesAgreement(_ReferenceBase):
     def test_stage1_world2_accum2(self):
         self._stage(1, "w2_b2_g2")
 
-    def test_stage2_world4(self):
-        self._stage(2, "w4_b2")
+    def test_stage2_world3_padded(self):
+        self._stage(2, "w3_b2")
 
     def test_stage2_world2_accum2(self):
         self._stage(2, "w2_b2_g2")
@@ -206,8 +249,8 @@ class ZeroStagesAgreement(_ReferenceBase):
             self.assertIn("master + optimizer states in files under " + path, f.read())
         self.assertEqual(os.listdir(path), [], "the scratch files outlive the run")
 
-    def test_stage1_world4_nvme(self):
-        self._nvme(1, "w4_b2", buffers=2)
+    def test_stage1_world3_nvme_padded(self):
+        self._nvme(1, "w3_b2", buffers=2)
 
     def test_stage2_world2_accum2_nvme(self):
         self._nvme(2, "w2_b2_g2", buffers=5)
@@ -257,21 +300,16 @@ class ZeroStagesAgreement(_ReferenceBase):
         self._param_nvme("w2_b2_g2", buffers=1, optimizer_nvme=True)
 
     def test_stage3_world3_padded(self):
-        # 3 ranks do not divide the units' sizes (5 padding values in all), and 8 rows do not split
-        # over 3 ranks: compare with a reference of the 3 x 2 = 6-row global batch.
-        ref6 = ts.reference_train(self.ref_job, os.path.join(self.tmpdir(), "ref6"), self.init, world=3, micro=2,
-                                  accum=1)
-        out = self._check_split("w3_b2", sets=("backend=deepspeed", "deepspeed.zero_stage=3",
-                                               "deepspeed.stage3_param_persistence_threshold=0"), ref_dir=ref6)
-        with open(os.path.join(out, "logs", "rank_0.log")) as f:
-            self.assertRegex(f.read(), r"deepspeed zero_stage 3: \d+ units, \d+ values \([1-9]\d* padding\)")
+        self._stage(3, "w3_b2")
 
 
-class FsdpStrategiesAgreement(_ReferenceBase):
+class FsdpStrategiesAgreement(_ShardedBase):
     """backend: fsdp (backends/fsdp, docs/design/0007): FULL_SHARD and SHARD_GRAD_OP run the sharding
     engine (ZeRO-3 / ZeRO-2 partitioning, FSDP's one-unit prefetch and two-unit gather limit), NO_SHARD
-    the ddp engine. Same reference and tolerances as ddp and deepspeed: only the reduction order
-    (reduce-scatter vs all-reduce, per-rank means) differs from the unsharded run."""
+    the ddp engine. Each strategy alone and with accumulation at world 2; FULL_SHARD padded at world 3,
+    with each wrap policy and with the other prefetch settings; HYBRID_SHARD over 2 machines x 2 ranks.
+    More ranks add nothing fsdp-specific (the strategy only picks the engine and its schedule): the
+    engines at world 4 are ReferenceAgreement's (ddp) and ZeroStagesAgreement's (stage 3)."""
 
     def _strategy(self, strategy, name, extra=(), machines=1):
         out = self._check_split(name, sets=("backend=fsdp", f"fsdp.sharding_strategy={strategy}") + extra,
@@ -287,8 +325,9 @@ class FsdpStrategiesAgreement(_ReferenceBase):
         self.assertIn("sharded: optimizer states + fp32 master, gradients, parameters", log)
         self.assertIn("prefetch one unit ahead: backward BACKWARD_PRE", log)
 
-    def test_full_shard_world4(self):
-        self._strategy("FULL_SHARD", "w4_b2")
+    def test_full_shard_world3_padded(self):
+        log = self._strategy("FULL_SHARD", "w3_b2")
+        self.assertRegex(log, r"fsdp FULL_SHARD: \d+ units, \d+ values \([1-9]\d* padding\)")
 
     def test_full_shard_world2_accum2_post_prefetch(self):
         self._strategy("FULL_SHARD", "w2_b2_g2", extra=("fsdp.backward_prefetch=BACKWARD_POST",
@@ -297,9 +336,6 @@ class FsdpStrategiesAgreement(_ReferenceBase):
     def test_shard_grad_op_world2(self):
         log = self._strategy("SHARD_GRAD_OP", "w2_b4")
         self.assertIn("sharded: optimizer states + fp32 master, gradients;", log)
-
-    def test_shard_grad_op_world4(self):
-        self._strategy("SHARD_GRAD_OP", "w4_b2")
 
     def test_shard_grad_op_world2_accum2(self):
         self._strategy("SHARD_GRAD_OP", "w2_b2_g2")
@@ -343,11 +379,35 @@ class FsdpStrategiesAgreement(_ReferenceBase):
         log = self._strategy("NO_SHARD", "w2_b4")
         self.assertIn("replicated on 2 rank(s)", log)  # the ddp engine
 
-    def test_no_shard_world4(self):
-        self._strategy("NO_SHARD", "w4_b2")
-
     def test_no_shard_world2_accum2(self):
         self._strategy("NO_SHARD", "w2_b2_g2")
+
+
+class SgdAgreement(_ReferenceBase):
+    """optimizer.name sgd (momentum 0.9, L2 weight decay 0.1 on the 2-D parameters: what the reference
+    assumes is in scripts/reference/README.md) under deepspeed zero_stage 3 at world 2 with accumulation
+    2: the momentum buffers and masters are sharded, each gradient is accumulated over two micro-steps
+    and reduce-scattered. SGD's update is proportional to the gradient, unlike AdamW's, so a gradient
+    off by a constant factor (a wrong 1/W or 1/G) moves the weights, not only the reported grad_norm;
+    clipping is off so that no step rescales the gradient to the bound."""
+
+    STEPS = 6  # the momentum buffer carries over 5 updates; warmup, cosine and an evaluation (step 4)
+    LR = 0.3  # the peak of a 6-step SGD run on this model that lowers the loss without overshooting
+    OPTIMIZER = {"name": "sgd", "weight_decay": 0.1, "momentum": 0.9}
+    TRAINING = {"max_grad_norm": 0.0}
+    # Without Adam's division by sqrt(v_hat), rounding differences reach the weights scaled by lr
+    # only: measured max |dw| 3e-8, |dloss| 8.3e-7 and |deval| 2.7e-7 (fp32 sums of ~5.5 per
+    # token in another order), so 1e-6 and 1e-5 leave 30x and 12x. A gradient doubled before the
+    # update moved the weights by 1.4e-1 and the losses by 5.8e-2.
+    WEIGHT_TOL = 1e-6
+    LOSS_TOL = 1e-5
+    EVAL_TOL = 1e-5
+
+    def test_zero3_world2_accum2_momentum_weight_decay(self):
+        out = self._check_split("w2_b2_g2", sets=("backend=deepspeed", "deepspeed.zero_stage=3",
+                                                  "deepspeed.stage3_param_persistence_threshold=0"))
+        with open(os.path.join(out, "job.resolved.yaml")) as f:
+            self.assertRegex(f.read(), r"name: \"?sgd")
 
 
 class Determinism(_Base):

@@ -275,6 +275,51 @@ class OptimizerTest(unittest.TestCase):
         for n, p in model.named_parameters():
             self.assertLess(float((p.detach() - ref[n]).abs().max()), 1e-13, n)
 
+    def test_sgd_groups_match_torch_formula(self):
+        """SGD as accel's optimizer.name sgd: L2 decay added to the gradient on dim >= 2 params only,
+        momentum buffer = the first step's decayed gradient, then buf = mu*buf + d; p -= lr*buf."""
+        model = gpt_model.build_model(1, 2, 8, 16, 4, seed=5, dtype=torch.float64)
+        lr, wd, mu = 0.2, 0.1, 0.9
+        opt = rt.make_optimizer(model, lr, wd, (0.9, 0.95), 1e-8, name="sgd", momentum=mu)
+        self.assertIsInstance(opt, torch.optim.SGD)
+        self.assertEqual([g["weight_decay"] for g in opt.param_groups], [wd, 0.0])
+        self.assertTrue(all(p.dim() >= 2 for p in opt.param_groups[0]["params"]))
+        self.assertTrue(all(p.dim() < 2 for p in opt.param_groups[1]["params"]))
+        ref = {n: p.detach().clone() for n, p in model.named_parameters()}
+        buf = {}
+        g = torch.Generator().manual_seed(1)
+        for step in range(1, 4):
+            step_lr = lr * step / 3
+            grads = {n: torch.randn(p.shape, generator=g, dtype=torch.float64) for n, p in ref.items()}
+            for n, p in model.named_parameters():
+                p.grad = grads[n].clone()
+            for group in opt.param_groups:
+                group["lr"] = step_lr
+            opt.step()
+            for n in ref:
+                d = grads[n] + (wd if ref[n].dim() >= 2 else 0.0) * ref[n]
+                buf[n] = d if step == 1 else mu * buf[n] + d
+                ref[n] = ref[n] - step_lr * buf[n]
+        for n, p in model.named_parameters():
+            self.assertLess(float((p.detach() - ref[n]).abs().max()), 1e-13, n)
+
+    def test_job_file_selects_sgd(self):
+        try:
+            import yaml  # noqa: F401
+        except ImportError:
+            self.skipTest("python3-yaml is not importable: --job not checked")
+        with tempfile.TemporaryDirectory() as d:
+            job = os.path.join(d, "job.yaml")
+            body = "data: {kind: tokens, path: t.bin}\noptimizer: {name: %s, momentum: 0.5, weight_decay: 0.01}\n"
+            with open(job, "w") as f:
+                f.write(body % "sgd")
+            got = rt.load_job(job)
+            self.assertEqual((got["optimizer"], got["momentum"], got["weight_decay"]), ("sgd", 0.5, 0.01))
+            with open(job, "w") as f:
+                f.write(body % "lion")
+            with self.assertRaises(rt.ConfigError):
+                rt.load_job(job)
+
     def test_clipping_reports_pre_clip_norm(self):
         toks = markov_tokens()
         with tempfile.TemporaryDirectory() as d:

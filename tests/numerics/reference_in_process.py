@@ -1,0 +1,63 @@
+"""The Python reference tools (scripts/reference) called as functions in the test process.
+
+Same command lines, code and outputs as trainer_test_support's make_tokens, export_init,
+reference_train and compare_runs, which start an interpreter for each call: each of those imports
+torch again (about 2 s of CPU on the 2-core development machine), more than a world-2 accel run of
+the tiny test model costs. Here torch is imported once per test process, at the first call (a test
+class that uses none of these does not import it). The reference computes with one thread
+(--threads 1, as the subprocess helpers pass).
+"""
+import contextlib
+import importlib
+import io
+import os
+import subprocess
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import trainer_test_support as ts  # noqa: E402
+
+
+def _call(tool, args):
+    """scripts/reference/<tool>.py's main(args) with its stdout and stderr captured: a
+    CompletedProcess, as ts.run returns."""
+    if ts.REF not in sys.path:
+        sys.path.insert(0, ts.REF)
+    main = importlib.import_module(tool).main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return subprocess.CompletedProcess([tool + ".py"] + list(args), code, out.getvalue(), err.getvalue())
+
+
+def _checked(tool, args):
+    p = _call(tool, args)
+    if p.returncode != 0:
+        raise RuntimeError(f"{tool}.py {' '.join(args[:2])} failed: " + ts.describe(p))
+    return p
+
+
+def make_tokens(path, n=100000, seed=1, vocab=256):
+    _checked("make_tokens", ["--out", path, "--n", str(n), "--vocab", str(vocab), "--seed", str(seed)])
+    return path
+
+
+def export_init(path, model=ts.MODEL, seed=1337):
+    _checked("reference_train",
+             ["--n-layer", str(model["n_layer"]), "--n-head", str(model["n_head"]), "--n-embd", str(model["n_embd"]),
+              "--vocab-size", str(model["vocab_size"]), "--block-size", str(model["block_size"]),
+              "--seed-init", str(seed), "--steps", "0", "--export-init", path, "--quiet", "--threads", "1"])
+    return path
+
+
+def reference_train(job_path, out_dir, init_weights, world, micro, accum):
+    _checked("reference_train",
+             ["--job", job_path, "--init-weights", init_weights, "--world", str(world), "--micro-batch", str(micro),
+              "--accum", str(accum), "--out-dir", out_dir, "--quiet", "--threads", "1"])
+    return out_dir
+
+
+def compare_runs(a, b, loss_tol, weight_tol):
+    return _call("compare_runs", [a, b, "--loss-tol", repr(loss_tol), "--weight-tol", repr(weight_tol)])
