@@ -59,5 +59,6 @@ def reference_train(job_path, out_dir, init_weights, world, micro, accum):
     return out_dir
 
 
-def compare_runs(a, b, loss_tol, weight_tol):
-    return _call("compare_runs", [a, b, "--loss-tol", repr(loss_tol), "--weight-tol", repr(weight_tol)])
+def compare_runs(a, b, loss_tol, weight_tol, grad_norm_rtol=ts.GRAD_NORM_RTOL):
+    return _call("compare_runs", [a, b, "--loss-tol", repr(loss_tol), "--weight-tol", repr(weight_tol),
+                                  "--grad-norm-rtol", repr(grad_norm_rtol)])

@@ -134,7 +134,7 @@ class _ReferenceBase(_Base):
         self.assertEqual([r["tokens"] for r in got], [world * micro * accum * 32] * self.STEPS)
 
         cmp = ref.compare_runs(out, ref_dir, self.LOSS_TOL, self.WEIGHT_TOL)
-        # compare_runs checks loss, lr (1e-12), grad_norm (rel 1e-3) and final weights, not eval_loss.
+        # compare_runs checks loss, lr (1e-12), grad_norm (ts.GRAD_NORM_RTOL) and final weights, not eval_loss.
         ref_eval = {r["step"]: r["eval_loss"] for r in ref_metrics if "eval_loss" in r}
         got_eval = {r["step"]: r["eval_loss"] for r in got if "eval_loss" in r}
         eval_steps = [s for s in range(self.STEPS) if (s + 1) % self.EVAL_EVERY == 0]
