@@ -24,7 +24,7 @@ import unittest
 
 import torch
 
-from api_test_support import check_against_reference, program_job, read_safetensors
+from api_test_support import check_against_reference, largest_relative_diff, program_job, read_safetensors
 from reserved_ports import reserve_port
 from trainer_test_support import ACCEL, ROOT, clean_env, describe, largest_diff, read_metrics, run, write_job
 
@@ -222,9 +222,13 @@ class LlamaBf16(unittest.TestCase):
     weights undamped where gradients are small: the bound is on the norm of the weight difference
     relative to the weights' norm, 5e-3 (measured 2.2e-3). That is half the distance between
     the bf16 and the fp32 run at world 1 (measured 9.6e-3), so the bound tells the same bf16
-    computation split across ranks from another precision."""
+    computation split across ranks from another precision. The pre-clip gradient norm sums many
+    such roundings, which partly cancel: measured 1.0e-3 relative (1.3e-3 from bf16 to fp32 at
+    world 1), bound 1e-2; AdamW trains nearly the same weights from gradients off by a constant
+    factor, so the norm is what shows a factor of 2 (0.5 or more, 50 times the bound)."""
 
     LOSS_RTOL = 1e-3
+    GRAD_NORM_RTOL = 1e-2
     WEIGHT_RNORM = 5e-3
 
     def test_bf16_at_world_2_and_4_matches_bf16_at_world_1(self):
@@ -235,15 +239,20 @@ class LlamaBf16(unittest.TestCase):
             proc, ref_out = launch(tmp, "bf16_world1", 1, 8, 1, DDP, mixed_precision="bf16")
             self.assertEqual(proc.returncode, 0, describe(proc))
             self.assertIn("compute BFloat16", proc.stdout + proc.stderr)
-            losses32 = [r["loss"] for r in read_metrics(out32)]
-            ref_losses = [r["loss"] for r in read_metrics(ref_out)]
+            metrics32 = read_metrics(out32)
+            ref_metrics = read_metrics(ref_out)
+            losses32 = [r["loss"] for r in metrics32]
+            ref_losses = [r["loss"] for r in ref_metrics]
             ref = read_safetensors(os.path.join(ref_out, "model.safetensors"))  # the fp32 masters
             self.assertTrue(all(t.dtype == torch.float32 for t in ref.values()))
             self.assertEqual((len(ref_losses), len(losses32)), (STEPS, STEPS))
             to_fp32 = largest_diff((abs(a - b) / b for a, b in zip(ref_losses, losses32)), "bf16 vs fp32 at world 1")
             self.assertGreater(to_fp32, 0)  # bf16 is in effect
             self.assertLess(to_fp32, 5e-3)  # and trains as fp32 does, within about one bf16 step
-            worst = {"world1_vs_fp32": (to_fp32, rnorm(ref, read_safetensors(os.path.join(out32, "model.safetensors"))))}
+            self.assertLessEqual(norm_to_fp32, self.GRAD_NORM_RTOL)  # from gradients of the same scale
+            norm_to_fp32 = largest_relative_diff(ref_metrics, metrics32, "grad_norm", "bf16 vs fp32 at world 1: grad norm")
+            worst = {"world1_vs_fp32": (to_fp32, norm_to_fp32,
+                                        rnorm(ref, read_safetensors(os.path.join(out32, "model.safetensors"))))}
             for name, strategy, world, micro, accum in [
                     ("ddp", DDP, 2, 4, 1), ("zero2", zero(2), 2, 4, 1), ("zero3", zero(3), 2, 4, 1),
                     ("full_shard", fsdp("FULL_SHARD"), 2, 4, 1), ("full_shard_accum", fsdp("FULL_SHARD"), 2, 2, 2),
@@ -252,17 +261,21 @@ class LlamaBf16(unittest.TestCase):
                     proc, out = launch(tmp, name, world, micro, accum, strategy, mixed_precision="bf16")
                     self.assertEqual(proc.returncode, 0, describe(proc))
                     self.assertIn("compute BFloat16", proc.stdout + proc.stderr)
-                    losses = [r["loss"] for r in read_metrics(out)]
+                    metrics = read_metrics(out)
+                    losses = [r["loss"] for r in metrics]
                     self.assertEqual(len(losses), STEPS)
                     weights = read_safetensors(os.path.join(out, "model.safetensors"))
                     self.assertEqual(sorted(weights), sorted(ref))
                     worst[name] = (largest_diff((abs(a - b) / b for a, b in zip(losses, ref_losses)), name),
+                                   largest_relative_diff(metrics, ref_metrics, "grad_norm", f"{name}: grad norm"),
                                    rnorm(weights, ref))
                     self.assertLessEqual(worst[name][0], self.LOSS_RTOL, f"{losses} vs {ref_losses}")
-                    self.assertLessEqual(worst[name][1], self.WEIGHT_RNORM)
-            print("\nbf16: largest relative loss difference / relative weight-difference norm against bf16 at world 1:")
-            for name, (l, w) in worst.items():
-                print(f"  {name:18s} {l:.3g} {w:.3g}")
+                    self.assertLessEqual(worst[name][1], self.GRAD_NORM_RTOL)
+                    self.assertLessEqual(worst[name][2], self.WEIGHT_RNORM)
+            print("\nbf16: largest relative loss difference / relative grad-norm difference / relative weight-difference "
+                  "norm against bf16 at world 1:")
+            for name, (l, g, w) in worst.items():
+                print(f"  {name:18s} {l:.3g} {g:.3g} {w:.3g}")
 
 
 def rnorm(weights, ref):
