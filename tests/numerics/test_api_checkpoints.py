@@ -169,8 +169,8 @@ class ResumeElsewhere(unittest.TestCase):
                     ref_loss = ref_metrics[SAVE_AT]["loss"]
                     worst[name] = (largest_diff([abs(first_loss - ref_loss) / abs(ref_loss)], name), None, None)
                     self.assertGreater(worst[name][0], CONTROL_MIN_LOSS_RDIFF, f"{name}: the comparison cannot fail")
-            print("\nresumed from zero_stage 2 world 2 at step 4: largest relative loss / relative grad norm / absolute "
-                  "weight difference against the uninterrupted run:")
+            print("\nresumed from zero_stage 2 world 2 at step 4: largest relative loss / relative grad norm / "
+                  "absolute weight difference against the uninterrupted run:")
             for name, (l, g, w) in worst.items():
                 print(f"  {name:22s} {l:.3g}" + ("" if w is None else f" {g:.3g} {w:.3g}"))
 

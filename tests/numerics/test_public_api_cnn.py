@@ -230,8 +230,8 @@ class CnnBf16(unittest.TestCase):
                     self.assertLessEqual(worst[name][0], self.LOSS_RTOL, f"{losses} vs {ref_losses}")
                     self.assertLessEqual(worst[name][1], self.GRAD_NORM_RTOL)
                     self.assertLessEqual(worst[name][2], self.WEIGHT_RNORM)
-            print("\nbf16: largest relative loss difference / relative grad-norm difference / relative weight-difference "
-                  "norm against bf16 at world 1:")
+            print("\nbf16: largest relative loss difference / relative grad-norm difference / relative "
+                  "weight-difference norm against bf16 at world 1:")
             for name, (l, g, w) in worst.items():
                 print(f"  {name:12s} {l:.3g} {g:.3g} {w:.3g}")
             with self.subTest("plain BatchNorm2d refused"):

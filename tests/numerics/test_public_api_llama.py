@@ -250,7 +250,8 @@ class LlamaBf16(unittest.TestCase):
             self.assertGreater(to_fp32, 0)  # bf16 is in effect
             self.assertLess(to_fp32, 5e-3)  # and trains as fp32 does, within about one bf16 step
             self.assertLessEqual(norm_to_fp32, self.GRAD_NORM_RTOL)  # from gradients of the same scale
-            norm_to_fp32 = largest_relative_diff(ref_metrics, metrics32, "grad_norm", "bf16 vs fp32 at world 1: grad norm")
+            norm_to_fp32 = largest_relative_diff(ref_metrics, metrics32, "grad_norm",
+                                                 "bf16 vs fp32 at world 1: grad norm")
             worst = {"world1_vs_fp32": (to_fp32, norm_to_fp32,
                                         rnorm(ref, read_safetensors(os.path.join(out32, "model.safetensors"))))}
             for name, strategy, world, micro, accum in [
@@ -272,8 +273,8 @@ class LlamaBf16(unittest.TestCase):
                     self.assertLessEqual(worst[name][0], self.LOSS_RTOL, f"{losses} vs {ref_losses}")
                     self.assertLessEqual(worst[name][1], self.GRAD_NORM_RTOL)
                     self.assertLessEqual(worst[name][2], self.WEIGHT_RNORM)
-            print("\nbf16: largest relative loss difference / relative grad-norm difference / relative weight-difference "
-                  "norm against bf16 at world 1:")
+            print("\nbf16: largest relative loss difference / relative grad-norm difference / relative "
+                  "weight-difference norm against bf16 at world 1:")
             for name, (l, g, w) in worst.items():
                 print(f"  {name:18s} {l:.3g} {g:.3g} {w:.3g}")
 
