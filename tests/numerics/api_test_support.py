@@ -52,18 +52,32 @@ def launch_program(tmp, name, program, world, micro, accum, steps, strategy):
     return run([ACCEL, "launch", path], cwd=tmp), out
 
 
-def check_against_reference(test, name, out, ref_losses, ref_weights, loss_rtol, weight_atol):
-    """Asserts on `test` that the run in `out` has the reference's step count and tensor names, its
-    per-step losses within loss_rtol (relative) and its final weights within weight_atol (absolute),
-    a NaN or inf difference failing (largest_diff); returns (largest relative loss difference,
-    largest absolute weight difference)."""
-    losses = [r["loss"] for r in read_metrics(out)]
-    test.assertEqual(len(losses), len(ref_losses))
-    loss_diff = largest_diff((abs(a - b) / abs(b) for a, b in zip(losses, ref_losses)), f"{name}: relative loss diff")
+def largest_relative_diff(metrics, ref_metrics, key, what):
+    """The largest |a - b| / |b| of field `key` over metrics records paired step by step (largest_diff:
+    NaN or inf fails)."""
+    return largest_diff((abs(a[key] - b[key]) / abs(b[key]) for a, b in zip(metrics, ref_metrics)), what)
+
+
+def check_against_reference(test, name, out, ref_metrics, ref_weights, loss_rtol, grad_norm_rtol, weight_atol):
+    """Asserts on `test` that the run in `out` has the reference's steps (ref_metrics: its
+    metrics.jsonl records) and tensor names, per-step losses within loss_rtol and pre-clip gradient
+    norms within grad_norm_rtol (both relative), final weights within weight_atol (absolute), a NaN
+    or inf difference failing (largest_diff). The gradient norm is there because AdamW hides a
+    gradient's scale: gradients twice too large (a missing accumulation divisor, a tied weight's
+    gradients summed instead of averaged) train the same weights, and only the norm shows it.
+    Returns (largest relative loss difference, largest relative grad-norm difference, largest
+    absolute weight difference)."""
+    metrics = read_metrics(out)
+    test.assertEqual([r["step"] for r in metrics], [r["step"] for r in ref_metrics], name)
+    loss_diff = largest_relative_diff(metrics, ref_metrics, "loss", f"{name}: relative loss diff")
+    norm_diff = largest_relative_diff(metrics, ref_metrics, "grad_norm", f"{name}: relative grad-norm diff")
     weights = read_safetensors(os.path.join(out, "model.safetensors"))
     test.assertEqual(sorted(weights), sorted(ref_weights))
     weight_diff = largest_diff(((weights[k] - ref_weights[k]).abs().max().item() for k in weights),
                                f"{name}: weight diff")
-    test.assertLessEqual(loss_diff, loss_rtol, f"{name}: losses {losses} vs {ref_losses}")
+    test.assertLessEqual(loss_diff, loss_rtol,
+                         f"{name}: losses {[r['loss'] for r in metrics]} vs {[r['loss'] for r in ref_metrics]}")
+    test.assertLessEqual(norm_diff, grad_norm_rtol, f"{name}: grad norms {[r['grad_norm'] for r in metrics]} vs "
+                                                    f"{[r['grad_norm'] for r in ref_metrics]}")
     test.assertLessEqual(weight_diff, weight_atol, name)
-    return loss_diff, weight_diff
+    return loss_diff, norm_diff, weight_diff

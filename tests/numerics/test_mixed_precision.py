@@ -1,7 +1,8 @@
 """mixed_precision: bf16 under deepspeed zero_stage 0-3: bf16 parameters, gradients and their
 communication, fp32 master weights and optimizer states (DeepSpeed's rule, whatever the load dtype).
 
-The quickstart GPT on the built-in synthetic data, 60 steps:
+The quickstart GPT on the built-in synthetic data, STEPS steps at lr 2e-3 (warmup 5), which train it as
+far as the quickstart's lr 1e-3 does in 60:
   - world 2: stages 1-3 reproduce stage 0's loss curve exactly (the grad norm to fp64 rounding, as
     it is summed from shards), stage 3 also with its bf16 parameter shards and its optimizer states
     in files (offload_param_device and offload_optimizer_device nvme). With two ranks every
@@ -9,13 +10,18 @@ The quickstart GPT on the built-in synthetic data, 60 steps:
     accumulates the averaged gradient into the same fp32 values, so nothing may differ.
   - world 4: over TCP the stages sum four bf16 terms in different orders (ring reduce-scatter vs
     ring all-reduce), which moves an averaged gradient by up to one bf16 ulp (2^-8 relative). Adam
-    turns that into weight differences of about lr x 2^-8 per step; over 60 steps the measured loss
-    drift was 5.3e-4 and the grad-norm drift 0.2%. Tolerances: |dloss| <= 2e-3, grad norm within 1%.
-    The ranks of one host now share memory, where both collectives add in rank order (design 0020):
+    turns that into weight differences of about lr x 2^-8 per step; over the STEPS steps the measured
+    loss drift was 5.3e-4 and the grad-norm drift 0.28% (ACCEL_SHM_DISABLE=1). Tolerances: |dloss|
+    <= 2e-3, grad norm within 1%.
+    The ranks of one host share memory, where both collectives add in rank order (design 0020):
     the measured drift is 0 in loss and 2e-16 in grad norm, but the tolerance stays, since a
     multi-host world (or ACCEL_SHM_DISABLE=1) takes TCP.
-  - every stage converges (the final loss is under 75% of the first, 3.96 from 5.60 measured), and
-    bf16 follows the fp32 run of the same job within 0.05 at every step (measured 2.2e-3).
+  - every stage converges (the final loss is under 75% of the first, 3.93 from 5.60 measured), and
+    bf16 follows the fp32 run of the same job within 0.05 at every step (measured 4.7e-4), its
+    pre-clip gradient norm within 5% (measured 0.37%: bf16 rounds every gradient element, by up to
+    2^-9 relative, and the weights trained from them drift apart step by step). AdamW trains nearly
+    the same weights from gradients off by a constant factor, so the norm is what shows a gradient
+    doubled or halved (off by 0.5 or more, ten times the bound).
 """
 import os
 import shutil
@@ -25,7 +31,8 @@ import unittest
 import trainer_test_support as ts
 
 QUICKSTART = os.path.join(ts.ROOT, "config_templates", "quickstart.yaml")
-STEPS = 60
+STEPS = 35
+FAST = ["optimizer.lr=2e-3", "scheduler.warmup_steps=5"]
 
 
 class MixedPrecisionAgreement(unittest.TestCase):
@@ -46,7 +53,7 @@ class MixedPrecisionAgreement(unittest.TestCase):
         sets = ["main_process_port=0", f"num_processes={world}", f"training.micro_batch_size={16 // world}",
                 "backend=deepspeed", f"deepspeed.zero_stage={stage}", f"mixed_precision={precision}",
                 f"training.max_steps={STEPS}", "training.eval_every=0", "training.resume=never",
-                f"training.output_dir={out}", "training.save_weights=false"] + list(extra)
+                f"training.output_dir={out}", "training.save_weights=false"] + FAST + list(extra)
         p = ts.run([ts.ACCEL, "launch", QUICKSTART] + [x for s in sets for x in ("--set", s)], cwd=self.dir)
         self.assertEqual(p.returncode, 0, ts.describe(p))
         with open(os.path.join(out, "logs", "rank_0.log")) as f:
@@ -97,7 +104,7 @@ class MixedPrecisionAgreement(unittest.TestCase):
 
     def test_bf16_follows_fp32(self):
         bf16, fp32 = self.run_job(0, 2), self.run_job(0, 2, precision="no")
-        self.assert_close(bf16, fp32, 0.05, 0.5, "bf16 zero 0 vs fp32 zero 0, world 2")
+        self.assert_close(bf16, fp32, 0.05, 0.05, "bf16 zero 0 vs fp32 zero 0, world 2")
         self.assertNotEqual([r["loss"] for r in bf16], [r["loss"] for r in fp32], "bf16 did not change the compute")
 
 
