@@ -30,6 +30,7 @@ import safetensors_io  # noqa: E402
 import trainer_test_support  # noqa: E402
 
 NAN, INF = float("nan"), float("inf")
+NORMS = [3.0, 2.0, 1.5, 1.0]  # the reference's pre-clip gradient norms per step
 LOSSES = [2.0, 1.5, 1.25, 1.0]
 
 
@@ -158,28 +159,38 @@ class NumericsHelpers(unittest.TestCase):
             with self.subTest(diffs=diffs), self.assertRaises(AssertionError):
                 trainer_test_support.largest_diff(diffs)
 
-    def check(self, losses, model):
-        """check_against_reference of a run with `losses` and `model` against LOSSES and weights()."""
+    def check(self, losses, model, norms=None):
+        """check_against_reference of a run with `losses`, grad `norms` (default: the reference's)
+        and `model` against LOSSES, NORMS and weights()."""
         tmp = tempfile.TemporaryDirectory(prefix="accel_check_")
         self.addCleanup(tmp.cleanup)
+        norms = NORMS if norms is None else norms
         with open(os.path.join(tmp.name, "metrics.jsonl"), "w") as f:
-            f.writelines(json.dumps({"step": i + 1, "loss": v}) + "\n" for i, v in enumerate(losses))
+            f.writelines(json.dumps({"step": i + 1, "loss": v, "grad_norm": g}) + "\n"
+                         for i, (v, g) in enumerate(zip(losses, norms)))
         safetensors_io.save_file(model, os.path.join(tmp.name, "model.safetensors"))
-        return api_test_support.check_against_reference(self, "run", tmp.name, LOSSES, weights(), 1e-5, 1e-5)
+        reference = [{"step": i + 1, "loss": v, "grad_norm": g} for i, (v, g) in enumerate(zip(LOSSES, NORMS))]
+        return api_test_support.check_against_reference(self, "run", tmp.name, reference, weights(), 1e-5, 1e-5, 1e-5)
 
     def test_check_against_reference_passes_equal_runs(self):
-        self.assertEqual(self.check(LOSSES, weights()), (0.0, 0.0))
+        self.assertEqual(self.check(LOSSES, weights()), (0.0, 0.0, 0.0))
 
     def test_check_against_reference_fails_a_later_nan(self):
         with self.assertRaises(AssertionError):
             self.check([2.0, 1.5, NAN, 1.0], weights())
         with self.assertRaises(AssertionError):
             self.check(LOSSES, weights(c=(1, NAN)))
+        with self.assertRaises(AssertionError):
+            self.check(LOSSES, weights(), norms=[3.0, 2.0, NAN, 1.0])
 
     def test_check_against_reference_fails_inf(self):
         with self.assertRaises(AssertionError):
             self.check([2.0, 1.5, 1.25, INF], weights())
 
+    def test_check_against_reference_fails_a_doubled_gradient(self):
+        # Same losses and weights (what AdamW gives with gradients twice too large), norms 2x.
+        with self.assertRaises(AssertionError):
+            self.check(LOSSES, weights(), norms=[2 * g for g in NORMS])
 
 if __name__ == "__main__":
     unittest.main()
