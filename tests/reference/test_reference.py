@@ -245,17 +245,10 @@ class ModelTest(unittest.TestCase):
 
 
 class OptimizerTest(unittest.TestCase):
-    def test_adamw_groups_match_spec_formula(self):
-        torch.manual_seed(0)
-        model = gpt_model.build_model(1, 2, 8, 16, 4, seed=5, dtype=torch.float64)
-        lr, wd, b1, b2, eps = 3e-3, 0.1, 0.9, 0.95, 1e-8
-        opt = rt.make_optimizer(model, lr, wd, (b1, b2), eps)
-        self.assertEqual(sum(len(g["params"]) for g in opt.param_groups), len(list(model.parameters())))
-        self.assertTrue(all(p.dim() >= 2 for p in opt.param_groups[0]["params"]))
-        self.assertTrue(all(p.dim() < 2 for p in opt.param_groups[1]["params"]))
+    def assert_steps_follow(self, model, opt, lr, formula):
+        """Three steps of `opt` on random float64 gradients with the lr ramped to `lr`, against
+        formula(step, step_lr, ref, grads) updating a copy of the parameters: within 1e-13."""
         ref = {n: p.detach().clone() for n, p in model.named_parameters()}
-        mom = {n: torch.zeros_like(p) for n, p in ref.items()}
-        vel = {n: torch.zeros_like(p) for n, p in ref.items()}
         g = torch.Generator().manual_seed(1)
         for step in range(1, 4):
             step_lr = lr * step / 3
@@ -265,15 +258,30 @@ class OptimizerTest(unittest.TestCase):
             for group in opt.param_groups:
                 group["lr"] = step_lr
             opt.step()
-            for n in ref:  # the spec's formula
-                d = wd if ref[n].dim() >= 2 else 0.0
-                ref[n] *= 1 - step_lr * d
-                mom[n] = b1 * mom[n] + (1 - b1) * grads[n]
-                vel[n] = b2 * vel[n] + (1 - b2) * grads[n] ** 2
-                mhat, vhat = mom[n] / (1 - b1 ** step), vel[n] / (1 - b2 ** step)
-                ref[n] -= step_lr * mhat / (vhat.sqrt() + eps)
+            formula(step, step_lr, ref, grads)
         for n, p in model.named_parameters():
             self.assertLess(float((p.detach() - ref[n]).abs().max()), 1e-13, n)
+
+    def test_adamw_groups_match_spec_formula(self):
+        torch.manual_seed(0)
+        model = gpt_model.build_model(1, 2, 8, 16, 4, seed=5, dtype=torch.float64)
+        lr, wd, b1, b2, eps = 3e-3, 0.1, 0.9, 0.95, 1e-8
+        opt = rt.make_optimizer(model, lr, wd, (b1, b2), eps)
+        self.assertEqual(sum(len(g["params"]) for g in opt.param_groups), len(list(model.parameters())))
+        self.assertTrue(all(p.dim() >= 2 for p in opt.param_groups[0]["params"]))
+        self.assertTrue(all(p.dim() < 2 for p in opt.param_groups[1]["params"]))
+        mom, vel = {}, {}
+
+        def spec_step(step, step_lr, ref, grads):  # the spec's formula
+            for n in ref:
+                d = wd if ref[n].dim() >= 2 else 0.0
+                ref[n] *= 1 - step_lr * d
+                mom[n] = b1 * mom.get(n, 0) + (1 - b1) * grads[n]
+                vel[n] = b2 * vel.get(n, 0) + (1 - b2) * grads[n] ** 2
+                mhat, vhat = mom[n] / (1 - b1 ** step), vel[n] / (1 - b2 ** step)
+                ref[n] -= step_lr * mhat / (vhat.sqrt() + eps)
+
+        self.assert_steps_follow(model, opt, lr, spec_step)
 
     def test_sgd_groups_match_torch_formula(self):
         """SGD as accel's optimizer.name sgd: L2 decay added to the gradient on dim >= 2 params only,
@@ -285,23 +293,15 @@ class OptimizerTest(unittest.TestCase):
         self.assertEqual([g["weight_decay"] for g in opt.param_groups], [wd, 0.0])
         self.assertTrue(all(p.dim() >= 2 for p in opt.param_groups[0]["params"]))
         self.assertTrue(all(p.dim() < 2 for p in opt.param_groups[1]["params"]))
-        ref = {n: p.detach().clone() for n, p in model.named_parameters()}
         buf = {}
-        g = torch.Generator().manual_seed(1)
-        for step in range(1, 4):
-            step_lr = lr * step / 3
-            grads = {n: torch.randn(p.shape, generator=g, dtype=torch.float64) for n, p in ref.items()}
-            for n, p in model.named_parameters():
-                p.grad = grads[n].clone()
-            for group in opt.param_groups:
-                group["lr"] = step_lr
-            opt.step()
+
+        def formula(step, step_lr, ref, grads):
             for n in ref:
                 d = grads[n] + (wd if ref[n].dim() >= 2 else 0.0) * ref[n]
                 buf[n] = d if step == 1 else mu * buf[n] + d
                 ref[n] = ref[n] - step_lr * buf[n]
-        for n, p in model.named_parameters():
-            self.assertLess(float((p.detach() - ref[n]).abs().max()), 1e-13, n)
+
+        self.assert_steps_follow(model, opt, lr, formula)
 
     def test_job_file_selects_sgd(self):
         try:

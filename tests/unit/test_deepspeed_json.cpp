@@ -11,6 +11,7 @@
 #include "runtime/config/job_loader.hpp"
 #include "runtime/config/json_reader.hpp"
 #include "support/error_contract.hpp"
+#include "support/load_job_file.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace accel;
@@ -22,13 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 const fs::path kBadJson = fs::path(ACCEL_SOURCE_DIR) / "tests/fixtures/bad_json";
 
-LoadedJob load(const std::string& file, std::vector<std::string> sets = {}) {
-  LoadOptions o;
-  o.file = file;
-  o.set_overrides = std::move(sets);
-  o.check_paths = false;
-  return load_job(o);
-}
+using accel::test::load;
 
 // The ConfigError loading throws, which must keep the error contract; anything else fails the test.
 ConfigError config_error(const std::string& file, std::vector<std::string> sets = {}) {

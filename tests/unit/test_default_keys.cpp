@@ -6,6 +6,7 @@
 
 #include "runtime/config/default_keys.hpp"
 #include "runtime/config/dump.hpp"
+#include "support/load_job_file.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace accel;
@@ -14,13 +15,7 @@ using accel::test::TempDir;
 
 namespace {
 
-LoadedJob load(const std::string& file, std::vector<std::string> sets = {}) {
-  LoadOptions o;
-  o.file = file;
-  o.set_overrides = std::move(sets);
-  o.check_paths = false;
-  return load_job(o);
-}
+using accel::test::load;
 
 // What `accel launch` writes for its workers: the full job, and the default keys beside it.
 std::string write_resolved(TempDir& dir, const LoadedJob& loaded) {

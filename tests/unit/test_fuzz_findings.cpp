@@ -7,6 +7,7 @@
 
 #include "runtime/config/job_loader.hpp"
 #include "support/error_contract.hpp"
+#include "support/load_job_file.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace accel;
@@ -15,13 +16,7 @@ using accel::test::TempDir;
 
 namespace {
 
-LoadedJob load(const std::string& file, std::vector<std::string> sets = {}) {
-  LoadOptions o;
-  o.file = file;
-  o.set_overrides = std::move(sets);
-  o.check_paths = false;
-  return load_job(o);
-}
+using accel::test::load;
 
 // The diagnostics of the ConfigError that loading throws; they must keep the contract. Any other
 // exception, or none, fails the test.
