@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark on one GPU (issue 15 item 8): GPT-2 124M in bf16, accel's strategies beside PyTorch
+"""Benchmark on one GPU: GPT-2 124M in bf16, accel's strategies beside PyTorch
 FSDP2 (fully_shard) and plain PyTorch eager, on the same model, batch and machine, in one run.
 
 Model: the spec GPT (scripts/reference/gpt_model.py: pre-LN blocks, tanh GELU, tied embedding) at
@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -65,6 +66,21 @@ def flops_per_token(a) -> float:
     return 6 * n + 12 * a.n_layer * a.n_embd * a.seq
 
 
+def run_bounded(cmd, timeout, merge_stderr=False):
+    """subprocess.run in a session of its own: past `timeout` seconds (0: none) the whole process group
+    (accel's launcher and its workers) is killed and the result says so (returncode -9)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+                         text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout or None)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        err = f"over its {timeout:g} s timeout\n" + (out if merge_stderr else err or "")
+        return subprocess.CompletedProcess(cmd, -9, err if merge_stderr else out, err)
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
+
 def run_accel(name, a, workdir):
     out = os.path.join(workdir, name)
     job = {"device": "cpu" if a.dry_run else "cuda", "num_processes": 1, "main_process_port": 0, "mixed_precision": "bf16",
@@ -81,7 +97,7 @@ def run_accel(name, a, workdir):
     path = os.path.join(workdir, name + ".yaml")
     with open(path, "w") as f:
         f.write(accel_runner.to_yaml(job) + "\n")
-    p = subprocess.run([a.accel, "launch", path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = run_bounded([a.accel, "launch", path], a.timeout, merge_stderr=True)
     if p.returncode != 0:
         return {"error": f"exit {p.returncode}: {p.stdout[-2000:]}"}
     with open(os.path.join(out, "metrics.jsonl")) as f:
@@ -153,7 +169,7 @@ def run_peer(kind, a):
         f"--{k}={v}" for k, v in (("n-layer", a.n_layer), ("n-head", a.n_head), ("n-embd", a.n_embd),
                                   ("vocab", a.vocab), ("seq", a.seq), ("micro", a.micro), ("steps", a.steps),
                                   ("warmup", a.warmup))]
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = run_bounded(cmd, a.timeout)
     if p.returncode != 0:
         return {"error": f"exit {p.returncode}: {p.stderr[-2000:]}"}
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -172,6 +188,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5, help="steps left out of the timing")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--only", default="", help="comma-separated contenders (default: all)")
+    ap.add_argument("--timeout", type=float, default=0.0, help="seconds each contender's run may take (0: no limit)")
     ap.add_argument("--peak-tflops", type=float, default=0.0)
     ap.add_argument("--accel", default=os.path.join(ROOT, "build", "accel"))
     ap.add_argument("--json", default="")

@@ -20,6 +20,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <cstdlib>
 #include <functional>
 #include <sstream>
 
@@ -66,9 +67,12 @@ struct EqualChunks {
   bool padded = false;
 };
 
-EqualChunks equal_chunks(const at::Tensor& full, const at::Tensor& shard, int world, bool from_full) {
+// `pad_one_more` (the world-of-one test switch only) adds one element to every chunk, so a one-GPU run
+// goes through the padded buffers too; at a larger world it would move the shards' offsets.
+EqualChunks equal_chunks(const at::Tensor& full, const at::Tensor& shard, int world, bool from_full,
+                         bool pad_one_more) {
   const int64_t numel = full.numel();
-  const int64_t chunk = shard_chunk(numel, world);
+  const int64_t chunk = shard_chunk(numel, world) + (pad_one_more ? 1 : 0);
   EqualChunks c{full.view(-1), shard.view(-1), chunk * world != numel};
   if (!c.padded) return c;
   c.full = from_full ? at::zeros({chunk * world}, full.options()) : at::empty({chunk * world}, full.options());
@@ -94,6 +98,7 @@ c10d::ReduceOp to_c10d(ReduceOp op, at::ScalarType dtype) {
 
 bool integer_average(ReduceOp op, const at::Tensor& t) { return op == ReduceOp::Avg && !at::isFloatingType(t.scalar_type()); }
 
+
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(c10::intrusive_ptr<c10d::ProcessGroupNCCL> backend, std::chrono::milliseconds timeout,
@@ -104,7 +109,9 @@ class NcclCommunicator final : public Communicator {
         timeout_(timeout),
         device_(device),
         store_(std::move(store)),
-        store_prefix_(std::move(store_prefix)) {}
+        store_prefix_(std::move(store_prefix)),
+        local_only_(size_ == 1 && !nccl_issues_at_world_one()),
+        pad_one_more_(size_ == 1 && !local_only_) {}
 
   // A normal exit tears the NCCL communicators down (torch warns about a backend destroyed
   // without shutdown); a failure here must not hide the error that ended the run.
@@ -124,7 +131,7 @@ class NcclCommunicator final : public Communicator {
   WorkPtr all_reduce(at::Tensor tensor, ReduceOp op) override {
     check_all_reduce_args(tensor, rank_, size_, device_);
     stats_.record(CollectiveKind::AllReduce, tensor_bytes(tensor));
-    if (size_ == 1 || tensor.numel() == 0) return completed_work();
+    if (local_only_ || tensor.numel() == 0) return completed_work();
     std::vector<at::Tensor> tensors{tensor};
     c10d::AllreduceOptions opts;
     opts.reduceOp = to_c10d(op, tensor.scalar_type());
@@ -138,11 +145,11 @@ class NcclCommunicator final : public Communicator {
     const ShardRange shard = check_reduce_scatter_args(input, output, rank_, size_, device_);
     stats_.record(CollectiveKind::ReduceScatter, tensor_bytes(input));
     const int64_t numel = input.numel();
-    if (size_ == 1 || numel == 0) {
+    if (local_only_ || numel == 0) {
       output.view(-1).copy_(input.view(-1));
       return completed_work();
     }
-    const EqualChunks c = equal_chunks(input, output, size_, /*from_full=*/true);
+    const EqualChunks c = equal_chunks(input, output, size_, /*from_full=*/true, pad_one_more_);
     c10d::ReduceScatterOptions opts;
     opts.reduceOp = to_c10d(op, input.scalar_type());
     opts.timeout = timeout_;
@@ -163,11 +170,11 @@ class NcclCommunicator final : public Communicator {
     check_all_gather_args(input, output, rank_, size_, device_);
     stats_.record(CollectiveKind::AllGather, tensor_bytes(output));
     const int64_t numel = output.numel();
-    if (size_ == 1 || numel == 0) {
+    if (local_only_ || numel == 0) {
       output.view(-1).copy_(input.view(-1));
       return completed_work();
     }
-    const EqualChunks c = equal_chunks(output, input, size_, /*from_full=*/false);
+    const EqualChunks c = equal_chunks(output, input, size_, /*from_full=*/false, pad_one_more_);
     at::Tensor recv = c.full, send = c.shard;
     c10d::AllgatherOptions opts;
     opts.timeout = timeout_;
@@ -180,7 +187,7 @@ class NcclCommunicator final : public Communicator {
   WorkPtr broadcast(at::Tensor tensor, int root) override {
     check_broadcast_args(tensor, root, rank_, size_, device_);
     stats_.record(CollectiveKind::Broadcast, tensor_bytes(tensor));
-    if (size_ == 1 || tensor.numel() == 0) return completed_work();
+    if (local_only_ || tensor.numel() == 0) return completed_work();
     std::vector<at::Tensor> tensors{tensor};
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
@@ -190,7 +197,7 @@ class NcclCommunicator final : public Communicator {
 
   WorkPtr barrier() override {
     stats_.record(CollectiveKind::Barrier, 0);
-    if (size_ == 1) return completed_work();
+    if (local_only_) return completed_work();
     c10d::BarrierOptions opts;
     opts.timeout = timeout_;
     opts.device_ids = {device_.index()};
@@ -228,11 +235,20 @@ class NcclCommunicator final : public Communicator {
   const at::Device device_;
   const c10::intrusive_ptr<c10d::Store> store_;
   const std::string store_prefix_;
+  const bool local_only_;    // a world of one without the test switch: nothing is sent
+  const bool pad_one_more_;  // a world of one with it: every chunk padded (equal_chunks)
 };
 
 }  // namespace
 
 bool nccl_communicator_built() { return true; }
+
+// A one-rank communicator is valid NCCL; padding every chunk by one element (equal_chunks) sends the
+// one-GPU run through the padded buffers as well.
+bool nccl_issues_at_world_one() {
+  const char* flag = std::getenv("ACCEL_NCCL_ISSUE_AT_WORLD_ONE");
+  return flag != nullptr && std::string(flag) == "1";
+}
 
 std::unique_ptr<Communicator> make_nccl_communicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
                                                      std::chrono::milliseconds timeout, int device_index,
@@ -269,6 +285,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(c10::intrusive_ptr<c10d::St
 #else  // a libtorch without CUDA, or NCCL's header not found at configure time
 
 bool nccl_communicator_built() { return false; }
+bool nccl_issues_at_world_one() { return false; }
 
 std::unique_ptr<Communicator> make_nccl_communicator(c10::intrusive_ptr<c10d::Store>, int rank, int size,
                                                      std::chrono::milliseconds, int, const std::string&) {

@@ -27,6 +27,12 @@ namespace accel::comm {
 // True when this build has the NCCL communicator (libtorch built with CUDA and NCCL's header found).
 bool nccl_communicator_built();
 
+// The test switch ACCEL_NCCL_ISSUE_AT_WORLD_ONE=1: a world of one sends every op through NCCL and
+// pads every reduce-scatter and all-gather, so one GPU runs the NCCL calls, their stream ordering,
+// the padding and the averaging that otherwise only several GPUs reach. Off (the default), a world
+// of one copies locally and sends nothing.
+bool nccl_issues_at_world_one();
+
 // Connects rank `rank` of `size` on GPU `device_index` (the caller has made it the current device).
 // `store_prefix` must be fresh per communicator on `store`, as for make_gloo_communicator.
 // Throws CommError naming the rank, world, GPU and timeout when set-up fails, or when this build has

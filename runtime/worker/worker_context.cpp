@@ -71,6 +71,10 @@ WorkerContext start_worker() {
   if (cuda && job.cuda_collectives == config::CudaCollectives::nccl) {
     ctx.communicator = comm::make_nccl_communicator(ctx.rendezvous->store(), ctx.world.rank, ctx.world.world_size,
                                                     collective_timeout, gpu, ctx.rendezvous->prefix() + "nccl");
+    if (ctx.world.world_size == 1 && comm::nccl_issues_at_world_one()) {
+      logging::info("accel: a world of one issues every collective through NCCL, padded "
+                    "(ACCEL_NCCL_ISSUE_AT_WORLD_ONE=1, a test switch)");
+    }
     return ctx;
   }
   ctx.communicator = comm::make_gloo_communicator(ctx.rendezvous->store(), ctx.world.rank, ctx.world.world_size,

@@ -49,6 +49,10 @@ def main(argv=None) -> int:
     p.add_argument("--lr-tol", type=float, default=1e-12, help="max |lr_a - lr_b| (1e-12)")
     p.add_argument("--grad-norm-rtol", type=float, default=1e-3, help="max relative grad_norm difference (1e-3)")
     p.add_argument("--weight-tol", type=float, default=1e-3, help="max |w_a - w_b| over all tensors (1e-3)")
+    p.add_argument("--key-bias-tol", type=float, default=None,
+                   help="compare the attention key bias (the middle third of every attn.c_attn.bias) apart, at this "
+                        "bound: its true gradient is zero (softmax ignores a shift shared by a query's scores), so "
+                        "it moves by rounding noise through Adam alone, differently on another device")
     p.add_argument("--step-offset", type=int, default=0, help="B's step = A's step + offset (e.g. 1-based logs)")
     p.add_argument("--metrics-only", action="store_true",
                    help="compare metrics.jsonl only (else a missing weights.safetensors is a difference)")
@@ -85,7 +89,7 @@ def main(argv=None) -> int:
         print("weights: not compared (--metrics-only)")
     else:
         try:
-            ok = compare_weights(a.a, a.b, a.weight_tol) and ok
+            ok = compare_weights(a.a, a.b, a.weight_tol, a.key_bias_tol) and ok
         except (OSError, ValueError) as e:
             print(f"compare_runs: error: {e}", file=sys.stderr)
             return 2
@@ -93,8 +97,27 @@ def main(argv=None) -> int:
     return 0 if ok else 1
 
 
-def compare_weights(dir_a, dir_b, tol) -> bool:
-    """Prints the largest |w_a - w_b| over the runs' weights.safetensors; True when it is within tol.
+KEY_BIAS_SUFFIX = "attn.c_attn.bias"  # q, k, v biases in that order (gpt_model.CausalSelfAttention)
+
+
+def split_key_bias(w):
+    """w with every attention key bias taken out into its own "<name>[key]" tensor (the rest keeps the
+    name: the query and value biases)."""
+    import torch
+    out = {}
+    for n, t in w.items():
+        if n.endswith(KEY_BIAS_SUFFIX) and t.dim() == 1 and t.numel() % 3 == 0:
+            c = t.numel() // 3
+            out[n] = torch.cat([t[:c], t[2 * c:]])
+            out[n + "[key]"] = t[c:2 * c]
+        else:
+            out[n] = t
+    return out
+
+
+def compare_weights(dir_a, dir_b, tol, key_bias_tol=None) -> bool:
+    """Prints the largest |w_a - w_b| over the runs' weights.safetensors; True when it is within tol
+    (the attention key biases within key_bias_tol instead, when given: split_key_bias).
     A missing file, differing names or shapes, no tensors, or a NaN/inf in either run's tensors are
     differences; an unreadable file raises (OSError, ValueError)."""
     paths = {run: os.path.join(d, "weights.safetensors") for run, d in (("A", dir_a), ("B", dir_b))}
@@ -105,6 +128,8 @@ def compare_weights(dir_a, dir_b, tol) -> bool:
     import safetensors_io
     import torch
     wa, wb = (safetensors_io.load_file(paths[run]) for run in ("A", "B"))
+    if key_bias_tol is not None:
+        wa, wb = split_key_bias(wa), split_key_bias(wb)
     if set(wa) != set(wb):
         print(f"weights: names differ: only in A {sorted(set(wa) - set(wb))[:5]}, "
               f"only in B {sorted(set(wb) - set(wa))[:5]}")
@@ -124,6 +149,13 @@ def compare_weights(dir_a, dir_b, tol) -> bool:
         ok = False
     diffs = {n: float("inf") if wa[n].shape != wb[n].shape else 0.0 if wa[n].numel() == 0
              else float((wa[n].double() - wb[n].double()).abs().max()) for n in wa}
+    keys = {n: d for n, d in diffs.items() if n.endswith("[key]")} if key_bias_tol is not None else {}
+    if keys:
+        worst_key = largest(keys)
+        print(f"weights: attention key biases apart (zero true gradient), max |dw| {keys[worst_key]:.3e} "
+              f"({worst_key}), bound {key_bias_tol:.1e}")
+        ok = within(keys[worst_key], key_bias_tol) and ok
+        diffs = {n: d for n, d in diffs.items() if n not in keys}
     name = largest(diffs)
     print(f"weights: {len(diffs)} tensors, max |dw| {diffs[name]:.3e} ({name})")
     return ok and within(diffs[name], tol)

@@ -8,6 +8,7 @@
 #include <torch/cuda.h>
 
 #include <atomic>
+#include <cstdlib>
 
 #include "runtime/comm/gloo_communicator.hpp"
 #include "runtime/comm/host_staged_communicator.hpp"
@@ -68,6 +69,16 @@ TEST_CASE("nccl: world 1 on GPU 0, every collective", "[gpu][nccl]") {
           if (c.device() != gpu(0) || c.backend_name() != "nccl") fail("nccl communicator on cuda:0");
           all_collectives(c);
         }) == no_errors(1));
+}
+
+// The test switch of nccl_communicator.hpp: at world 1 every op is sent through NCCL on its stream,
+// into buffers padded by one element, and copied out on the caller's stream, as at world > 1.
+TEST_CASE("nccl: world 1 issuing every op through NCCL, padded (ACCEL_NCCL_ISSUE_AT_WORLD_ONE)", "[gpu][nccl]") {
+  ::setenv("ACCEL_NCCL_ISSUE_AT_WORLD_ONE", "1", 1);
+  REQUIRE(nccl_issues_at_world_one());
+  const auto errors = run_nccl(1, all_collectives);
+  ::unsetenv("ACCEL_NCCL_ISSUE_AT_WORLD_ONE");
+  CHECK(errors == no_errors(1));
 }
 
 TEST_CASE("nccl: one rank per GPU, every collective and split", "[gpu][nccl]") {

@@ -168,11 +168,13 @@ def reference_train(job_path, out_dir, init_weights, world, micro, accum):
 GRAD_NORM_RTOL = 1e-4
 
 
-def compare_runs(a, b, loss_tol, weight_tol, grad_norm_rtol=GRAD_NORM_RTOL):
+def compare_runs(a, b, loss_tol, weight_tol, grad_norm_rtol=GRAD_NORM_RTOL, key_bias_tol=None):
     """scripts/reference/compare_runs.py over two run directories: per-step loss, lr and grad norm,
-    and final weights (a missing weights file fails)."""
+    and final weights (a missing weights file fails); the attention key biases at key_bias_tol apart
+    when given (compare_runs.py --key-bias-tol)."""
+    extra = [] if key_bias_tol is None else ["--key-bias-tol", repr(key_bias_tol)]
     return run([PY, os.path.join(REF, "compare_runs.py"), a, b, "--loss-tol", repr(loss_tol),
-                "--weight-tol", repr(weight_tol), "--grad-norm-rtol", repr(grad_norm_rtol)])
+                "--weight-tol", repr(weight_tol), "--grad-norm-rtol", repr(grad_norm_rtol)] + extra)
 
 
 def largest_diff(diffs, what="difference"):

@@ -115,6 +115,21 @@ class CompareRuns(unittest.TestCase):
         a_nan = write_run(os.path.join(self.dir, "a_nan"), losses=[2.0, NAN, 1.25, 1.0])
         self.assertDifferent((a_nan, b, "--metrics-only"))
 
+    def test_key_bias_is_compared_apart_at_its_own_bound(self):
+        # h.0.attn.c_attn.bias holds q, k, v biases of 2 elements each: [q q k k v v].
+        def with_bias(key=0.0, value=0.0):
+            w = weights()
+            w["h.0.attn.c_attn.bias"] = torch.tensor([0.0, 0.0, key, key, value, value])
+            return w
+        key_moved = self.pair(wa=with_bias(), wb=with_bias(key=0.01))
+        self.assertDifferent(key_moved)  # one bound for every weight: 0.01 is over 1e-3
+        rc, out = self.compare(*key_moved, "--key-bias-tol", "0.05")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("max |dw| 1.000e-02 (h.0.attn.c_attn.bias[key])", out)
+        self.assertDifferent((*key_moved, "--key-bias-tol", "0.005"), "attention key biases apart")
+        # The value bias beside it keeps the weights' bound.
+        self.assertDifferent((*self.pair(wa=with_bias(), wb=with_bias(value=0.01)), "--key-bias-tol", "0.05"))
+
     def test_no_step_in_common_fails(self):
         self.assertDifferent(self.pair(losses_a=[], losses_b=[]), "no step to compare")
 

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# The whole GPU check in one command on a lent GPU machine, against binaries staged here by
+# scripts/gpu_stage.sh (the device builds nothing). A lease is 15 minutes of device time in all, the
+# machine's start included, and one command at most 10, so every step runs under its own timeout and
+# the whole fits in about 6 minutes:
+#   1. facts: nvidia-smi, the device's torch against the one the binaries were built with (stops
+#      with exit 2 when they differ), the staged programs' linkage, `accel env`;
+#   2. alone on the GPU: the GPT-2 124M benchmark (scripts/bench_gpu.py), each contender under a
+#      timeout;
+#   3. at once: the communicator tests (tests/gpu/test_cuda_communicators), each test of
+#      tests/gpu/test_cuda_engine.py in its own process, and the smoke runs (`accel test` over NCCL
+#      at world 1 and over host-staged Gloo at world 2, `accel bench comm` over NCCL);
+#   4. $OUT/summary.json (scripts/gpu_summary.py: each step's exit code, status and seconds, every
+#      accuracy figure with the tensor it came from, tokens/s, MFU, peak memory, ratios),
+#      $OUT/bench-gpu.{json,md} and $OUT/logs.tar.gz.
+# --rehearse runs the same steps on a machine without a GPU (the ctest gpu_rehearsal): the GPU tests
+# report "skipped: no GPU", the smoke runs and the benchmark take their CPU form.
+#   device:  run carry [.gpu-stage], command: timeout 420 bash scripts/gpu_run.sh
+#   here:    OUT=/tmp/rehearsal bash scripts/gpu_run.sh --rehearse [--stage DIR]
+# Exit status: 0 when every step passed (or was skipped in a rehearsal), 1 otherwise, 2 when the
+# staged binaries cannot run here.
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+stage="$root/.gpu-stage"
+rehearse=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rehearse) rehearse=1 ;;
+    --stage) stage="$2"; shift ;;
+    *) echo "gpu_run: unknown argument $1 (--rehearse, --stage DIR)" >&2; exit 2 ;;
+  esac
+  shift
+done
+stage="$(cd "$stage" 2>/dev/null && pwd)" || { echo "gpu_run: no staged folder: run scripts/gpu_stage.sh here first" >&2; exit 2; }
+out="${OUT:-$root/gpu-run-out}"
+mkdir -p "$out"
+work="$(mktemp -d "${TMPDIR:-/tmp}/accel-gpu-run.XXXXXX")"
+logs="$work/logs"
+mkdir -p "$logs"
+steps="$logs/steps.tsv"
+: >"$steps"
+if [ $rehearse -eq 1 ]; then
+  python="${ACCEL_PYTHON:-${ACCEL_VENV:-$HOME/.cache/accel/venv-torch2.11}/bin/python}"
+else
+  python="$(command -v python3)"
+fi
+export PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 NCCL_DEBUG="${NCCL_DEBUG:-WARN}"
+started=$(date +%s)
+say() { echo "[gpu_run +$(($(date +%s) - started))s] $*"; }
+
+# step NAME TIMEOUT_S CMD...: runs CMD with its output in logs/NAME.log and appends
+# "NAME rc seconds" to steps.tsv (rc 124: over its timeout; 77: skipped, no GPU).
+step() {
+  local name="$1" limit="$2"
+  shift 2
+  local t0
+  t0=$(date +%s%N)
+  timeout -k 5 "$limit" "$@" >"$logs/$name.log" 2>&1
+  local rc=$?
+  local ms=$((($(date +%s%N) - t0) / 1000000))
+  printf '%s\t%s\t%d.%03d\n' "$name" "$rc" $((ms / 1000)) $((ms % 1000)) >>"$steps"
+  say "$name: exit $rc"
+  return $rc
+}
+
+finish() {
+  say "summary"
+  "$python" "$root/scripts/gpu_summary.py" --logs "$logs" --stage "$stage" --out "$out/summary.json" \
+    $([ $rehearse -eq 1 ] && echo --rehearse)
+  local rc=$?
+  tar -czf "$out/logs.tar.gz" -C "$work" logs
+  rm -rf "$work"
+  say "done: exit $rc ($out)"
+  exit $rc
+}
+
+# 1. Facts, and whether the staged programs can run here at all.
+say "facts (stage $stage, python $python)"
+{
+  date -u
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 || echo "nvidia-smi: none"
+  nproc
+  free -g | head -2
+} >"$logs/machine.log" 2>&1
+torch_dir="$("$python" -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>"$logs/torch.log")"
+built="$(cat "$stage/torch_build.txt")"
+here="$("$python" -c 'import torch; print(torch.__version__, torch.version.git_version)' 2>>"$logs/torch.log")"
+if [ -z "$torch_dir" ] || [ "$here" != "$built" ]; then
+  echo "gpu_run: the staged binaries were built against torch '$built', but $python has '${here:-no torch}': stage again with that wheel (scripts/setup.sh pins it)" | tee "$logs/torch_mismatch.log" >&2
+  printf 'torch_check\t2\t0\n' >>"$steps"
+  finish
+fi
+export LD_LIBRARY_PATH="$stage/lib:$torch_dir/lib:$(dirname "$torch_dir")/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+accel="$stage/bin/accel"
+if ldd "$stage"/bin/* "$stage"/lib/*.so* 2>&1 | tee "$logs/ldd.log" | grep -q "not found"; then
+  echo "gpu_run: a staged program misses a shared library here (ldd.log)" >&2
+  printf 'linkage\t2\t0\n' >>"$steps"
+  finish
+fi
+printf 'linkage\t0\t0\n' >>"$steps"
+step accel_env 60 "$accel" env
+
+# 2. The benchmark, first and alone on the GPU.
+say "benchmark"
+bench=(--accel "$accel" --json "$logs/bench_gpu.json" --markdown "$logs/bench_gpu.md" --timeout 35)
+if [ $rehearse -eq 1 ]; then
+  bench+=(--dry-run)
+else
+  bench+=(--steps 15 --warmup 5)
+fi
+step bench_gpu 300 "$python" "$root/scripts/bench_gpu.py" "${bench[@]}"
+cp "$logs/bench_gpu.json" "$out/bench-gpu.json" 2>/dev/null
+cp "$logs/bench_gpu.md" "$out/bench-gpu.md" 2>/dev/null
+# 3. The GPU tests and the smoke runs, at once (each in its own process: CUDA contexts share the GPU).
+# OMP_NUM_THREADS: the engine tests' CPU runs and reference share the cores with each other.
+# ACCEL_BINARY goes to the engine tests only: accel itself refuses ACCEL_* variables it does not know.
+say "tests and smoke runs, in parallel"
+export OMP_NUM_THREADS=2
+step communicators 150 "$stage/bin/test_cuda_communicators" --durations yes &
+for t in world1_fp32_every_strategy world1_every_op_through_nccl world2_on_one_gpu_through_host_staged_gloo \
+         optimizer_offload_to_cpu parameter_offload_to_cpu_and_nvme bf16_follows_the_cpu_bf16_run \
+         fp16_follows_the_cpu_fp16_run; do
+  (cd "$root/tests/gpu" && ACCEL_BINARY="$accel" ACCEL_PYTHON="$python" \
+    step "engine_$t" 170 "$python" test_cuda_engine.py -v "CudaEngine.test_$t") &
+done
+smoke_job="$work/smoke.yaml"
+if [ $rehearse -eq 1 ]; then
+  printf 'backend: ddp\ndevice: cpu\nmain_process_port: 0\ncollective_timeout_s: 60\n' >"$smoke_job"
+  step smoke_test_cpu_world2 90 "$accel" test "$smoke_job" --set num_processes=2 &
+  step smoke_bench_comm_cpu_world2 90 "$accel" bench comm "$smoke_job" --set num_processes=2 --json "$logs/bench_comm.json" &
+else
+  printf 'backend: ddp\ndevice: cuda\nmain_process_port: 0\ncollective_timeout_s: 60\n' >"$smoke_job"
+  step smoke_test_nccl_world1 90 "$accel" test "$smoke_job" --set num_processes=1 &
+  ACCEL_NCCL_ISSUE_AT_WORLD_ONE=1 step smoke_test_nccl_world1_issued 90 "$accel" test "$smoke_job" --set num_processes=1 &
+  step smoke_test_staged_world2 90 "$accel" test "$smoke_job" --set num_processes=2 --set cuda_collectives=gloo &
+  ACCEL_NCCL_ISSUE_AT_WORLD_ONE=1 step smoke_bench_comm_nccl_world1 90 "$accel" bench comm "$smoke_job" \
+    --set num_processes=1 --json "$logs/bench_comm.json" &
+fi
+wait
+
+finish
