@@ -106,9 +106,9 @@ bench=(--accel "$accel" --json "$logs/bench_gpu.json" --markdown "$logs/bench_gp
 if [ $rehearse -eq 1 ]; then
   bench+=(--dry-run)
 else
-  bench+=(--steps 15 --warmup 5)
+  bench+=(--steps 15 --warmup 5 --repeat 2)
 fi
-step bench_gpu 300 "$python" "$root/scripts/bench_gpu.py" "${bench[@]}"
+step bench_gpu 330 "$python" "$root/scripts/bench_gpu.py" "${bench[@]}"
 cp "$logs/bench_gpu.json" "$out/bench-gpu.json" 2>/dev/null
 cp "$logs/bench_gpu.md" "$out/bench-gpu.md" 2>/dev/null
 # 3. The GPU tests and the smoke runs, at once (each in its own process: CUDA contexts share the GPU).

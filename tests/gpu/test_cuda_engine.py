@@ -9,8 +9,8 @@ CPU in fp32 (the spec), world 1 x 8 rows, as for the CPU end-to-end tests.
 - fp32 on the GPU (ddp, zero 1-3, FULL_SHARD, SHARD_GRAD_OP at world 1; zero 3 and FULL_SHARD at
   world 2 on one GPU through host-staged Gloo; zero 2 with its optimizer offloaded to the CPU; zero 3
   with its parameter shards in host memory or in files; optimizer.fused auto, so torch's fused AdamW
-  kernel, and once the elementwise kernels; stages 2-3 with their transient buffers in YaFSDP's
-  layer buffers, the GPU default; offload with two micro-steps per step):
+  kernel, and once the elementwise kernels; stage 3 and FSDP with their transient buffers in
+  YaFSDP's layer buffers, the GPU default; offload with two micro-steps per step):
   |dloss| <= 1e-4 and |dw| <= 5e-4 against the reference. Why: libtorch keeps TF32 off for fp32
   matmuls, so the GPU computes the same fp32 mathematics in another order (cuBLAS blocking, fused
   attention instead of the explicit softmax); the CPU splits measured 1e-6 in loss and 1.5e-5 in
@@ -115,7 +115,9 @@ class CudaEngine(unittest.TestCase):
             with self.subTest(name):
                 _, _, log = self.assert_matches_reference("w1_" + name, sets)
                 self.assertIn("fused AdamW", log, f"{name}: optimizer.fused auto did not pick the fused kernel")
-                if name in ("zero2", "zero3", "full_shard", "shard_grad_op"):
+                # Zero 2 keeps this model in one unit, which holds the embedding: YaFSDP keeps the
+                # token-input unit out of the slots, so only per-block units take turns in them.
+                if name in ("zero3", "full_shard", "shard_grad_op"):
                     self.assertIn("layer buffers", log, f"{name}: no YaFSDP layer buffers on the GPU")
         # The elementwise AdamW kernels (the CPU's default) on the GPU too.
         _, _, log = self.assert_matches_reference("w1_zero3_elementwise", [
