@@ -9,15 +9,10 @@
 #include "backends/ddp/ddp_backend.hpp"
 #include "backends/fsdp/fsdp_policy.hpp"
 #include "runtime/common/errors.hpp"
+#include "runtime/common/strings.hpp"
 
 namespace accel::backends {
 namespace {
-
-std::string join_notes(const std::vector<std::string>& notes) {
-  std::string s;
-  for (size_t i = 0; i < notes.size(); ++i) s += (i ? "; " : "") + notes[i];
-  return s;
-}
 
 std::vector<int64_t> unit_numels(const std::vector<UnitSpec>& units) {
   std::vector<int64_t> numels;
@@ -51,7 +46,7 @@ std::unique_ptr<Backend> build_fsdp(const config::JobConfig& job, comm::Communic
     // do the same with fewer, larger messages.
     auto ddp = std::make_unique<DdpBackend>(comm, std::move(units), optimizer, job.ddp.bucket_cap_mb);
     ddp->set_label(plan.label);
-    ddp->set_notes(join_notes(plan.notes));
+    ddp->set_notes(join(plan.notes, "; "));
     return ddp;
   }
   ShardingPolicy policy;
@@ -78,7 +73,7 @@ std::unique_ptr<Backend> build_fsdp(const config::JobConfig& job, comm::Communic
       policy.unit_groups, numels, plan.shard_group_size > 0 ? plan.shard_group_size : comm.size());
   policy.offloads = job.fsdp.offload_params;
   policy.param_host_offload = job.fsdp.offload_params;  // FSDP's CPUOffload: parameters and optimizer
-  policy.notes = join_notes(plan.notes);
+  policy.notes = join(plan.notes, "; ");
   return std::make_unique<ShardedEngine>(comm, std::move(units), optimizer, policy);
 }
 

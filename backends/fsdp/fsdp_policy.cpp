@@ -1,5 +1,6 @@
 // The fsdp block -> the sharding engine's policy (see fsdp_policy.hpp; decisions in docs/design/0007).
 #include "backends/fsdp/fsdp_policy.hpp"
+#include "runtime/common/strings.hpp"
 
 #include <algorithm>
 #include <sstream>
@@ -11,23 +12,12 @@ using config::AutoWrapPolicy;
 using config::BackwardPrefetch;
 using config::ShardingStrategy;
 
-std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
-  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
-}
-
 // The layer classes TRANSFORMER_BASED_WRAP may name: accel's units are the model's units (one per
 // layer, plus the embedding and, for gpt, the final norm), so the only class to wrap is the
 // model's layer class. mlp also accepts the key's default, Block, so a default fsdp job runs it.
 std::vector<std::string> layer_classes(config::ModelName model) {
   if (model == config::ModelName::gpt) return {"Block"};
   return {"MlpLayer", "Block"};
-}
-
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
-  return s;
 }
 
 void check_wrap(const config::JobConfig& job, FsdpPlan& plan, bool user_module) {

@@ -8,15 +8,10 @@
 
 #include "runtime/config/schema.hpp"
 #include "runtime/config/suggest.hpp"
+#include "runtime/common/strings.hpp"
 
 namespace accel::config {
 namespace {
-
-std::string join(const std::vector<std::string>& items) {
-  std::string s;
-  for (const auto& i : items) s += (s.empty() ? "" : ", ") + i;
-  return s;
-}
 
 std::vector<std::string> keys_in_section(const std::string& section) {
   std::vector<std::string> keys;

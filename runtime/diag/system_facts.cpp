@@ -2,6 +2,7 @@
 // The active BLAS is the library the dynamic linker binds sgemm_ to (what libtorch calls), not
 // merely whatever libblas.so.3 points at on disk: both can be mapped, only one wins.
 #include "runtime/diag/system_facts.hpp"
+#include "runtime/common/strings.hpp"
 
 #include <dlfcn.h>
 #include <sched.h>
@@ -18,12 +19,6 @@
 
 namespace accel::diag {
 namespace {
-
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
-}
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });

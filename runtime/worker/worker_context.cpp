@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <ATen/Parallel.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <cstdlib>
@@ -87,6 +88,11 @@ WorkerContext start_worker() {
         std::move(ctx.communicator), c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(gpu)));
   }
   return ctx;
+}
+
+void apply_thread_count() {
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  if (omp && std::atoi(omp) > 0) at::set_num_threads(std::atoi(omp));
 }
 
 }  // namespace accel::worker

@@ -27,4 +27,8 @@ config::LoadedJob load_launched_job();
 // (naming missing ranks) or ConfigError.
 WorkerContext start_worker();
 
+// Sets libtorch's intra-op pool to OMP_NUM_THREADS, which the launcher gives each worker (cores /
+// local workers); without it libtorch starts with its own default.
+void apply_thread_count();
+
 }  // namespace accel::worker

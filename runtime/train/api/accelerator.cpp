@@ -32,21 +32,10 @@
 #include "runtime/train/model/safetensors.hpp"
 #include "runtime/train/optim/adamw_fused.hpp"
 #include "runtime/worker/worker_context.hpp"
+#include "runtime/common/strings.hpp"
 
 namespace accel {
 namespace {
-
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
-  return s;
-}
-
-// The launcher gives each worker OMP_NUM_THREADS (cores / local workers); libtorch's pool follows.
-void apply_thread_count() {
-  const char* omp = std::getenv("OMP_NUM_THREADS");
-  if (omp && std::atoi(omp) > 0) at::set_num_threads(std::atoi(omp));
-}
 
 std::string json_number(double v) {
   if (!std::isfinite(v)) return "null";
@@ -127,7 +116,7 @@ void fill_training(const config::JobConfig& job, TrainingConfig& t) {
 
 Accelerator::Accelerator() : state_(std::make_unique<State>()) {
   logging::configure_from_env();
-  apply_thread_count();
+  worker::apply_thread_count();
   state_->ctx = std::make_unique<worker::WorkerContext>(worker::start_worker());
   state_->job = state_->ctx->job;
   state_->comm = state_->ctx->communicator.get();
@@ -157,7 +146,7 @@ Accelerator::Accelerator(const std::string& job_file) : state_(std::make_unique<
   if (launched && *launched) {
     // Under accel launch the launcher's resolved job (the same file, with overrides) is the one.
     logging::configure_from_env();
-    apply_thread_count();
+    worker::apply_thread_count();
     state_->ctx = std::make_unique<worker::WorkerContext>(worker::start_worker());
     state_->job = state_->ctx->job;
     state_->comm = state_->ctx->communicator.get();

@@ -28,6 +28,7 @@
 #include "runtime/train/trainer/memory_probe.hpp"
 #include "runtime/train/trainer/run_report.hpp"
 #include "runtime/train/trainer/step_metrics.hpp"
+#include "runtime/worker/worker_context.hpp"
 
 namespace accel::train {
 namespace {
@@ -40,13 +41,6 @@ int64_t peak_rss_bytes() {
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
   return int64_t(usage.ru_maxrss) * 1024;  // Linux reports KiB
-}
-
-// The launcher sets OMP_NUM_THREADS to cores / local workers; libtorch's intra-op pool must follow
-// it (Debian's libtorch otherwise starts with its own default).
-void apply_thread_count() {
-  const char* omp = std::getenv("OMP_NUM_THREADS");
-  if (omp && std::atoi(omp) > 0) at::set_num_threads(std::atoi(omp));
 }
 
 // Rank 0 writes FILE, rank r FILE with ".rank<r>" before its extension.
@@ -104,7 +98,7 @@ class Trainer {
 };
 
 void Trainer::build() {
-  apply_thread_count();
+  worker::apply_thread_count();
   model_ = make_builtin_module(job_.model);
   // Initialised on the CPU (the spec's generator), then moved to this rank's device: a GPU run
   // starts from the same values as a CPU run.
