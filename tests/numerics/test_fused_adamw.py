@@ -13,8 +13,10 @@ the CPU with torch's fused AdamW kernel, against the elementwise reference path,
   bounds, while a semantic error (a missing bias correction, decay on the wrong group, a stale step
   count) moves the loss by 1e-2 or more within a few steps, and a gradient off by a factor of 2,
   which AdamW would train nearly alike, moves the norm by 0.5 or more.
-- A run stopped at step STOP and resumed reproduces the uninterrupted fused run exactly: the state
-  (moments, step counts) is the same checkpoint as the elementwise path's.
+- The fused zero3 run's checkpoint at step STOP, resumed, reproduces that run's remaining steps
+  exactly: the state (moments, step counts) is the same checkpoint as the elementwise path's. The
+  trainer writes its checkpoints every checkpoint_every steps and at the end with one function, so
+  resuming the mid-run one is resuming a run stopped there, under the uninterrupted run's schedule.
 """
 import os
 import shutil
@@ -25,13 +27,11 @@ import trainer_test_support as ts
 
 QUICKSTART = os.path.join(ts.ROOT, "config_templates", "quickstart.yaml")
 STEPS = 10
-# The resumed run stops at the end of the warmup: until then the learning rate does not depend on
-# max_steps, which the stopped run sets to STOP.
-STOP = 5
-FAST = ["optimizer.lr=3e-3", f"scheduler.warmup_steps={STOP}"]
+STOP = 5  # the zero3 run's mid-run checkpoint, which the resume test continues from
+FAST = ["optimizer.lr=3e-3", "scheduler.warmup_steps=5"]
 LOSS_TOL = 1e-4
 GRAD_NORM_RTOL = 1e-5
-ZERO3 = ["backend=deepspeed", "deepspeed.zero_stage=3"]
+ZERO3 = ["backend=deepspeed", "deepspeed.zero_stage=3", f"training.checkpoint_every={STOP}"]
 
 
 class FusedAdamW(unittest.TestCase):
@@ -44,14 +44,16 @@ class FusedAdamW(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
-    def run_job(self, name, backend_sets, fused, steps=STEPS, extra=()):
+    def run_job(self, name, backend_sets, fused, steps=STEPS, extra=(), world=2, env_extra=None):
         out = os.path.join(self.dir, name)
-        sets = ["main_process_port=0", "num_processes=2", "training.micro_batch_size=8", f"optimizer.fused={fused}",
+        sets = ["main_process_port=0", f"num_processes={world}", f"training.micro_batch_size={16 // world}",
+                f"optimizer.fused={fused}",
                 f"training.max_steps={steps}", "training.eval_every=0", f"training.output_dir={out}",
                 "training.save_weights=false"] + FAST + list(backend_sets) + list(extra)
         if not any(s.startswith("training.resume=") for s in extra):
             sets.append("training.resume=never")
-        p = ts.run([ts.ACCEL, "launch", QUICKSTART] + [x for s in sets for x in ("--set", s)], cwd=self.dir)
+        p = ts.run([ts.ACCEL, "launch", QUICKSTART] + [x for s in sets for x in ("--set", s)], cwd=self.dir,
+                   env_extra=env_extra)
         self.assertEqual(p.returncode, 0, ts.describe(p))
         return ts.read_metrics(out), p.stdout + p.stderr
 
@@ -65,7 +67,10 @@ class FusedAdamW(unittest.TestCase):
         ref, log = self.run_job("ref", ["backend=ddp"], "false")
         self.assertEqual(len(ref), STEPS)
         self.assertNotIn("fused AdamW", log)
-        _, auto_log = self.run_job("auto", ["backend=ddp"], "auto", steps=1)
+        # The kernel auto picks depends on the device only: one step of one rank shows it (one
+        # thread, where the launcher would give a lone worker both cores of this machine).
+        _, auto_log = self.run_job("auto", ["backend=ddp"], "auto", steps=1, world=1,
+                                   env_extra={"OMP_NUM_THREADS": "1"})
         self.assertNotIn("fused AdamW", auto_log, "auto chose the fused kernel on the CPU")
         self.assertLess(ref[-1]["loss"], 0.9 * ref[0]["loss"], "the reference did not train")
         runs = [("ddp", ["backend=ddp"])] + [(f"zero{s}", ["backend=deepspeed", f"deepspeed.zero_stage={s}"])
@@ -84,10 +89,11 @@ class FusedAdamW(unittest.TestCase):
 
     def test_resume_reproduces_the_fused_run(self):
         full, _ = self.fused_run("zero3", ZERO3)
-        self.run_job("resumed", ZERO3, "true", steps=STOP)
-        resumed, _ = self.run_job("resumed", ZERO3, "true", extra=["training.resume=auto"])
-        self.assertEqual([r["step"] for r in resumed], list(range(STEPS)))
-        self.assertEqual(ts.without_timing(resumed), ts.without_timing(full))
+        checkpoint = ts.ckpt_dir(os.path.join(self.dir, "zero3"), STOP)
+        resumed, log = self.run_job("resumed", ZERO3, "true", extra=[f"training.resume={checkpoint}"])
+        self.assertIn(f"resumed from {checkpoint} ({STOP} steps done)", log)
+        self.assertEqual([r["step"] for r in resumed], list(range(STOP, STEPS)))
+        self.assertEqual(ts.without_timing(resumed), ts.without_timing(full[STOP:]))
 
 
 if __name__ == "__main__":
