@@ -3,8 +3,8 @@
     ACCEL_BINARY=build/accel PYTHONDONTWRITEBYTECODE=1 \
         scripts/python -m unittest discover -s tests/numerics -p test_activation_checkpointing.py -v
 
-Each test runs one job twice through `accel launch`, with activation_checkpointing false and true,
-and requires the same numbers exactly: every metrics record (loss, grad_norm, eval_loss, lr; not the
+Each test compares one job launched through `accel launch` with activation_checkpointing false and
+true, and requires the same numbers exactly: every metrics record (loss, grad_norm, eval_loss, lr; not the
 timing fields) and a byte-identical weights.safetensors. The recompute runs the same ops on the same
 values in the same order as the stored forward, and collectives are issued in the same order, so on
 CPU nothing may differ, not even in the last bit (these configurations without checkpointing are
@@ -15,7 +15,7 @@ mixed precision, and the mlp model.
 The jobs train on the built-in synthetic data from the model's own seeded initialisation: what is
 compared is one job with and without recompute, so neither a token file nor exported weights (each
 a Python process importing torch) add anything. A SHARD_GRAD_OP run with recompute is compared with
-the FULL_SHARD run without it of the same world, batch and accumulation (one launch fewer each):
+the FULL_SHARD run without it of the same world, batch and accumulation (a launch fewer each):
 both strategies run the sharding engine on the same gradient shards and differ only in when the
 gathered parameters are freed, copies of the same values, so their numbers are the same bit for bit
 (measured: metrics and weights identical at world 1, world 2 and world 2 with accumulation).
@@ -31,8 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import trainer_test_support as ts  # noqa: E402
 
 NOTE = "activation_checkpointing: each "
-# Held-out windows for the two evaluations: 1% of the synthetic data's 32767 windows of 32 tokens
-# (327), as many as a 100000-token file's 10% (the default fraction would evaluate 3277).
+# Held-out windows for the two evaluations: 1% of the synthetic data's 32767 windows of 32 tokens,
+# 327, enough to compare eval_loss at a tenth of the cost of the default fraction's 3277.
 DATA = {"kind": "synthetic", "val_fraction": 0.01}
 
 
