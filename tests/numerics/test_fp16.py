@@ -19,7 +19,7 @@ and the default scale (2^16, which never overflows here) for the comparison with
   measured 2.3e-4 over 16 steps (fp16 keeps 11 significant bits), while a semantic error (a scale
   not divided out, a dropped reduction) moves the loss by far more. The pre-clip gradient norm
   within 0.1 relative: measured 3.6e-3 (a step whose norm spikes amplifies the weights' fp16
-  rounding: 9.2e-3 was measured in a run with a spike to 1.8); AdamW trains nearly the same weights
+  rounding: 9.2e-3 with 64-token windows, whose norm spikes to 1.8); AdamW trains nearly the same weights
   from gradients off by a constant factor, so the norm is what shows a skipped unscale or a doubled
   reduction (off by 0.5 or more).
 - Overflow (MOVING at stage 3): the overflowing steps are skipped on every rank (no update, the
