@@ -1,20 +1,28 @@
-"""What the public API's end-to-end tests share (test_public_api.py, test_public_api_units.py,
-test_api_checkpoints.py): reading a user program's safetensors output, launching a user program
+"""What the public API's end-to-end tests share (test_public_api*.py, test_api_checkpoints.py,
+test_transports.py): reading a user program's safetensors output, launching a user program
 (`program:`) under a strategy with a given world size and batch shape, and comparing a run with
 the world-1 reference."""
 import json
 import os
 import struct
 
-import torch
+import numpy as np
 
 from trainer_test_support import ACCEL, largest_diff, read_metrics, run, write_job
 
-_DTYPES = {"F32": torch.float32, "I64": torch.int64}
+# Importing torch costs a test process about 2 s of CPU: tests that only compare values read
+# numpy arrays (read_safetensors_arrays); read_safetensors imports torch when first called.
+_NUMPY_DTYPES = {"F32": np.dtype("<f4"), "I64": np.dtype("<i8")}
+
+# One intra-op thread in every rank (the launcher's default is cores / local workers): a world-1
+# run on 2 cores otherwise gets 2 OpenMP threads, which spin against the other jobs on the machine
+# (examples/llama and examples/cnn measured 4 to 8 times slower). World-2 and 4 ranks get one
+# thread there anyway, so the world-1 reference then runs each rank's arithmetic as they do.
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 
 
-def read_safetensors(path):
-    """name -> tensor for every tensor of a safetensors file (F32 and I64, what accel writes)."""
+def read_safetensors_arrays(path):
+    """name -> numpy array for every tensor of a safetensors file (F32 and I64, what accel writes)."""
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
         header = json.loads(f.read(n))
@@ -24,9 +32,15 @@ def read_safetensors(path):
         if name == "__metadata__":
             continue
         begin, end = info["data_offsets"]
-        assert info["dtype"] in _DTYPES, (path, name, info["dtype"])
-        out[name] = torch.frombuffer(bytearray(data[begin:end]), dtype=_DTYPES[info["dtype"]]).reshape(info["shape"])
+        assert info["dtype"] in _NUMPY_DTYPES, (path, name, info["dtype"])
+        out[name] = np.frombuffer(data[begin:end], dtype=_NUMPY_DTYPES[info["dtype"]]).reshape(info["shape"])
     return out
+
+
+def read_safetensors(path):
+    """name -> torch tensor for every tensor of a safetensors file (F32 and I64, what accel writes)."""
+    import torch
+    return {name: torch.from_numpy(a.copy()) for name, a in read_safetensors_arrays(path).items()}
 
 
 def program_job(program, out, world, micro, accum, steps, strategy):
@@ -45,11 +59,12 @@ def program_job(program, out, world, micro, accum, steps, strategy):
     return j
 
 
-def launch_program(tmp, name, program, world, micro, accum, steps, strategy):
-    """`accel launch` of program_job(...) with output in tmp/name: (the finished process, the output dir)."""
+def launch_program(tmp, name, program, world, micro, accum, steps, strategy, env_extra=None):
+    """`accel launch` of program_job(...) with output in tmp/name, `env_extra` added to the
+    environment: (the finished process, the output dir)."""
     out = os.path.join(tmp, name)
     path = write_job(os.path.join(tmp, name + ".yaml"), program_job(program, out, world, micro, accum, steps, strategy))
-    return run([ACCEL, "launch", path], cwd=tmp), out
+    return run([ACCEL, "launch", path], cwd=tmp, env_extra=env_extra), out
 
 
 def largest_relative_diff(metrics, ref_metrics, key, what):
@@ -71,9 +86,10 @@ def check_against_reference(test, name, out, ref_metrics, ref_weights, loss_rtol
     test.assertEqual([r["step"] for r in metrics], [r["step"] for r in ref_metrics], name)
     loss_diff = largest_relative_diff(metrics, ref_metrics, "loss", f"{name}: relative loss diff")
     norm_diff = largest_relative_diff(metrics, ref_metrics, "grad_norm", f"{name}: relative grad-norm diff")
-    weights = read_safetensors(os.path.join(out, "model.safetensors"))
+    weights = read_safetensors_arrays(os.path.join(out, "model.safetensors"))
     test.assertEqual(sorted(weights), sorted(ref_weights))
-    weight_diff = largest_diff(((weights[k] - ref_weights[k]).abs().max().item() for k in weights),
+    # ref_weights: numpy arrays or torch tensors (np.asarray shares a CPU tensor's memory).
+    weight_diff = largest_diff((abs(weights[k] - np.asarray(ref_weights[k])).max().item() for k in weights),
                                f"{name}: weight diff")
     test.assertLessEqual(loss_diff, loss_rtol,
                          f"{name}: losses {[r['loss'] for r in metrics]} vs {[r['loss'] for r in ref_metrics]}")

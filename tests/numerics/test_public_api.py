@@ -14,7 +14,7 @@ import os
 import tempfile
 import unittest
 
-from api_test_support import check_against_reference, launch_program, read_safetensors
+from api_test_support import ONE_THREAD, check_against_reference, launch_program, read_safetensors_arrays
 from trainer_test_support import ROOT, describe, read_metrics
 
 EXAMPLE = os.environ.get("ACCEL_EXAMPLE_MINIMAL") or os.path.join(ROOT, "build", "examples", "minimal",
@@ -35,7 +35,7 @@ GRAD_NORM_RTOL = 1e-5
 
 
 def launch(tmp, name, world, micro, accum, strategy):
-    return launch_program(tmp, name, EXAMPLE, world, micro, accum, STEPS, strategy)
+    return launch_program(tmp, name, EXAMPLE, world, micro, accum, STEPS, strategy, env_extra=ONE_THREAD)
 
 
 DDP = {"backend": "ddp"}
@@ -59,7 +59,7 @@ class PublicApiAgreement(unittest.TestCase):
             ref_losses = [r["loss"] for r in ref_metrics]
             self.assertEqual(len(ref_losses), STEPS)
             self.assertLess(ref_losses[-1], ref_losses[0])  # it trains
-            ref_weights = read_safetensors(os.path.join(ref_out, "model.safetensors"))
+            ref_weights = read_safetensors_arrays(os.path.join(ref_out, "model.safetensors"))
             cases = [("ddp", DDP, 4, 1), ("zero1", zero(1), 4, 1), ("zero2", zero(2), 4, 1),
                      ("shard_grad_op", fsdp("SHARD_GRAD_OP"), 4, 1), ("no_shard", fsdp("NO_SHARD"), 4, 1),
                      ("ddp_accum", DDP, 2, 2), ("zero2_accum", zero(2), 2, 2)]
