@@ -207,5 +207,39 @@ class NumericsHelpers(unittest.TestCase):
         with self.assertRaises(AssertionError):
             self.check(LOSSES, weights(), norms=[2 * g for g in NORMS])
 
+    def test_numpy_reader_matches_the_torch_reader(self):
+        # The public API tests read accel's output as numpy arrays, the other numerics tests as tensors.
+        tmp = tempfile.TemporaryDirectory(prefix="accel_read_")
+        self.addCleanup(tmp.cleanup)
+        path = os.path.join(tmp.name, "model.safetensors")
+        tensors = {**weights(c=(2, -1.5e-30)), "steps": torch.tensor(7), "ids": torch.arange(-2, 4).reshape(2, 3)}
+        safetensors_io.save_file(tensors, path)
+        arrays = api_test_support.read_safetensors_arrays(path)
+        back = api_test_support.read_safetensors(path)
+        self.assertEqual(list(arrays), list(tensors))
+        self.assertEqual(list(back), list(tensors))
+        for k, t in tensors.items():
+            self.assertEqual(arrays[k].shape, tuple(t.shape), k)
+            self.assertTrue(torch.equal(torch.from_numpy(arrays[k].copy()), t), k)
+            self.assertTrue(torch.equal(back[k], t), k)
+
+    def test_check_against_reference_with_numpy_reference_weights(self):
+        as_arrays = {k: v.numpy() for k, v in weights().items()}
+        tmp = tempfile.TemporaryDirectory(prefix="accel_check_")
+        self.addCleanup(tmp.cleanup)
+        reference = [{"step": i + 1, "loss": v, "grad_norm": g} for i, (v, g) in enumerate(zip(LOSSES, NORMS))]
+        for model, fails in ((weights(), False), (weights(c=(3, NAN)), True), (weights(b=(1, 1.0 + 2e-5)), True)):
+            with self.subTest(fails=fails):
+                with open(os.path.join(tmp.name, "metrics.jsonl"), "w") as f:
+                    f.writelines(json.dumps(r) + "\n" for r in reference)
+                safetensors_io.save_file(model, os.path.join(tmp.name, "model.safetensors"))
+                if fails:
+                    with self.assertRaises(AssertionError):
+                        api_test_support.check_against_reference(self, "run", tmp.name, reference, as_arrays, 1e-5,
+                                                                 1e-5, 1e-5)
+                else:
+                    self.assertEqual(api_test_support.check_against_reference(
+                        self, "run", tmp.name, reference, as_arrays, 1e-5, 1e-5, 1e-5), (0.0, 0.0, 0.0))
+
 if __name__ == "__main__":
     unittest.main()

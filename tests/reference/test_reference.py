@@ -6,6 +6,8 @@ Everything is tiny (a 2-layer, 32-wide GPT on sequences of 8) so the whole file 
 minute on 2 shared cores. Exact comparisons (assertEqual / torch.equal) are used where the same
 arithmetic runs twice; float64 runs compare within 1e-6 where only the summation order differs.
 """
+import contextlib
+import io
 import json
 import math
 import os
@@ -385,11 +387,24 @@ class TrainingTest(unittest.TestCase):
 
 
 class CliTest(unittest.TestCase):
-    def run_py(self, *args):
+    """The tools' command lines. Each script runs once as a process (its `__main__` shim, its imports
+    from its own directory, its exit status), as the numerics tests and scripts/peers start them; the
+    other calls go through the same main(argv) in this process, which has imported torch already
+    (a process of its own costs about 2 s of CPU for that import alone)."""
+
+    def run_py(self, *args, code=0):
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1")
         p = subprocess.run([PY, *args], capture_output=True, text=True, env=env, timeout=120)
-        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertEqual(p.returncode, code, p.stdout + p.stderr)
         return p.stdout
+
+    def run_main(self, module, *args, code=0):
+        """module.main(args) with its output captured, as run_py runs the script: its stdout."""
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            returned = module.main(list(args))
+        self.assertEqual(returned, code, out.getvalue() + err.getvalue())
+        return out.getvalue()
 
     def test_end_to_end_flags_init_file_and_job(self):
         with tempfile.TemporaryDirectory() as d:
@@ -401,7 +416,8 @@ class CliTest(unittest.TestCase):
             init = os.path.join(d, "init.safetensors")
             train = os.path.join(REF, "reference_train.py")
             self.run_py(train, *common, "--seed-init", "5", "--export-init", init, "--out-dir", os.path.join(d, "a"))
-            self.run_py(train, *common, "--seed-init", "99", "--init-weights", init, "--out-dir", os.path.join(d, "b"))
+            # Another seed, overridden by the init file: bitwise run a, across processes.
+            self.run_main(rt, *common, "--seed-init", "99", "--init-weights", init, "--out-dir", os.path.join(d, "b"))
             ma = read_jsonl(os.path.join(d, "a", "metrics.jsonl"))
             mb = read_jsonl(os.path.join(d, "b", "metrics.jsonl"))
             self.assertEqual([m["step"] for m in ma], [0, 1, 2])
@@ -410,12 +426,13 @@ class CliTest(unittest.TestCase):
             self.assertEqual([m["loss"] for m in ma], [m["loss"] for m in mb])
             wa = read_bytes(os.path.join(d, "a", "weights.safetensors"))
             self.assertEqual(wa, read_bytes(os.path.join(d, "b", "weights.safetensors")))
+            self.assertIn("OK", self.run_main(compare_runs, os.path.join(d, "a"), os.path.join(d, "b")))
+            self.assertIn("DIFFERENT", self.run_main(compare_runs, os.path.join(d, "a"), os.path.join(d, "b"),
+                                                     "--weight-tol", "-1", code=1))
+            # The script's exit status; --metrics-only fails before the weights, which import torch.
             compare = os.path.join(REF, "compare_runs.py")
-            self.assertIn("OK", self.run_py(compare, os.path.join(d, "a"), os.path.join(d, "b")))
-            env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
-            p = subprocess.run([PY, compare, os.path.join(d, "a"), os.path.join(d, "b"), "--weight-tol", "-1"],
-                               capture_output=True, text=True, env=env, timeout=60)
-            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            self.assertIn("DIFFERENT", self.run_py(compare, os.path.join(d, "a"), os.path.join(d, "b"),
+                                                   "--metrics-only", "--loss-tol", "-1", code=1))
             weights = st.deserialize(wa)
             self.assertEqual(list(weights), gpt_model.param_names(2))
             self.assertTrue(all(t.dtype == torch.float32 for t in weights.values()))
@@ -441,7 +458,7 @@ training:
   output_dir: {os.path.join(d, "c")}
   init_from: init.safetensors
 """)
-            self.run_py(train, "--job", job, "--quiet")
+            self.run_main(rt, "--job", job, "--quiet")
             mc = read_jsonl(os.path.join(d, "c", "metrics.jsonl"))
             self.assertEqual([m["loss"] for m in ma], [m["loss"] for m in mc])
             self.assertEqual(wa, read_bytes(os.path.join(d, "c", "weights.safetensors")))
