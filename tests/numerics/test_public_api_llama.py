@@ -5,8 +5,10 @@ layers are accel::Unit<> wrappers, trained on an llm.c token file through `accel
 LlamaAgreement: against the same program at world 1 under ddp (micro batch 8): at world 2 (micro
 batch 4) ddp, deepspeed zero_stage 1, 2 and 3, fsdp FULL_SHARD and SHARD_GRAD_OP; with accumulation
 (micro batch 2 x 2 micro-steps) zero_stage 3, FULL_SHARD and zero_stage 1; at world 4 (micro batch 2)
-FULL_SHARD and HYBRID_SHARD as 2 machines x 2 processes on loopback. Per-step losses and final
-weights (the tied weight once, under its first name) agree within fp32 reassociation.
+HYBRID_SHARD as 2 machines x 2 processes on loopback (FULL_SHARD within each machine's pair). Per-step
+losses and final weights (the tied weight once, under its first name) agree within fp32 reassociation.
+FULL_SHARD at world 4 runs this model in LlamaResume (steps 5-8 and the final weights, same bounds)
+and a Unit<> model for all 8 steps in test_public_api_units.py (UnitsAgreement full_shard_world4).
 LlamaResume: a zero_stage 3 run at world 2 saves its state after step 4 and stops; fsdp FULL_SHARD at
 world 4 resumes it (training.resume) and steps 5-8 and the final weights match the uninterrupted
 zero_stage 3 run (the same global batch of 8 windows per step, split 2 x 4 and then 4 x 2).
@@ -118,8 +120,7 @@ class LlamaAgreement(unittest.TestCase):
                      ("zero3", zero(3), 2, 4, 1), ("full_shard", fsdp("FULL_SHARD"), 2, 4, 1),
                      ("shard_grad_op", fsdp("SHARD_GRAD_OP"), 2, 4, 1),
                      ("zero3_accum", zero(3), 2, 2, 2), ("full_shard_accum", fsdp("FULL_SHARD"), 2, 2, 2),
-                     ("zero1_accum", zero(1), 2, 2, 2),
-                     ("full_shard_world4", fsdp("FULL_SHARD"), 4, 2, 1)]
+                     ("zero1_accum", zero(1), 2, 2, 2)]
             worst = {}
             for name, strategy, world, micro, accum in cases:
                 with self.subTest(name):
@@ -221,7 +222,7 @@ class LlamaBf16(unittest.TestCase):
 
     Tolerances: splitting the batch changes the bf16 rounding of each gradient (two 4-row bf16
     gradients averaged in bf16, against one 8-row one), a 2^-8 relative step. Losses are fp32 means
-    over 512 tokens and move far less: bound 1e-3 (a quarter of a bf16 step), measured 1.2e-4.
+    over 512 tokens and move far less: bound 1e-3 (a quarter of a bf16 step), measured 1.6e-4.
     AdamW moves an element by about lr whatever its gradient's size, so that rounding reaches the
     weights undamped where gradients are small: the bound is on the norm of the weight difference
     relative to the weights' norm, 5e-3 (measured 2.2e-3). That is half the distance between

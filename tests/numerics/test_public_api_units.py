@@ -6,10 +6,13 @@ uses, and under the others, against the same program at world 1 without sharding
 UnitsAgreement: deepspeed zero_stage 3 (its default prefetch, and none), fsdp FULL_SHARD (with
 forward prefetch and BACKWARD_POST too, and with activation_checkpointing) and HYBRID_SHARD at
 world 2 (micro batch 4); zero_stage 3 and FULL_SHARD (also with activation_checkpointing) with
-accumulation (micro batch 2, 2 micro-steps); ddp, zero_stage 1 and 2 with the wrappers as
-plain calls; SHARD_GRAD_OP with activation_checkpointing and accumulation; FULL_SHARD at world 4
-(micro batch 2). Each has the same global batch of 8 rows per step as the world-1 run (micro
-batch 8): per-step losses and final weights agree within fp32 reassociation.
+accumulation (micro batch 2, 2 micro-steps); SHARD_GRAD_OP with activation_checkpointing and
+accumulation; FULL_SHARD at world 4 (micro batch 2). Each has the same global batch of 8 rows per
+step as the world-1 run (micro batch 8): per-step losses and final weights agree within fp32
+reassociation. The wrappers as plain calls under ddp and zero_stage 1 and 2 are checked on two
+other Unit<> models with a root, against world 1 within the same bounds: test_public_api_llama.py
+(LlamaAgreement: ddp, zero1, zero2, zero1_accum) and test_public_api_cnn.py (CnnAgreement: ddp,
+zero1, zero2).
 """
 import os
 import tempfile
@@ -30,7 +33,7 @@ STEPS = 8
 LOSS_RTOL = 1e-5
 WEIGHT_ATOL = 2e-5
 # Gradient norms (the pre-clip global norm the program logs) carry the same reassociation as the
-# losses, plus the weights' drift: measured at most 4.2e-7 relative, so the losses' bound holds them.
+# losses, plus the weights' drift: measured at most 6.3e-7 relative, so the losses' bound holds them.
 # AdamW trains nearly the same weights from gradients off by a constant factor; the norm is what
 # shows a factor of 2 (a missing accumulation divisor, a tied weight's gradient summed twice): 0.5 or 1.
 GRAD_NORM_RTOL = 1e-5
@@ -76,7 +79,6 @@ class UnitsAgreement(unittest.TestCase):
                      ("full_shard_recompute", fsdp("FULL_SHARD", activation_checkpointing=True), 4, 1, "parameters"),
                      ("full_shard_recompute_accum", fsdp("FULL_SHARD", activation_checkpointing=True), 2, 2,
                       "parameters"),
-                     ("ddp", DDP, 4, 1, None), ("zero1", zero(1), 4, 1, None), ("zero2", zero(2), 4, 1, None),
                      # Gradients found ready per backward pass, each block's recompute a pass of
                      # its own: right as each block is called once per forward.
                      ("shard_grad_op_recompute", fsdp("SHARD_GRAD_OP", activation_checkpointing=True), 2, 2, None)]
