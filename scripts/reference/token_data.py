@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import List, Tuple
+from typing import TYPE_CHECKING, List, Tuple
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # imported where used (TokenWindows.windows)
+    import torch
 
 MAGIC = 20240520
 VERSION = 1
@@ -93,6 +95,10 @@ class TokenWindows:
                              f"{self.n_val} held out: no training window left")
 
     def windows(self, ks: List[int]) -> Tuple[torch.Tensor, torch.Tensor]:
+        # torch is imported here, not with the module, so that writing or reading a token file
+        # (make_tokens.py, the tests' fixtures) costs no torch import (about 2 s of CPU).
+        import torch
+
         T = self.T
         x = np.stack([self.tokens[k * T: k * T + T] for k in ks])
         y = np.stack([self.tokens[k * T + 1: k * T + T + 1] for k in ks])
