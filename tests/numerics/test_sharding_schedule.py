@@ -1,10 +1,12 @@
 """The sharding engine's per-unit schedule, read from `accel launch --trace FILE` (Chrome trace).
 
 UnitSchedule: a 3-block GPT at world 2 under deepspeed zero_stage 3 with every unit partitioned
-(stage3_param_persistence_threshold 0). FsdpSchedule: the same model under fsdp FULL_SHARD, one
-run per prefetch setting (BACKWARD_PRE / BACKWARD_POST / NO_PREFETCH, forward_prefetch,
-limit_all_gathers). Each test reads the instant events of one steady-state
-step in their recorded order ("args.seq") and checks what the prefetch settings promise:
+(stage3_param_persistence_threshold 0), one run per setting (default prefetch, none, a live limit).
+FsdpSchedule: the same model under fsdp FULL_SHARD, one run per prefetch setting (BACKWARD_PRE /
+BACKWARD_POST / NO_PREFETCH, forward_prefetch, limit_all_gathers). Each run is made once for its
+class and read by every test that needs it; the token file is made once for the module. Each test
+reads the instant events of one steady-state step in their recorded order ("args.seq") and checks
+what the prefetch settings promise:
   - with prefetch, unit i+1's gather is issued before unit i's forward ends, and unit i-1's gather
     before unit i's gradients are reduced (DeepSpeed's prefetch; FSDP's BACKWARD_PRE);
   - with stage3_prefetch_bucket_size 0 nothing is gathered ahead: every gather is waited on at once;
@@ -18,11 +20,13 @@ import shutil
 import tempfile
 import unittest
 
+import reference_in_process as ref
 import trainer_test_support as ts
 
 N_EMBD = 64
 BLOCK_NUMEL = 12 * N_EMBD * N_EMBD + 13 * N_EMBD  # attn (3 + 1) + mlp (4 + 4) matrices, 13 bias/norm vectors
 BLOCKS = ["h.0", "h.1", "h.2"]
+LIVE_LIMIT = BLOCK_NUMEL + BLOCK_NUMEL // 2  # stage3_max_live_parameters with room for one block at a time
 # The built-in GPT is a torch module whose Blocks are accel::Unit<> wrappers (docs/design/0017): the
 # rest (wte, wpe, ln_f) is the root unit, which stays gathered as FSDP's root does. It has no
 # boundaries, so its only events are its reduction and its refresh gather after the step.
@@ -31,6 +35,20 @@ ROOT = "root"
 
 ZERO3 = ("backend=deepspeed", "deepspeed.zero_stage=3", "deepspeed.stage3_param_persistence_threshold=0")
 FULL_SHARD = ("backend=fsdp", "fsdp.sharding_strategy=FULL_SHARD")
+
+# One token file for both classes (written in this process: no interpreter started for it).
+_module_dir = None
+_tokens = None
+
+
+def setUpModule():
+    global _module_dir, _tokens
+    _module_dir = tempfile.mkdtemp(prefix="accel_schedule_tokens_")
+    _tokens = ref.make_tokens(os.path.join(_module_dir, "tok.bin"))
+
+
+def tearDownModule():
+    shutil.rmtree(_module_dir, ignore_errors=True)
 
 
 def traced_run(test_dir, tokens, name, sets):
@@ -66,22 +84,34 @@ def backward_start(ev):
 
 
 class UnitSchedule(unittest.TestCase):
+    """One traced run per setting, made at its first use and shared by the tests that read it."""
+
+    RUNS = {
+        "prefetch": (),  # the defaults: prefetch on, stage3_max_live_parameters 1e9 (asserted below)
+        "on_demand": ("deepspeed.stage3_prefetch_bucket_size=0",),
+        "limited": (f"deepspeed.stage3_max_live_parameters={LIVE_LIMIT}",),
+    }
+
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="accel_schedule_")
-        cls.tokens = ts.make_tokens(os.path.join(cls.dir, "tok.bin"))
+        cls.runs = {}
 
     @classmethod
     def tearDownClass(cls):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
-    def run_traced(self, name, *sets):
-        p, traces, out = traced_run(self.dir, self.tokens, name, ZERO3 + sets)
-        self.assertEqual(p.returncode, 0, ts.describe(p))
-        ranks = [self.events(t) for t in traces]
-        self.assertEqual([e["name"] for e in ranks[0]], [e["name"] for e in ranks[1]],
-                         "ranks 0 and 1 issued different schedules")
-        return ranks[0], ts.read_metrics(out)
+    def run_traced(self, name):
+        """Rank 0's step-2 events, the metrics and the output dir of run `name` (made at the first
+        call), after checking that rank 1 issued the same schedule."""
+        if name not in self.runs:
+            p, traces, out = traced_run(self.dir, _tokens, name, ZERO3 + self.RUNS[name])
+            self.assertEqual(p.returncode, 0, ts.describe(p))
+            ranks = [self.events(t) for t in traces]
+            self.assertEqual([e["name"] for e in ranks[0]], [e["name"] for e in ranks[1]],
+                             f"{name}: ranks 0 and 1 issued different schedules")
+            self.runs[name] = (ranks[0], ts.read_metrics(out), out)
+        return self.runs[name]
 
     @staticmethod
     def events(path, step=2):
@@ -98,7 +128,7 @@ class UnitSchedule(unittest.TestCase):
         raise AssertionError(f"no {event} {unit} after seq {after}")
 
     def test_prefetch_issues_gathers_ahead_in_both_directions(self):
-        ev, _ = self.run_traced("prefetch")
+        ev, _, _ = self.run_traced("prefetch")
         start = backward_start(ev)
         for i in range(len(BLOCKS) - 1):  # forward: block i+1 is in flight before block i finishes
             self.assertLess(self.first(ev, "gather_issued", BLOCKS[i + 1]), self.first(ev, "forward_end", BLOCKS[i]))
@@ -107,13 +137,17 @@ class UnitSchedule(unittest.TestCase):
                             self.first(ev, "reduce_issued", BLOCKS[i]))
 
     def test_no_prefetch_gathers_only_on_demand(self):
-        ev, _ = self.run_traced("on_demand", "deepspeed.stage3_prefetch_bucket_size=0")
+        ev, on_demand, _ = self.run_traced("on_demand")
         assert_gathers_on_demand(self, ev)
+        self.assertEqual([r["loss"] for r in on_demand], [r["loss"] for r in self.run_traced("prefetch")[1]],
+                         "gathering on demand changed the numbers")
 
     def test_live_limit_bounds_gathered_values_and_schedule_keeps_numbers(self):
-        limit = BLOCK_NUMEL + BLOCK_NUMEL // 2  # room for one block at a time
-        ev, limited = self.run_traced("limited", f"deepspeed.stage3_max_live_parameters={limit}")
-        _, free = self.run_traced("unlimited", "deepspeed.stage3_max_live_parameters=1000000000")
+        ev, limited, _ = self.run_traced("limited")
+        # The unlimited run is the default one: its bound (1e9 values) holds every unit at once.
+        _, free, free_out = self.run_traced("prefetch")
+        with open(os.path.join(free_out, "job.resolved.yaml")) as f:
+            self.assertIn("stage3_max_live_parameters: 1000000000\n", f.read())
         size = {b: BLOCK_NUMEL for b in BLOCKS}
         live, peak = set(), 0
         for e in ev:
@@ -125,7 +159,7 @@ class UnitSchedule(unittest.TestCase):
             elif what == "reshard":
                 live.discard(unit)
             peak = max(peak, sum(size[u] for u in live))
-        self.assertLessEqual(peak, limit)
+        self.assertLessEqual(peak, LIVE_LIMIT)
         self.assertEqual([r["loss"] for r in limited], [r["loss"] for r in free],
                          "the gather schedule changed the numbers")
 
@@ -148,10 +182,9 @@ class FsdpSchedule(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="accel_fsdp_schedule_")
-        tokens = ts.make_tokens(os.path.join(cls.dir, "tok.bin"))
         cls.events, cls.metrics, cls.logs = {}, {}, {}
         for name, sets in cls.RUNS.items():
-            p, traces, out = traced_run(cls.dir, tokens, name, FULL_SHARD + sets)
+            p, traces, out = traced_run(cls.dir, _tokens, name, FULL_SHARD + sets)
             if p.returncode != 0:
                 raise RuntimeError(f"fsdp run {name} failed: " + ts.describe(p))
             cls.events[name] = [UnitSchedule.events(t) for t in traces]
