@@ -29,8 +29,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference_in_process as ref  # noqa: E402
 import trainer_test_support as ts  # noqa: E402
 
-sys.path.insert(0, ts.REF)
-import safetensors_io  # noqa: E402
+
+def load_tensors(path):
+    """name -> tensor of a safetensors file, through the reference's reader. Imported at the first
+    call: it imports torch (about 2 s of CPU), which MergeWeights, comparing bytes only, never needs."""
+    if ts.REF not in sys.path:
+        sys.path.insert(0, ts.REF)
+    import safetensors_io
+    return safetensors_io.load_file(path)
+
 
 ZERO = {s: ("backend=deepspeed", f"deepspeed.zero_stage={s}") for s in (1, 2, 3)}
 DDP = ("backend=ddp",)
@@ -127,7 +134,7 @@ class ReshardResume(_Base):
         d_lr = ts.largest_diff((abs(a[s]["lr"] - b[s]["lr"]) for s in b), f"{label}: lr")
         d_gn = ts.largest_diff((abs(a[s]["grad_norm"] - b[s]["grad_norm"]) / a[s]["grad_norm"] for s in b),
                                f"{label}: grad_norm")
-        wa_, wb_ = (safetensors_io.load_file(os.path.join(o, "weights.safetensors")) for o in (out_a, out_b))
+        wa_, wb_ = (load_tensors(os.path.join(o, "weights.safetensors")) for o in (out_a, out_b))
         self.assertEqual(list(wa_), list(wb_), f"{label}: weight names")
         d_w = ts.largest_diff((float((wa_[n].double() - wb_[n].double()).abs().max()) for n in wa_),
                               f"{label}: weights")
@@ -152,13 +159,13 @@ class ReshardResume(_Base):
         """The optimizer's step counters went on from the resumed checkpoint's (not from 0)."""
         names = os.listdir(ckpt)
         if "optimizer.safetensors" in names:
-            t = safetensors_io.load_file(os.path.join(ckpt, "optimizer.safetensors"))
+            t = load_tensors(os.path.join(ckpt, "optimizer.safetensors"))
             counts = {k: int(v) for k, v in t.items() if k == "step_count" or k.startswith("step.")}
         else:
             self.assertNotIn("model.safetensors", names, "zero checkpoints no longer gather the model to rank 0")
             counts = {}
             for f in (n for n in names if n.startswith("zero_rank_")):
-                t = safetensors_io.load_file(os.path.join(ckpt, f))
+                t = load_tensors(os.path.join(ckpt, f))
                 counts.update({f + ":" + k: int(v) for k, v in t.items() if k.endswith(".step")})
         self.assertTrue(counts)
         self.assertEqual(set(counts.values()), {steps}, f"{label}: step counters {counts}")
@@ -224,7 +231,7 @@ class ReshardResume(_Base):
         ckpt = ts.ckpt_dir(out_a, self.AT)
         with open(os.path.join(ckpt, "trainer.json")) as f:
             self.assertEqual(json.load(f)["backend_state"]["dtype"], "BF16")
-        shard = safetensors_io.load_file(os.path.join(ckpt, "zero_rank_00000.safetensors"))
+        shard = load_tensors(os.path.join(ckpt, "zero_rank_00000.safetensors"))
         self.assertEqual(str(shard["h.0.master"].dtype), "torch.bfloat16")
         self.assertEqual(str(shard["h.0.exp_avg"].dtype), "torch.float32")
         pb = ts.launch(ts.write_job(os.path.join(d, "b.yaml"), self._job(out_b, 2, 4, 2 * self.AT, resume=ckpt)),
@@ -236,7 +243,7 @@ class ReshardResume(_Base):
         self.assertEqual((a[self.AT]["loss"], a[self.AT]["grad_norm"]), (b[self.AT]["loss"], b[self.AT]["grad_norm"]))
         merged = os.path.join(d, "merged.safetensors")
         self.assertExit(merge_weights(ckpt, merged), 0, "merge-weights of a bf16-master checkpoint")
-        w = safetensors_io.load_file(merged)
+        w = load_tensors(merged)
         self.assertEqual(str(w["h.0.attn.c_attn.weight"].dtype), "torch.float32")
 
 
@@ -245,7 +252,7 @@ class MergeWeights(_Base):
     def setUpClass(cls):
         cls._tmp = tempfile.TemporaryDirectory(prefix="accel_merge_")
         d = cls._tmp.name
-        ts.make_tokens(os.path.join(d, "tok.bin"))
+        ref.make_tokens(os.path.join(d, "tok.bin"))
         cls.runs = {}
         for name, world, micro, sets in (("zero3_w3", 3, 2, ZERO[3]), ("ddp_w2", 2, 4, DDP)):
             out = os.path.join(d, name)
