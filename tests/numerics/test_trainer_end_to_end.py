@@ -37,8 +37,8 @@ EXACT_FIELDS = ("step", "loss", "lr", "grad_norm", "tokens", "eval_loss")
 # A world-1 run gets OMP_NUM_THREADS = cores (2) from the launcher, and libgomp's idle threads spin
 # by default: beside a parallel ctest entry on 2 cores they take the cores from the threads with
 # work (ReferenceAgreement: 16 s of CPU, 11 s with this). PASSIVE puts idle threads to sleep: the
-# run keeps its 2 threads, so its numbers do not change (measured: the same losses and eval_loss to
-# the last digit). Runs at world >= 2 have one thread per rank, where it changes nothing.
+# run keeps its 2 threads, so its numbers do not change (measured: byte-identical weights.safetensors
+# with and without, both world-1 splits). Runs at world >= 2 have one thread per rank: no change.
 QUIET_IDLE_THREADS = {"OMP_WAIT_POLICY": "PASSIVE"}
 
 
