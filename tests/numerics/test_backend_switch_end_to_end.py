@@ -16,6 +16,7 @@ The templates' own sizes (4 ranks, a 4-layer 128-wide model, 100 steps) are over
 each run takes a couple of seconds on 2 cores.
 """
 import os
+import re
 import sys
 import tempfile
 import unittest
@@ -52,6 +53,19 @@ class _Base(unittest.TestCase):
             cmd += ["--set", s]
         return ts.run(cmd, cwd=self.tmpdir()), out
 
+    def resolved_job(self, template, *sets):
+        """What `launch(template, *sets)` runs, output_dir left out: the value lines of `accel config
+        show --resolved` (its comments, which name the file each value came from, dropped). The
+        workers read only the resolved job (ACCEL_JOB), and --resolved leaves out the other backend's
+        block, which the run does not use: two templates with one resolved job are one run."""
+        cmd = [ts.ACCEL, "config", "show", "--resolved", os.path.join(TEMPLATES, template)]
+        for s in TINY + ("main_process_port=0",) + sets:
+            cmd += ["--set", s]
+        p = ts.run(cmd, cwd=self.tmpdir())
+        self.assertEqual(p.returncode, 0, ts.describe(p))
+        values = (re.sub(r"\s+#.*$", "", line) for line in p.stdout.splitlines() if not line.startswith("#"))
+        return "\n".join(v for v in values if v.strip() and not v.strip().startswith("output_dir:"))
+
     def launch_machines(self, template, *sets, processes=2, out=None):
         """The template on 2 machines: 2 launchers on loopback, each with half of `processes`.
         Returns the first failed launcher (else machine 0's) and the output folder."""
@@ -81,9 +95,19 @@ class TemplatesSwitched(_Base):
         self.assertEqual(sorted(self.ZERO_OF), templates("fsdp_"))
 
     def test_every_deepspeed_template_runs_under_fsdp(self):
+        # Templates that differ only in keys the fsdp run does not use resolve to one job (zero_stage 1
+        # and 2 both translate to SHARD_GRAD_OP, the cpu and nvme offload templates both to
+        # offload_params): that job runs once, and each template's checks read its run. (Run apart,
+        # each pair gave the same rank-0 log, timestamps aside, and byte-identical weights.)
+        runs = {}  # resolved job -> (exit status and output, output dir)
         for template, strategy in self.FSDP_OF.items():
             with self.subTest(template=template):
-                p, out = self.launch(template, "backend=fsdp")
+                job = self.resolved_job(template, "backend=fsdp")
+                self.assertIn("backend: fsdp\n", job)
+                self.assertIn(f"\n  sharding_strategy: {strategy}\n", job)
+                if job not in runs:
+                    runs[job] = self.launch(template, "backend=fsdp")
+                p, out = runs[job]
                 self.assertRan(p, out, f"fsdp {strategy}", f"{template} --set backend=fsdp")
                 if "offload" in template:  # offload_params: true (nvme: nearest), a stated no-op on the CPU
                     with open(os.path.join(out, "logs", "rank_0.log")) as f:
