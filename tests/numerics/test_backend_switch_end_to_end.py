@@ -5,7 +5,8 @@
 
 - TemplatesSwitched: every config_templates/deepspeed_*.yaml runs with `--set backend=fsdp` and every
   fsdp_*.yaml with `--set backend=deepspeed` (and natively), for 2 steps of a tiny model: exit 0,
-  and the start-up log names the strategy it ran; the deepspeed NVMe template (parameters and
+  and the start-up log names the strategy it ran (templates whose resolved jobs are equal share one
+  run: zero1 and zero2, cpu and nvme offload, under fsdp); the deepspeed NVMe template (parameters and
   optimizer states in files) also runs natively. What is not built is refused at launch, exit 2,
   naming the key and its file:line:col: layer classes the model does not have. The HYBRID_SHARD
   template runs on two machines (two launchers on loopback).

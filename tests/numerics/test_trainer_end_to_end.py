@@ -34,13 +34,6 @@ import trainer_test_support as ts  # noqa: E402
 # Exact-equality fields of a metrics record (timing fields excluded: see ts.TIMING_FIELDS).
 EXACT_FIELDS = ("step", "loss", "lr", "grad_norm", "tokens", "eval_loss")
 
-# A world-1 run gets OMP_NUM_THREADS = cores (2) from the launcher, and libgomp's idle threads spin
-# by default: beside a parallel ctest entry on 2 cores they take the cores from the threads with
-# work (ReferenceAgreement: 16 s of CPU, 11 s with this). PASSIVE puts idle threads to sleep: the
-# run keeps its 2 threads, so its numbers do not change (measured: byte-identical weights.safetensors
-# with and without, both world-1 splits). Runs at world >= 2 have one thread per rank: no change.
-QUIET_IDLE_THREADS = {"OMP_WAIT_POLICY": "PASSIVE"}
-
 
 class _Base(unittest.TestCase):
     def tmpdir(self):
@@ -132,10 +125,9 @@ class _ReferenceBase(_Base):
         out = os.path.join(d, "out")
         job_path = ts.write_job(os.path.join(d, "job.yaml"), self._job(out, world, micro, accum))
         if machines == 1:
-            self.assertLaunch(ts.launch(job_path, sets=sets, env_extra=QUIET_IDLE_THREADS), 0, f"accel {label}")
+            self.assertLaunch(ts.launch(job_path, sets=sets, env_extra=ts.QUIET_IDLE_THREADS), 0, f"accel {label}")
         else:  # one launcher per machine on loopback, each spawning world / machines ranks
-            for machine, p in enumerate(ts.launch_machines(job_path, machines, sets=sets,
-                                                           env_extra=QUIET_IDLE_THREADS)):
+            for machine, p in enumerate(ts.launch_machines(job_path, machines, sets=sets)):
                 self.assertLaunch(p, 0, f"accel {label}, machine {machine}")
         got = ts.read_metrics(out)
         self.assertEqual([r["step"] for r in got], list(range(self.STEPS)))
@@ -500,11 +492,13 @@ class CheckpointIntegrity(_Base):
         cls._tmp = tempfile.TemporaryDirectory(prefix="accel_e2e_ckpt_")
         d = cls._tmp.name
         cls.tokens = ref.make_tokens(os.path.join(d, "tok.bin"))
-        # The uninterrupted 12-step run the recovered runs must equal.
-        cls.baseline = os.path.join(d, "baseline")
-        p = ts.launch(ts.write_job(os.path.join(d, "baseline.yaml"), cls.job12(cls.baseline)))
-        if p.returncode != 0:
-            raise RuntimeError("baseline run failed: " + ts.describe(p))
+        # The uninterrupted 12-step run the recovered runs must equal, and the 8-step run (checkpoints
+        # step_4, step_8) of which tests a and b each damage a copy.
+        cls.baseline, cls.plain_run8 = os.path.join(d, "baseline"), os.path.join(d, "run8")
+        for out, steps in ((cls.baseline, 12), (cls.plain_run8, 8)):
+            p = ts.launch(ts.write_job(out + ".yaml", cls.ckpt_job(out, steps)))
+            if p.returncode != 0:
+                raise RuntimeError(f"{steps}-step run failed: " + ts.describe(p))
         cls.baseline_metrics = ts.read_metrics(cls.baseline)
 
     @classmethod
@@ -512,35 +506,21 @@ class CheckpointIntegrity(_Base):
         cls._tmp.cleanup()
 
     @classmethod
-    def job12(cls, out, **kw):
-        return ts.job(out, data_path=cls.tokens, world=2, steps=12, checkpoint_every=4, **kw)
-
-    @classmethod
-    def job8(cls, out, **kw):
-        return ts.job(out, data_path=cls.tokens, world=2, steps=8, checkpoint_every=4, **kw)
+    def ckpt_job(cls, out, steps, **kw):
+        return ts.job(out, data_path=cls.tokens, world=2, steps=steps, checkpoint_every=4, **kw)
 
     def run8(self, **kw):
-        """8 steps with checkpoint_every 4 (checkpoints step_4, step_8) in a folder of the test's own;
-        returns (job file, output dir). Without `kw` every test's run is the same job: it runs once for
-        the class and each test gets a copy of its output to damage."""
+        """8 steps with checkpoint_every 4 (checkpoints step_4, step_8); returns (job file, output dir).
+        Without `kw` the output is a copy of the class's run of that job."""
         d = self.tmpdir()
         out = os.path.join(d, "out")
-        job_path = ts.write_job(os.path.join(d, "job.yaml"), self.job8(out, **kw))
+        job_path = ts.write_job(os.path.join(d, "job.yaml"), self.ckpt_job(out, 8, **kw))
         if kw:
             self.assertLaunch(ts.launch(job_path), 0, "8-step run")
         else:
-            shutil.copytree(self._plain_run8(), out)
+            shutil.copytree(self.plain_run8, out)
         self.assertEqual(ts.read_latest(out), "step_00000008")
         return job_path, out
-
-    def _plain_run8(self):
-        cls = type(self)
-        if getattr(cls, "_run8", None) is None:
-            out = os.path.join(cls._tmp.name, "run8")
-            p = ts.launch(ts.write_job(os.path.join(cls._tmp.name, "run8.yaml"), cls.job8(out)))
-            self.assertLaunch(p, 0, "8-step run")
-            cls._run8 = out
-        return cls._run8
 
     def assertRefused(self, job_path, out, bad_file, what):
         size = os.path.getsize(bad_file)
@@ -575,7 +555,7 @@ class CheckpointIntegrity(_Base):
     def test_c_crash_while_writing_a_checkpoint(self):
         d = self.tmpdir()
         out = os.path.join(d, "out")
-        job_path = ts.write_job(os.path.join(d, "job.yaml"), self.job12(out, max_restarts=0))
+        job_path = ts.write_job(os.path.join(d, "job.yaml"), self.ckpt_job(out, 12, max_restarts=0))
         ckpts = os.path.join(out, "checkpoints")
 
         p = ts.launch(job_path, env_extra={"ACCEL_FAULT": "0:checkpoint_write:7"})

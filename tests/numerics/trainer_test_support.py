@@ -27,6 +27,12 @@ TIMING_FIELDS = ("tokens_per_s", "step_time_s", "peak_mem_bytes")
 
 MODEL = dict(name="gpt", n_layer=2, n_head=4, n_embd=64, vocab_size=256, block_size=32)
 
+# env_extra for a world-1 launch: its one rank gets OMP_NUM_THREADS = cores (2 here), and libgomp's
+# idle threads spin by default, which beside a parallel ctest entry takes the cores from the threads
+# with work (ReferenceAgreement: 16 s of CPU, 11 s passive). PASSIVE puts idle threads to sleep: the
+# same threads, so the same numbers (byte-identical weights measured). At world >= 2 a rank has 1 thread.
+QUIET_IDLE_THREADS = {"OMP_WAIT_POLICY": "PASSIVE"}
+
 
 def clean_env(extra=None):
     """The environment minus every ACCEL_* variable (env overrides job keys, and a stray ACCEL_FAULT
