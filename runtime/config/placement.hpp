@@ -1,4 +1,4 @@
-// Where a job's workers run on this machine (issue 15 item 1): `device: auto` becomes cuda when the
+// Where a job's workers run on this machine: `device: auto` becomes cuda when the
 // machine has a CUDA GPU and cpu otherwise; a cuda job's num_processes defaults to one process
 // per GPU on every machine (Accelerate's default); a cuda job asking for more processes per
 // machine than there are GPUs, or for cuda where there is none, is a configuration error naming

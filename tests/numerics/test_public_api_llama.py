@@ -1,4 +1,4 @@
-"""examples/llama end to end (issue 16): a Llama-style decoder (RMSNorm, rotary embeddings, SwiGLU,
+"""examples/llama end to end: a Llama-style decoder (RMSNorm, rotary embeddings, SwiGLU,
 an output layer tied to the token embedding, two param groups and a scheduled learning rate) whose
 layers are accel::Unit<> wrappers, trained on an llm.c token file through `accel launch`.
 

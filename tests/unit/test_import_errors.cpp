@@ -1,6 +1,6 @@
 // Malformed foreign configs (DeepSpeed JSON, Accelerate YAML) fail through the error contract: a
 // ConfigError whose diagnostics name the file with line:col, the foreign key path and, for a
-// misspelt key, the key it was probably meant to be. Never a raw yaml-cpp exception (issue 18).
+// misspelt key, the key it was probably meant to be. Never a raw yaml-cpp exception.
 #include <catch2/catch.hpp>
 
 #include <fstream>

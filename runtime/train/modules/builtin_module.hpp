@@ -1,6 +1,6 @@
 // The built-in models of spec/training.md (gpt, mlp) as torch::nn::Modules that a program prepares
 // through the public API (include/accel), the step towards the built-in trainer running on that API
-// (docs/design/0017, issue 16 item 3). Each layer unit of the train::Model form (BlockUnit,
+// (docs/design/0017). Each layer unit of the train::Model form (BlockUnit,
 // MlpLayerUnit) is wrapped in accel::Unit<>, so stage 3 and FULL_SHARD see its boundary; the
 // embedding tables and gpt's final norm are registered on the root, which stays gathered.
 // Invariant: named_parameters() lists the spec names in spec order (wte, wpe, h.0..., ln_f), the
