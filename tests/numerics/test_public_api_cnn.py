@@ -20,7 +20,8 @@ import unittest
 
 import numpy as np
 
-from api_test_support import (ONE_THREAD, check_against_reference, largest_relative_diff, launch_program, program_job,
+from api_test_support import (ONE_THREAD, check_against_reference, check_bf16_against_world1, largest_relative_diff,
+                               launch_program, print_bf16_table, program_job,
                                read_safetensors_arrays)
 from trainer_test_support import ACCEL, describe, largest_diff, read_metrics, run, write_job, ROOT
 
@@ -225,18 +226,8 @@ class CnnBf16(unittest.TestCase):
                     self.assertEqual(losses[0], ref_losses[0])
                     weights = read_safetensors_arrays(os.path.join(out, "model.safetensors"))
                     self.assertEqual(sorted(weights), sorted(ref))
-                    num = sum(((weights[k].astype(np.float64) - ref[k]) ** 2).sum().item() for k in ref)
-                    den = sum((ref[k].astype(np.float64) ** 2).sum().item() for k in ref)
-                    worst[name] = (largest_diff((abs(a - b) / b for a, b in zip(losses, ref_losses)), name),
-                                   largest_relative_diff(metrics, ref_metrics, "grad_norm", f"{name}: grad norm"),
-                                   (num / den) ** 0.5)
-                    self.assertLessEqual(worst[name][0], self.LOSS_RTOL, f"{losses} vs {ref_losses}")
-                    self.assertLessEqual(worst[name][1], self.GRAD_NORM_RTOL)
-                    self.assertLessEqual(worst[name][2], self.WEIGHT_RNORM)
-            print("\nbf16: largest relative loss difference / relative grad-norm difference / relative "
-                  "weight-difference norm against bf16 at world 1:")
-            for name, (l, g, w) in worst.items():
-                print(f"  {name:12s} {l:.3g} {g:.3g} {w:.3g}")
+                    check_bf16_against_world1(self, worst, name, metrics, weights, ref_metrics, ref)
+            print_bf16_table(worst, 12)
             with self.subTest("plain BatchNorm2d refused"):
                 proc, out = self.run_bf16(tmp, "local_bn", 2, 4, DDP, args=["--local-bn"])
                 self.assertEqual(proc.returncode, 1, describe(proc))

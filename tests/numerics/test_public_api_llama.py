@@ -26,7 +26,8 @@ import unittest
 
 import numpy as np
 
-from api_test_support import (ONE_THREAD, check_against_reference, largest_relative_diff, program_job,
+from api_test_support import (ONE_THREAD, check_against_reference, check_bf16_against_world1, largest_relative_diff,
+                              print_bf16_table, program_job, weight_rnorm,
                               read_safetensors_arrays)
 from reserved_ports import reserve_port
 from trainer_test_support import ACCEL, ROOT, clean_env, describe, largest_diff, read_metrics, run, write_job
@@ -258,7 +259,7 @@ class LlamaBf16(unittest.TestCase):
                                                  "bf16 vs fp32 at world 1: grad norm")
             self.assertLessEqual(norm_to_fp32, self.GRAD_NORM_RTOL)  # from gradients of the same scale
             worst = {"world1_vs_fp32": (to_fp32, norm_to_fp32,
-                                        rnorm(ref, read_safetensors_arrays(os.path.join(out32, "model.safetensors"))))}
+                                        weight_rnorm(ref, read_safetensors_arrays(os.path.join(out32, "model.safetensors"))))}
             for name, strategy, world, micro, accum in [
                     ("ddp", DDP, 2, 4, 1), ("zero2", zero(2), 2, 4, 1), ("zero3", zero(3), 2, 4, 1),
                     ("full_shard", fsdp("FULL_SHARD"), 2, 4, 1), ("full_shard_accum", fsdp("FULL_SHARD"), 2, 2, 2),
@@ -272,22 +273,8 @@ class LlamaBf16(unittest.TestCase):
                     self.assertEqual(len(losses), STEPS)
                     weights = read_safetensors_arrays(os.path.join(out, "model.safetensors"))
                     self.assertEqual(sorted(weights), sorted(ref))
-                    worst[name] = (largest_diff((abs(a - b) / b for a, b in zip(losses, ref_losses)), name),
-                                   largest_relative_diff(metrics, ref_metrics, "grad_norm", f"{name}: grad norm"),
-                                   rnorm(weights, ref))
-                    self.assertLessEqual(worst[name][0], self.LOSS_RTOL, f"{losses} vs {ref_losses}")
-                    self.assertLessEqual(worst[name][1], self.GRAD_NORM_RTOL)
-                    self.assertLessEqual(worst[name][2], self.WEIGHT_RNORM)
-            print("\nbf16: largest relative loss difference / relative grad-norm difference / relative "
-                  "weight-difference norm against bf16 at world 1:")
-            for name, (l, g, w) in worst.items():
-                print(f"  {name:18s} {l:.3g} {g:.3g} {w:.3g}")
-
-
-def rnorm(weights, ref):
-    """||weights - ref|| / ||ref|| over every tensor (summed in float64)."""
-    num = sum(((weights[k].astype(np.float64) - ref[k]) ** 2).sum().item() for k in ref)
-    return (num / sum((ref[k].astype(np.float64) ** 2).sum().item() for k in ref)) ** 0.5
+                    check_bf16_against_world1(self, worst, name, metrics, weights, ref_metrics, ref)
+            print_bf16_table(worst, 18)
 
 
 if __name__ == "__main__":
