@@ -21,6 +21,7 @@
 #include "backends/core/unit_spec.hpp"
 #include "runtime/comm/communicator.hpp"
 #include "runtime/config/job.hpp"
+#include "runtime/config/plan/resolved_plan.hpp"
 #include "runtime/train/model/model.hpp"
 #include "runtime/train/optim/param_groups.hpp"
 
@@ -118,24 +119,27 @@ class Backend {
   virtual void write_trace(const std::string& /*path*/) {}
 };
 
-// The dtype parameters, gradients and their collectives are computed in: bf16 (mixed_precision
-// bf16 or a model loaded in bf16), fp16 (mixed_precision fp16), fp32 otherwise.
+// The dtype parameters, gradients and their collectives are computed in: the job's resolved plan's
+// (bf16 under mixed_precision bf16 or a model loaded in bf16, fp16 under mixed_precision fp16,
+// fp32 otherwise).
 at::ScalarType compute_dtype(const config::JobConfig& job);
 
-// Builds the backend the job names (`backend:` key) over a model described by `units` (a module
-// prepared through the public API, the built-in trainer's included, whose units come from a
-// policy; the parameters initialised, identically on every rank or broadcast by the backend) and
-// the optimizer's groups. Units have no forward boundaries unless they name a module: strategies
-// that free parameters between uses (ZeRO-3, FULL_SHARD, HYBRID_SHARD) and activation
-// checkpointing need them, and are refused (RunError) without. With accel::Unit<> wrappers the
-// fsdp wrap policy groups consecutive units (NO_WRAP, SIZE_BASED_WRAP); without, the caller
-// applied it to the module tree (one engine unit per spec). RunError for a backend not implemented.
+// Builds the engine `plan` resolves to (RunError naming the key for its first refusal) over a model
+// described by `units` (a module prepared through the public API, the built-in trainer's included,
+// whose units come from a policy; the parameters initialised, identically on every rank or
+// broadcast by the engine) and the optimizer's groups. Units have no forward boundaries unless they
+// name a module: strategies that free parameters between uses (ZeRO-3, FULL_SHARD, HYBRID_SHARD) and
+// activation checkpointing need them. With accel::Unit<> wrappers the fsdp wrap policy groups
+// consecutive units (NO_WRAP, SIZE_BASED_WRAP); without, the caller applied it to the module tree.
+std::unique_ptr<Backend> make_backend(const plan::ResolvedPlan& plan, comm::Communicator& comm,
+                                      std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer);
+// The same for the job's plan, resolved for a prepared module (boundaries: has_unit_boundaries).
 std::unique_ptr<Backend> make_backend(const config::JobConfig& job, comm::Communicator& comm,
                                       std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer);
 // Why the job cannot run a prepared module (the first refusal, with its key and fix), or "" if it
-// can: what the make_backend above refuses, known before any collective. `unit_boundaries`: the
-// module has accel::Unit<> wrappers (has_unit_boundaries of its specs; design B), so strategies
-// that free parameters between uses can run it.
+// can: what make_backend refuses, known before any collective. `unit_boundaries`: the module has
+// accel::Unit<> wrappers (has_unit_boundaries of its specs), so strategies that free parameters
+// between uses can run it.
 std::string prepared_module_refusal(const config::JobConfig& job, bool unit_boundaries = false);
 
 }  // namespace accel::backends

@@ -14,10 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
-#include "backends/fsdp/fsdp_policy.hpp"
 #include "cli/launch_support.hpp"
 #include "runtime/config/backend_translation.hpp"
 #include "runtime/config/dump.hpp"
+#include "runtime/config/plan/resolve_plan.hpp"
 #include "runtime/config/schema.hpp"
 #include "runtime/launch/gpu_probe.hpp"
 #include "runtime/train/checkpoint/checkpoint_store.hpp"
@@ -36,19 +36,19 @@ Diagnostic diagnostic_for(const config::LoadedJob& loaded, const std::string& ke
   return d;
 }
 
-// backend: fsdp: what its plan refuses (not built) is a configuration error at the key that asks
-// for it; an accepted key with no effect on this path is a warning naming it.
-void check_fsdp(const config::LoadedJob& loaded) {
-  const backends::FsdpPlan plan = backends::plan_fsdp(loaded.job);
+// What the job's plan refuses (not built) is a configuration error at the key that asks for it;
+// an accepted key with no effect on this path is a warning naming it.
+void check_plan(const config::LoadedJob& loaded) {
+  const plan::ResolvedPlan resolved = plan::resolve_plan(loaded, plan::ModelFacts::builtin());
   std::vector<Diagnostic> refused;
-  for (const auto& r : plan.refusals) {
+  for (const auto& r : resolved.refusals) {
     Diagnostic d = diagnostic_for(loaded, r.key, r.message, r.hint);
     if (const auto* field = config::find_field(r.key)) d.value = config::value_to_yaml(field->get(loaded.job));
     d.allowed = r.allowed;
     refused.push_back(std::move(d));
   }
   if (!refused.empty()) throw ConfigError(refused);
-  for (const auto& w : plan.warnings) std::cerr << "warning: " << backends::describe_issue(w) << "\n";
+  for (const auto& w : resolved.warnings) std::cerr << "warning: " << plan::describe(w) << "\n";
 }
 
 // The run writes logs, metrics and checkpoints under training.output_dir: a directory that cannot
@@ -83,26 +83,7 @@ void check_output_dir_writable(const config::LoadedJob& loaded) {
 // What the built-in trainer would refuse at start, found before any worker is spawned.
 void check_trainer_can_start(const config::LoadedJob& loaded) {
   const auto& j = loaded.job;
-  if (j.backend == config::Backend::fsdp) check_fsdp(loaded);
-  if (j.backend == config::Backend::deepspeed) {
-    // Accepted keys the engine does not act on (yet): say so rather than ignore them silently. A value
-    // translated from the fsdp block that equals DeepSpeed's default asks for nothing: no warning.
-    auto asks_for_something = [&](const std::string& key) {
-      if (!loaded.is_explicit(key)) return false;
-      static const config::JobConfig defaults;
-      const auto* field = config::find_field(key);
-      return loaded.sources.at(key).origin != Location::Origin::Derived ||
-             !config::values_equal(field->get(j), field->get(defaults));
-    };
-    // reduce_bucket_size bounds stage 0's buckets and the gradients stages 2-3 hold in flight.
-    for (const char* key : {"deepspeed.allgather_bucket_size", "deepspeed.zero_hpz_partition_size", "deepspeed.reduce_bucket_size"})
-      if (asks_for_something(key) && !(std::string(key) == "deepspeed.reduce_bucket_size" && j.deepspeed.zero_stage != 1))
-        std::cerr << "warning: " << key << " has no effect yet in the deepspeed backend (communication is per unit)\n";
-    if (j.deepspeed.zero_stage < 3)
-      for (const char* key : {"deepspeed.stage3_prefetch_bucket_size", "deepspeed.stage3_param_persistence_threshold",
-                              "deepspeed.stage3_max_live_parameters"})
-        if (asks_for_something(key)) std::cerr << "warning: " << key << " acts at zero_stage 3 only\n";
-  }
+  check_plan(loaded);
   // The checkpoint workers will resume from must be whole: say so now, once, naming the file.
   const std::string& resume = j.training.resume;
   if (resume == "never") return;

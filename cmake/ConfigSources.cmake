@@ -25,4 +25,12 @@ set(ACCEL_CONFIG_SOURCES
   runtime/config/placement.cpp
   runtime/config/json_reader.cpp
   runtime/config/deepspeed_keys.cpp
+  runtime/config/plan/resolved_plan.cpp
+  runtime/config/plan/resolve_plan.cpp
+  runtime/config/plan/unit_grouping.cpp
+  runtime/config/plan/engine_units.cpp
+  runtime/config/dialects/builtin_dialects.cpp
+  runtime/config/dialects/ddp/resolve_ddp.cpp
+  runtime/config/dialects/deepspeed/resolve_deepspeed.cpp
+  runtime/config/dialects/fsdp/resolve_fsdp.cpp
 )

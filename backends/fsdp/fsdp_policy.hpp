@@ -1,11 +1,6 @@
-// backend: fsdp, the FSDP dialect of the one sharding engine (docs/design/0007-fsdp-policy.md).
-// plan_fsdp reads the fsdp block (Accelerate's fsdp_config names) and decides what the engine
-// runs: which states are sharded, the prefetch schedule, the dtype of the masters; what the job
-// asks for that is not built (refusals: the launcher reports them as configuration errors, exit 2,
-// before anything is spawned); and accepted keys that have no effect on this path (warnings).
-// Torch-free, so the launcher can call it; fsdp_backend.hpp builds the engine from the plan.
-// Invariant: a plan without refusals is exactly what make_fsdp_backend runs, and its label and
-// notes are what the start-up log prints.
+// The fsdp dialect's resolved plan (runtime/config/dialects/fsdp, docs/design/0007) in the form the
+// fsdp tests read: which states are sharded, the prefetch schedule, the dtype of the masters, the
+// wrap policy; refusals and warnings as the plan has them. Torch-free.
 #pragma once
 
 #include <string>
@@ -13,16 +8,11 @@
 
 #include "backends/core/prefetch_policy.hpp"
 #include "runtime/config/job.hpp"
+#include "runtime/config/plan/resolved_plan.hpp"
 
 namespace accel::backends {
 
-// One refused or ineffective key: what, where (key path), the allowed values and a fix.
-struct FsdpIssue {
-  std::string key;      // "fsdp.auto_wrap_policy"
-  std::string message;  // one line
-  std::string allowed;  // allowed values, if any
-  std::string hint;     // how to fix it
-};
+using FsdpIssue = plan::PlanIssue;
 
 struct FsdpPlan {
   std::string label;         // "fsdp FULL_SHARD": logs, describe(), the checkpoint's layout record
@@ -53,8 +43,7 @@ struct FsdpPlan {
 // `user_module`: the plan for a module prepared through the public API (docs/design/0015) rather than
 // the built-in model: the wrap classes are the user's (resolved against the module tree by the
 // caller, not checked here). FULL_SHARD, HYBRID_SHARD and activation_checkpointing need unit
-// boundaries in the forward: refused unless `unit_boundaries` (accel::Unit<> wrappers, design B);
-// activation_checkpointing for a user module also needs FULL_SHARD or HYBRID_SHARD.
+// boundaries in the forward: refused unless `unit_boundaries` (accel::Unit<> wrappers).
 FsdpPlan plan_fsdp(const config::JobConfig& job, bool user_module = false, bool unit_boundaries = false);
 
 // "fsdp.auto_wrap_policy: NO_WRAP ... (allowed: ...); fix: ...", for errors outside the launcher.

@@ -4,8 +4,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backends/core/unit_grouping.hpp"
 #include "runtime/common/errors.hpp"
+#include "runtime/config/plan/resolve_plan.hpp"
+#include "runtime/config/plan/unit_grouping.hpp"
 #include "runtime/estimate/model_shape.hpp"
 
 namespace accel::estimate {
@@ -30,26 +31,13 @@ std::string optimizer_text(const config::OptimizerSection& o) {
   return o.momentum != 0 ? "sgd: 1 fp32 state per parameter (momentum)" : "sgd without momentum: no optimizer state";
 }
 
-// Which row is the job's own, and how to name it.
+// Which row is the job's own, and how to name it: the plan's.
 std::string configured_row(const config::JobConfig& job, std::string& label, std::vector<std::string>& notes) {
-  switch (job.backend) {
-    case config::Backend::ddp:
-      label = "ddp";
-      return "ddp / zero-0";
-    case config::Backend::deepspeed:
-      label = "deepspeed zero_stage " + std::to_string(job.deepspeed.zero_stage);
-      return job.deepspeed.zero_stage == 0 ? "ddp / zero-0" : "zero-" + std::to_string(job.deepspeed.zero_stage);
-    case config::Backend::fsdp: {
-      auto strategy = job.fsdp.sharding_strategy;
-      label = "fsdp " + config::to_string(strategy);
-      if (strategy == config::ShardingStrategy::HYBRID_SHARD && job.num_machines == 1) {
-        notes.push_back("HYBRID_SHARD on one machine shards like FULL_SHARD; the FULL_SHARD row is this job.");
-        return "FULL_SHARD";
-      }
-      return config::to_string(strategy);
-    }
-  }
-  return "ddp / zero-0";
+  const plan::ResolvedPlan resolved = plan::resolve_plan(job);
+  label = resolved.label;
+  if (job.backend == config::Backend::fsdp && resolved.estimate_row != config::to_string(job.fsdp.sharding_strategy))
+    notes.push_back("HYBRID_SHARD on one machine shards like FULL_SHARD; the FULL_SHARD row is this job.");
+  return resolved.estimate_row;
 }
 
 // The FSDP rows' units: the engine units the job's auto_wrap_policy makes of the model's units
@@ -60,7 +48,7 @@ MemoryInput fsdp_units(const config::JobConfig& job, const MemoryInput& in, std:
   if (job.backend != config::Backend::fsdp || !in.units_known() ||
       policy == config::AutoWrapPolicy::TRANSFORMER_BASED_WRAP)
     return in;
-  const backends::UnitGroups groups = backends::groups_for_wrap_policy(policy, job.fsdp.min_num_params, in.unit_numels);
+  const plan::UnitGroups groups = plan::groups_for_wrap_policy(policy, job.fsdp.min_num_params, in.unit_numels);
   MemoryInput grouped = in;
   grouped.unit_numels.clear();
   grouped.tied_unit = -1;

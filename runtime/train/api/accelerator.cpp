@@ -17,7 +17,7 @@
 #include <unordered_set>
 
 #include "backends/backend.hpp"
-#include "backends/fsdp/fsdp_policy.hpp"
+#include "runtime/config/plan/resolve_plan.hpp"
 #include "runtime/comm/fake_communicator.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
@@ -186,22 +186,22 @@ void Accelerator::set_unit_policy(UnitPolicy policy) {
 namespace {
 
 // The job's unit policy: fsdp's wrap policy, else none (every child of the root).
-UnitPolicy job_policy(const config::LoadedJob& loaded, const backends::FsdpPlan& plan, torch::nn::Module& model) {
+UnitPolicy job_policy(const config::LoadedJob& loaded, const plan::ResolvedPlan& resolved, torch::nn::Module& model) {
   UnitPolicy policy;
-  if (loaded.job.backend != config::Backend::fsdp) return policy;
-  switch (plan.wrap) {
+  if (resolved.grouping != plan::Grouping::wrap_policy) return policy;
+  switch (resolved.wrap) {
     case config::AutoWrapPolicy::NO_WRAP:
       policy.predicate = [](const std::string&, const torch::nn::Module&) { return false; };
       return policy;
     case config::AutoWrapPolicy::SIZE_BASED_WRAP:
-      policy.min_params = plan.min_num_params;
+      policy.min_params = resolved.group_numel;
       return policy;
     case config::AutoWrapPolicy::TRANSFORMER_BASED_WRAP:
       break;
   }
   std::vector<std::string> present = api::module_classes(model);
   std::vector<std::string> found;
-  for (const auto& wanted : plan.wrap_classes)
+  for (const auto& wanted : resolved.wrap_classes)
     for (const auto& name : present)
       if (api::class_matches(name, wanted)) {
         found.push_back(wanted);
@@ -214,7 +214,7 @@ UnitPolicy job_policy(const config::LoadedJob& loaded, const backends::FsdpPlan&
   // The key's default (Block) names no class of this model: each child of the root is a unit.
   // Set by the user, it is a mistake worth stopping for.
   if (loaded.is_explicit("fsdp.transformer_layer_cls_to_wrap"))
-    throw RunError("accel: fsdp.transformer_layer_cls_to_wrap: no module of class " + join(plan.wrap_classes) +
+    throw RunError("accel: fsdp.transformer_layer_cls_to_wrap: no module of class " + join(resolved.wrap_classes) +
                    " in the model (its classes: " + join(present) + ")");
   return policy;
 }
@@ -246,13 +246,12 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   const config::JobConfig& job = s.job.job;
   // bf16 and fp16 (docs/design/0017): the parameters become 16-bit views of the engine's buffers,
   // masters stay fp32; fp16 scales the loss (grad_scaling.hpp).
-  if (backends::compute_dtype(job) != at::kFloat) refuse_plain_batch_norm(model);
+  const bool wrapped = api::has_unit_wrappers(model);  // accel::Unit<> boundaries
+  const plan::ResolvedPlan resolved = plan::resolve_plan(job, plan::ModelFacts::user(wrapped));
+  const bool casts_inputs = resolved.compute != plan::Dtype::fp32;
+  if (casts_inputs) refuse_plain_batch_norm(model);
   s.scaling = std::make_unique<backends::GradScaling>(job);
-  const bool wrapped = api::has_unit_wrappers(model);  // accel::Unit<> boundaries (design B)
-  if (const std::string refusal = backends::prepared_module_refusal(job, wrapped); !refusal.empty())
-    throw RunError("accel: " + refusal);
-  backends::FsdpPlan plan;
-  if (job.backend == config::Backend::fsdp) plan = backends::plan_fsdp(job, /*user_module=*/true, wrapped);
+  if (!resolved.refusals.empty()) throw RunError("accel: " + plan::describe(resolved.refusals.front()));
   s.kind = api::torch_optimizer_kind(optimizer);
   // The optimizer's groups: every trainable parameter of the model in exactly one.
   api::PreparedGroups prepared_groups = api::prepared_groups(s.kind, optimizer, model);
@@ -261,7 +260,7 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   const auto& group_of = prepared_groups.group_of;
 
   // Units by policy (frozen parameters in none).
-  const UnitPolicy policy = s.policy_set ? s.policy : job_policy(s.job, plan, model);
+  const UnitPolicy policy = s.policy_set ? s.policy : job_policy(s.job, resolved, model);
   std::vector<backends::UnitSpec> specs;
   std::vector<std::pair<std::string, torch::nn::Module*>> boundaries;  // the wrappers that are units
   for (auto& unit : api::apply_unit_policy(model, policy)) {
@@ -289,20 +288,23 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
     for (const auto& b : model.named_buffers(/*recurse=*/true))
       if (b.value().defined()) s.comm->broadcast(b.value(), 0)->wait();
   }
-  s.backend = backends::make_backend(job, *s.comm, std::move(specs), setup);
+  // The engine's plan is this one unless no wrapper became a unit (every parameter of the wrappers
+  // frozen): then the units have no boundary, and strategies that need one are refused there.
+  const bool bounded = backends::has_unit_boundaries(specs);
+  s.backend = backends::make_backend(bounded == wrapped ? resolved : plan::resolve_plan(job, plan::ModelFacts::user(bounded)),
+                                     *s.comm, std::move(specs), setup);
   s.backend->wait_parameters();
-  const bool frees_parameters = (job.backend == config::Backend::deepspeed && job.deepspeed.zero_stage >= 3) ||
-                                (job.backend == config::Backend::fsdp && plan.shard_params);
-  // Low precision: the wrappers cast their floating inputs to bf16 (FSDP's cast_forward_inputs).
-  const bool casts_inputs = backends::compute_dtype(job) != at::kFloat;
-  if (wrapped && (frees_parameters || plan.activation_checkpointing || casts_inputs))
+  const bool frees_parameters = resolved.frees_parameters();
+  // Low precision (casts_inputs): the wrappers cast their floating inputs to bf16 (FSDP's
+  // cast_forward_inputs).
+  if (wrapped && (frees_parameters || resolved.activation_checkpointing || casts_inputs))
     s.unit_sink = api::attach_unit_sink(boundaries, [this, &s]() -> train::UnitHooks* {
       if (s.open) return s.hooks;
       if (!at::GradMode::is_enabled()) return s.backend->eval_hooks();  // evaluation: gather, release
       accumulate();  // a forward that will be backpropagated begins the micro-step (accumulate() is optional)
       return s.hooks;
-    }, s.backend->name(), /*recompute=*/plan.activation_checkpointing);
-  if (s.unit_sink) s.unit_sink->refuse_second_use(plan.activation_checkpointing && !frees_parameters);
+    }, s.backend->name(), /*recompute=*/resolved.activation_checkpointing);
+  if (s.unit_sink) s.unit_sink->refuse_second_use(resolved.activation_checkpointing && !frees_parameters);
   s.model = &model;
   s.prepared.reset(new PreparedOptimizer(*this, optimizer));
   if (rank() == 0) logging::info("accel: " + s.backend->describe());

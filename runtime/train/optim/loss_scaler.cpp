@@ -1,6 +1,8 @@
 // Loss scaler state machine (see loss_scaler.hpp).
 #include "runtime/train/optim/loss_scaler.hpp"
 
+#include "runtime/config/plan/resolve_plan.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -9,22 +11,10 @@
 namespace accel::train {
 
 std::optional<LossScalerSettings> loss_scaler_settings(const config::JobConfig& job) {
-  if (job.mixed_precision != config::MixedPrecision::fp16) return std::nullopt;
-  LossScalerSettings s;
-  if (job.backend == config::Backend::deepspeed) {
-    const auto& ds = job.deepspeed;
-    s.static_scale = ds.loss_scale;
-    s.initial_scale_power = ds.initial_scale_power;
-    s.window = ds.loss_scale_window;
-    s.hysteresis = ds.hysteresis;
-    s.min_scale = ds.min_loss_scale;
-  } else {  // torch.cuda.amp.GradScaler(): init_scale 2^16, growth_interval 2000, no hysteresis or floor
-    s.initial_scale_power = 16;
-    s.window = 2000;
-    s.hysteresis = 1;
-    s.min_scale = 0;
-  }
-  return s;
+  const std::optional<plan::LossScaling> scaling = plan::resolve_plan(job).loss_scaling;
+  if (!scaling) return std::nullopt;
+  return LossScalerSettings{scaling->static_scale, scaling->initial_scale_power, scaling->window, scaling->hysteresis,
+                            scaling->min_scale};
 }
 
 LossScaler::LossScaler(const LossScalerSettings& settings)

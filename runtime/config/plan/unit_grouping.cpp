@@ -1,7 +1,7 @@
 // Unit groupings for the wrap policies (see unit_grouping.hpp).
-#include "backends/core/unit_grouping.hpp"
+#include "runtime/config/plan/unit_grouping.hpp"
 
-namespace accel::backends {
+namespace accel::plan {
 
 UnitGroups one_group_per_unit(int units) {
   UnitGroups groups;
@@ -66,4 +66,4 @@ UnitGroups groups_for_wrap_policy(config::AutoWrapPolicy policy, int64_t min_num
   return one_group_per_unit(int(unit_numels.size()));
 }
 
-}  // namespace accel::backends
+}  // namespace accel::plan

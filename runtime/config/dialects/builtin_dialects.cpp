@@ -1,0 +1,14 @@
+// One line per dialect accel ships (see builtin_dialects.hpp).
+#include "runtime/config/dialects/builtin_dialects.hpp"
+
+namespace accel::config::dialects {
+
+std::vector<plan::Dialect> builtin_dialects() {
+  return {
+      {"ddp", resolve_ddp},
+      {"deepspeed", resolve_deepspeed},
+      {"fsdp", resolve_fsdp},
+  };
+}
+
+}  // namespace accel::config::dialects

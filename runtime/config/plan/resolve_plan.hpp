@@ -1,0 +1,59 @@
+// From a job to its one resolved plan (resolved_plan.hpp; docs/design/0022, decision 2). The
+// rules every dialect shares live here (the compute dtype, fp16's loss scaling, which engine runs
+// the plan); each `backend:` dialect (runtime/config/dialects) maps its own block.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/config/job.hpp"
+#include "runtime/config/plan/resolved_plan.hpp"
+
+namespace accel::config {
+struct LoadedJob;
+}
+
+namespace accel::plan {
+
+// What the caller knows about the model the plan is for.
+struct ModelFacts {
+  // A module prepared through the public API (its class names are the user's, found in the module
+  // tree by the caller); false: accel's built-in model, whose layer classes are checked by name.
+  bool user_module = false;
+  // The module has accel::Unit<> boundaries in its forward (the built-in models always do), which
+  // strategies that free parameters between uses and activation checkpointing need.
+  bool unit_boundaries = false;
+
+  static ModelFacts builtin() { return {false, true}; }
+  static ModelFacts user(bool unit_boundaries) { return {true, unit_boundaries}; }
+};
+
+// What a dialect reads. `loaded` (may be null) says which keys the job set explicitly: warnings
+// about accepted keys with no effect are given only for those.
+struct DialectInput {
+  const config::JobConfig& job;
+  const ModelFacts& model;
+  const config::LoadedJob* loaded = nullptr;
+  bool is_explicit(const std::string& key) const;
+};
+
+// A `backend:` dialect: its name and the mapping of its block onto the plan. resolve() fills what
+// the shared rules leave: the shards, label, estimate row, grouping, prefetch, offload, notes,
+// warnings and refusals.
+struct Dialect {
+  std::string name;
+  std::function<void(const DialectInput&, ResolvedPlan&)> resolve;
+};
+
+// The job's plan. Never throws for a job that validated: what cannot run is in plan.refusals.
+ResolvedPlan resolve_plan(const config::JobConfig& job, const ModelFacts& model = ModelFacts::builtin());
+ResolvedPlan resolve_plan(const config::LoadedJob& loaded, const ModelFacts& model = ModelFacts::builtin());
+
+// The registry: one line per dialect (dialect_registry.cpp); register_dialect adds one from
+// outside (a test's, a plugin's). find_dialect: nullptr for an unknown name.
+void register_dialect(Dialect dialect);
+const Dialect* find_dialect(const std::string& name);
+std::vector<std::string> dialect_names();
+
+}  // namespace accel::plan
