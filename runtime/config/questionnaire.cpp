@@ -4,17 +4,11 @@
 #include <iostream>
 
 #include "runtime/config/job_builder.hpp"
+#include "runtime/config/plan/resolve_plan.hpp"
+#include "runtime/config/question.hpp"
 
 namespace accel::config {
 namespace {
-
-struct Question {
-  std::string path;
-  std::string prompt;
-  std::function<bool(const JobConfig&)> when = [](const JobConfig&) { return true; };
-};
-
-bool is(Backend b, const JobConfig& j) { return j.backend == b; }
 
 std::vector<Question> questions() {
   using J = const JobConfig&;
@@ -27,32 +21,10 @@ std::vector<Question> questions() {
       {"num_processes", "How many processes in total (one per GPU, or CPU ranks)?"},
       {"device", "Which device should workers compute on?"},
       {"backend", "Which backend: ddp (replicated), deepspeed (ZeRO stages) or fsdp (FSDP strategies)?"},
-      {"deepspeed.zero_stage", "Which ZeRO stage?", [](J j) { return is(Backend::deepspeed, j); }},
-      {"deepspeed.offload_optimizer_device", "Where should optimizer states be offloaded?",
-       [](J j) { return is(Backend::deepspeed, j) && j.deepspeed.zero_stage >= 1; }},
-      {"deepspeed.offload_optimizer_nvme_path", "Which directory holds the offloaded optimizer states?",
-       [](J j) { return is(Backend::deepspeed, j) && j.deepspeed.offload_optimizer_device == OffloadDevice::nvme; }},
-      {"deepspeed.offload_param_device", "Where should parameters be offloaded?",
-       [](J j) { return is(Backend::deepspeed, j) && j.deepspeed.zero_stage == 3; }},
-      {"deepspeed.offload_param_nvme_path", "Which directory holds the offloaded parameters?",
-       [](J j) { return is(Backend::deepspeed, j) && j.deepspeed.offload_param_device == OffloadDevice::nvme; }},
-      {"fsdp.sharding_strategy", "Which FSDP sharding strategy?", [](J j) { return is(Backend::fsdp, j); }},
-      {"fsdp.offload_params", "Offload parameters, gradients and the optimizer step to the CPU?",
-       [](J j) { return is(Backend::fsdp, j); }},
-      {"fsdp.auto_wrap_policy", "How should the model be split into units?", [](J j) { return is(Backend::fsdp, j); }},
-      {"fsdp.transformer_layer_cls_to_wrap", "Which layer class is one unit?",
-       [](J j) { return is(Backend::fsdp, j) && j.fsdp.auto_wrap_policy == AutoWrapPolicy::TRANSFORMER_BASED_WRAP; }},
-      {"fsdp.min_num_params", "How many parameters per unit at least?",
-       [](J j) { return is(Backend::fsdp, j) && j.fsdp.auto_wrap_policy == AutoWrapPolicy::SIZE_BASED_WRAP; }},
-      {"fsdp.backward_prefetch", "Which backward prefetch policy?", [](J j) { return is(Backend::fsdp, j); }},
-      {"fsdp.forward_prefetch", "Prefetch the next unit during forward?", [](J j) { return is(Backend::fsdp, j); }},
-      {"fsdp.state_dict_type", "Which checkpoint layout?", [](J j) { return is(Backend::fsdp, j); }},
-      {"fsdp.activation_checkpointing", "Recompute activations in backward (activation checkpointing)?",
-       [](J j) { return is(Backend::fsdp, j); }},
+      // then the backend's dialect's strategy questions (insert_dialect_questions)
       {"mixed_precision", "Which mixed precision?"},
       {"model.dtype", "Which dtype are parameters loaded in?"},
-      {"fsdp.precision_mode", "With bf16 parameters: upcast shards to fp32 for the optimizer (mixed) or stay in bf16 (low)?",
-       [](J j) { return is(Backend::fsdp, j) && j.model.dtype == ParamDtype::bf16; }},
+      // then the backend's dialect's precision questions
       {"training.max_steps", "How many optimizer steps?"},
       {"training.micro_batch_size", "How many sequences per process per micro-step?"},
       {"training.gradient_accumulation_steps", "How many micro-steps per optimizer step (gradient accumulation)?"},
@@ -61,13 +33,27 @@ std::vector<Question> questions() {
   };
 }
 
+// After the backend question and the parameters' dtype question (list[at - 1]): the chosen
+// backend's dialect asks about its own keys, inserted at `at`.
+void insert_dialect_questions(std::vector<Question>& list, size_t at, const JobConfig& job) {
+  const std::string& previous = list[at - 1].path;
+  if (previous != "backend" && previous != "model.dtype") return;
+  const plan::Dialect* dialect = plan::find_dialect(to_string(job.backend));
+  if (!dialect) return;
+  const auto& extra = previous == "backend" ? dialect->strategy_questions : dialect->precision_questions;
+  list.insert(list.begin() + long(at), extra.begin(), extra.end());
+}
+
 }  // namespace
 
 std::vector<std::string> run_questionnaire(std::istream& in, std::ostream& out, const QuestionnaireOptions& options) {
   JobBuilder builder;
   std::vector<std::string> answers;
   bool input_ended = options.use_defaults;
-  for (const auto& q : questions()) {
+  std::vector<Question> list = questions();
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (i > 0) insert_dialect_questions(list, i, builder.job());
+    const Question q = list[i];  // a copy: the list grows
     if (!q.when(builder.job())) continue;
     const FieldSpec& field = *find_field(q.path);
     Value current = field.get(builder.job());

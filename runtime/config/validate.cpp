@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include "runtime/config/job_checker.hpp"
+#include "runtime/config/plan/resolve_plan.hpp"
 #include "runtime/config/schema.hpp"
 
 namespace fs = std::filesystem;
@@ -11,36 +13,7 @@ namespace fs = std::filesystem;
 namespace accel::config {
 namespace {
 
-// Collects problems with the location of the key at fault and a note on the key it conflicts with.
-class Checker {
- public:
-  Checker(const JobConfig& job, const std::map<std::string, Location>& sources, std::vector<Diagnostic>& errors,
-          std::vector<Diagnostic>& warnings)
-      : job_(job), sources_(sources), errors_(errors), warnings_(warnings) {}
-
-  std::string value(const std::string& path) const { return value_to_yaml(find_field(path)->get(job_)); }
-  Location where(const std::string& path) const { return sources_.at(path); }
-  // "deepspeed.zero_stage is 2 (set at job.yaml:4:15)"
-  std::string about(const std::string& path) const {
-    return path + " is " + value(path) + " (" + (where(path).origin == Location::Origin::Default ? "the default" : "set at " + where(path).str()) + ")";
-  }
-
-  void error(const std::string& path, std::string message, std::string allowed, std::string hint) {
-    errors_.push_back({path, where(path), std::move(message), value(path), std::move(allowed), std::move(hint)});
-  }
-  void warning(const std::string& path, std::string message, std::string hint) {
-    warnings_.push_back({path, where(path), std::move(message), value(path), "", std::move(hint)});
-  }
-  bool is_set(const std::string& path) const { return where(path).origin != Location::Origin::Default; }
-
- private:
-  const JobConfig& job_;
-  const std::map<std::string, Location>& sources_;
-  std::vector<Diagnostic>& errors_;
-  std::vector<Diagnostic>& warnings_;
-};
-
-void check_world(const JobConfig& j, Checker& c) {
+void check_world(const JobConfig& j, JobChecker& c) {
   if (j.num_processes % j.num_machines != 0)
     c.error("num_processes", "must be a multiple of num_machines (each machine runs the same number of workers)",
             "a multiple of " + std::to_string(j.num_machines), c.about("num_machines"));
@@ -54,44 +27,7 @@ void check_world(const JobConfig& j, Checker& c) {
     c.warning("cuda_collectives", "has no effect on device cpu (CPU workers always use Gloo)", c.about("device"));
 }
 
-void check_deepspeed(const JobConfig& j, Checker& c) {
-  const auto& ds = j.deepspeed;
-  if (ds.offload_param_device != OffloadDevice::none && ds.zero_stage != 3)
-    c.error("deepspeed.offload_param_device", "parameter offload needs ZeRO stage 3 (only stage 3 partitions "
-            "parameters)", "none when zero_stage < 3", "set deepspeed.zero_stage: 3, or offload_param_device: none; " +
-            c.about("deepspeed.zero_stage"));
-  if (ds.offload_optimizer_device != OffloadDevice::none && ds.zero_stage == 0)
-    c.error("deepspeed.offload_optimizer_device", "optimizer offload needs ZeRO stage 1, 2 or 3",
-            "none when zero_stage is 0", "set deepspeed.zero_stage: 1 or higher; " + c.about("deepspeed.zero_stage"));
-  if (ds.offload_optimizer_device == OffloadDevice::nvme && ds.offload_optimizer_nvme_path.empty())
-    c.error("deepspeed.offload_optimizer_device", "nvme offload needs a directory for its files", "",
-            "set deepspeed.offload_optimizer_nvme_path");
-  if (ds.offload_param_device == OffloadDevice::nvme && ds.offload_param_nvme_path.empty())
-    c.error("deepspeed.offload_param_device", "nvme offload needs a directory for its files", "",
-            "set deepspeed.offload_param_nvme_path");
-  int per_machine = j.num_processes / std::max(1, j.num_machines);
-  if (ds.zero_hpz_partition_size > 1 && (per_machine % ds.zero_hpz_partition_size != 0 || ds.zero_stage != 3))
-    c.error("deepspeed.zero_hpz_partition_size", "hierarchical partitioning needs zero_stage 3 and must divide the "
-            "processes per machine (" + std::to_string(per_machine) + ")", "1, or a divisor of " +
-            std::to_string(per_machine), c.about("deepspeed.zero_stage"));
-  if (j.backend == Backend::deepspeed && j.mixed_precision != MixedPrecision::fp16) {
-    for (const char* key : {"deepspeed.loss_scale", "deepspeed.initial_scale_power", "deepspeed.loss_scale_window",
-                            "deepspeed.hysteresis", "deepspeed.min_loss_scale"})
-      if (c.is_set(key)) c.warning(key, "has no effect: loss scaling applies to fp16 only", c.about("mixed_precision"));
-  }
-}
-
-void check_fsdp(const JobConfig& j, Checker& c) {
-  const auto& f = j.fsdp;
-  if (f.auto_wrap_policy == AutoWrapPolicy::TRANSFORMER_BASED_WRAP && f.transformer_layer_cls_to_wrap.empty())
-    c.error("fsdp.transformer_layer_cls_to_wrap", "TRANSFORMER_BASED_WRAP needs the layer class to wrap",
-            j.model.name == ModelName::gpt ? "Block" : "Layer", "name the unit class, or choose another auto_wrap_policy");
-  if (j.backend == Backend::fsdp && f.sharding_strategy == ShardingStrategy::HYBRID_SHARD && j.num_machines == 1)
-    c.warning("fsdp.sharding_strategy", "HYBRID_SHARD on one machine shards like FULL_SHARD (nothing to replicate "
-              "across)", c.about("num_machines"));
-}
-
-void check_model_and_training(const JobConfig& j, Checker& c) {
+void check_model_and_training(const JobConfig& j, JobChecker& c) {
   if (j.model.n_embd % j.model.n_head != 0)
     c.error("model.n_embd", "must be divisible by model.n_head (each head gets n_embd / n_head channels)",
             "a multiple of " + std::to_string(j.model.n_head), c.about("model.n_head"));
@@ -148,7 +84,7 @@ bool find_executable(const std::string& name) {
   return false;
 }
 
-void check_paths(const JobConfig& j, Checker& c) {
+void check_paths(const JobConfig& j, JobChecker& c) {
   std::error_code ec;
   if (j.data.kind != DataKind::synthetic) {
     if (j.data.path.empty())
@@ -179,10 +115,12 @@ void check_paths(const JobConfig& j, Checker& c) {
 
 void validate_job(const JobConfig& job, const std::map<std::string, Location>& sources, bool paths,
                   std::vector<Diagnostic>& errors, std::vector<Diagnostic>& warnings) {
-  Checker c(job, sources, errors, warnings);
+  JobChecker c(job, sources, errors, warnings);
   check_world(job, c);
-  check_deepspeed(job, c);
-  check_fsdp(job, c);
+  // Every dialect's block, whatever backend: names (a block translated from another is checked
+  // where it was written; docs/design/0005), in the registry's order.
+  for (const std::string& name : plan::dialect_names())
+    if (const plan::Dialect* dialect = plan::find_dialect(name); dialect->check_block) dialect->check_block(job, c);
   check_model_and_training(job, c);
   if (paths) check_paths(job, c);
 }

@@ -44,8 +44,9 @@ std::string configured_row(const config::JobConfig& job, std::string& label, std
 // (each group's sizes summed; the group holding the tied unit is the tied one). Other backends'
 // jobs translate to TRANSFORMER_BASED_WRAP, one engine unit per model unit.
 MemoryInput fsdp_units(const config::JobConfig& job, const MemoryInput& in, std::vector<std::string>& notes) {
-  const auto policy = job.fsdp.auto_wrap_policy;
-  if (job.backend != config::Backend::fsdp || !in.units_known() ||
+  const plan::ResolvedPlan resolved = plan::resolve_plan(job);
+  const auto policy = resolved.wrap;
+  if (resolved.grouping != plan::Grouping::wrap_policy || !in.units_known() ||
       policy == config::AutoWrapPolicy::TRANSFORMER_BASED_WRAP)
     return in;
   const plan::UnitGroups groups = plan::groups_for_wrap_policy(policy, job.fsdp.min_num_params, in.unit_numels);
@@ -80,7 +81,7 @@ ActivationHint activation_hint(const config::JobConfig& job) {
   const double s = double(a.seq_len), b = double(a.micro_batch_size), h = double(a.n_embd), heads = double(a.n_head);
   a.per_layer_bytes = int64_t(std::llround(s * b * h * (34.0 + 5.0 * heads * s / h)));
   a.total_bytes = a.per_layer_bytes * a.n_layer;
-  a.recomputed = job.backend == config::Backend::fsdp && job.fsdp.activation_checkpointing;
+  a.recomputed = plan::resolve_plan(job).activation_checkpointing;
   if (a.recomputed) a.recomputed_total_bytes = int64_t(std::llround(2.0 * s * b * h)) * a.n_layer + a.per_layer_bytes;
   return a;
 }
@@ -187,7 +188,7 @@ JobEstimate estimate_job(const config::JobConfig& job, const JobEstimateOptions&
     e.strategies.push_back(estimate_memory(i >= 4 ? fsdp_in : in, plans[i]));  // rows 4+: the FSDP strategies
   }
 
-  if (job.backend == config::Backend::fsdp && bf16_params && job.fsdp.precision_mode == config::PrecisionMode::low)
+  if (plan::resolve_plan(job).master != plan::Dtype::fp32)
     e.notes.push_back("fsdp.precision_mode low is not modelled: the FSDP rows count fp32 master, gradient and "
                       "state shards, as precision_mode mixed keeps them.");
   if (job.device != config::Device::cuda)

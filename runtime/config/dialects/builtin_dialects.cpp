@@ -5,9 +5,9 @@ namespace accel::config::dialects {
 
 std::vector<plan::Dialect> builtin_dialects() {
   return {
-      {"ddp", resolve_ddp},
-      {"deepspeed", resolve_deepspeed},
-      {"fsdp", resolve_fsdp},
+      ddp_dialect(),
+      deepspeed_dialect(),
+      fsdp_dialect(),
   };
 }
 

@@ -8,9 +8,9 @@
 
 namespace accel::config::dialects {
 
-void resolve_ddp(const plan::DialectInput& in, plan::ResolvedPlan& plan);
-void resolve_deepspeed(const plan::DialectInput& in, plan::ResolvedPlan& plan);
-void resolve_fsdp(const plan::DialectInput& in, plan::ResolvedPlan& plan);
+plan::Dialect ddp_dialect();
+plan::Dialect deepspeed_dialect();
+plan::Dialect fsdp_dialect();
 
 // The registry's first entries, one line per dialect (builtin_dialects.cpp).
 std::vector<plan::Dialect> builtin_dialects();

@@ -8,10 +8,12 @@
 #include <vector>
 
 #include "runtime/config/job.hpp"
+#include "runtime/config/question.hpp"
 #include "runtime/config/plan/resolved_plan.hpp"
 
 namespace accel::config {
 struct LoadedJob;
+class JobChecker;
 }
 
 namespace accel::plan {
@@ -40,10 +42,16 @@ struct DialectInput {
 
 // A `backend:` dialect: its name and the mapping of its block onto the plan. resolve() fills what
 // the shared rules leave: the shards, label, estimate row, grouping, prefetch, offload, notes,
-// warnings and refusals.
+// warnings and refusals. check_block: its block's cross-key checks, run by validation for every
+// dialect whatever `backend:` names (a block translated from another is checked where it was
+// written; docs/design/0005). `accel config` asks its questions when it is the job's backend:
+// the strategy questions after the backend, the precision ones after the model's dtype.
 struct Dialect {
   std::string name;
   std::function<void(const DialectInput&, ResolvedPlan&)> resolve;
+  std::function<void(const config::JobConfig&, config::JobChecker&)> check_block = {};
+  std::vector<config::Question> strategy_questions = {};
+  std::vector<config::Question> precision_questions = {};
 };
 
 // The job's plan. Never throws for a job that validated: what cannot run is in plan.refusals.

@@ -5,11 +5,17 @@
 
 namespace accel::config::dialects {
 
+namespace {
+
 void resolve_ddp(const plan::DialectInput& in, plan::ResolvedPlan& plan) {
   plan.label = "ddp";
   plan.estimate_row = "ddp / zero-0";
   plan.shards = plan::Shards::none;
   plan.bucket_mb = in.job.ddp.bucket_cap_mb;
 }
+
+}  // namespace
+
+plan::Dialect ddp_dialect() { return {"ddp", resolve_ddp}; }
 
 }  // namespace accel::config::dialects

@@ -2,9 +2,11 @@
 // its bucket), stages 1-3 partition optimizer states, then gradients, then parameters, with
 // DeepSpeed's knobs (reduce buckets, stage 3's prefetch, persistence and live-parameter bounds),
 // CPU/NVMe offload and fp16 loss-scaling keys.
+#include <algorithm>
 #include <limits>
 
 #include "runtime/config/dialects/builtin_dialects.hpp"
+#include "runtime/config/job_checker.hpp"
 #include "runtime/config/job_loader.hpp"
 #include "runtime/config/schema.hpp"
 
@@ -42,7 +44,33 @@ void warn_inert_keys(const plan::DialectInput& in, plan::ResolvedPlan& plan) {
       if (asks_for_something(key)) plan.warnings.push_back({key, "acts at zero_stage 3 only", "", ""});
 }
 
-}  // namespace
+// The block's own cross-key rules (offload against the stage, hpZ, fp16-only keys).
+void check_deepspeed_block(const JobConfig& j, JobChecker& c) {
+  const auto& ds = j.deepspeed;
+  if (ds.offload_param_device != OffloadDevice::none && ds.zero_stage != 3)
+    c.error("deepspeed.offload_param_device", "parameter offload needs ZeRO stage 3 (only stage 3 partitions "
+            "parameters)", "none when zero_stage < 3", "set deepspeed.zero_stage: 3, or offload_param_device: none; " +
+            c.about("deepspeed.zero_stage"));
+  if (ds.offload_optimizer_device != OffloadDevice::none && ds.zero_stage == 0)
+    c.error("deepspeed.offload_optimizer_device", "optimizer offload needs ZeRO stage 1, 2 or 3",
+            "none when zero_stage is 0", "set deepspeed.zero_stage: 1 or higher; " + c.about("deepspeed.zero_stage"));
+  if (ds.offload_optimizer_device == OffloadDevice::nvme && ds.offload_optimizer_nvme_path.empty())
+    c.error("deepspeed.offload_optimizer_device", "nvme offload needs a directory for its files", "",
+            "set deepspeed.offload_optimizer_nvme_path");
+  if (ds.offload_param_device == OffloadDevice::nvme && ds.offload_param_nvme_path.empty())
+    c.error("deepspeed.offload_param_device", "nvme offload needs a directory for its files", "",
+            "set deepspeed.offload_param_nvme_path");
+  int per_machine = j.num_processes / std::max(1, j.num_machines);
+  if (ds.zero_hpz_partition_size > 1 && (per_machine % ds.zero_hpz_partition_size != 0 || ds.zero_stage != 3))
+    c.error("deepspeed.zero_hpz_partition_size", "hierarchical partitioning needs zero_stage 3 and must divide the "
+            "processes per machine (" + std::to_string(per_machine) + ")", "1, or a divisor of " +
+            std::to_string(per_machine), c.about("deepspeed.zero_stage"));
+  if (j.backend == Backend::deepspeed && j.mixed_precision != MixedPrecision::fp16) {
+    for (const char* key : {"deepspeed.loss_scale", "deepspeed.initial_scale_power", "deepspeed.loss_scale_window",
+                            "deepspeed.hysteresis", "deepspeed.min_loss_scale"})
+      if (c.is_set(key)) c.warning(key, "has no effect: loss scaling applies to fp16 only", c.about("mixed_precision"));
+  }
+}
 
 void resolve_deepspeed(const plan::DialectInput& in, plan::ResolvedPlan& plan) {
   const auto& ds = in.job.deepspeed;
@@ -95,6 +123,25 @@ void resolve_deepspeed(const plan::DialectInput& in, plan::ResolvedPlan& plan) {
     plan.grouping = plan::Grouping::by_bucket;
     plan.group_numel = ds.reduce_bucket_size;
   }
+}
+
+}  // namespace
+
+plan::Dialect deepspeed_dialect() {
+  using J = const JobConfig&;
+  plan::Dialect d{"deepspeed", resolve_deepspeed, check_deepspeed_block};
+  d.strategy_questions = {
+      {"deepspeed.zero_stage", "Which ZeRO stage?"},
+      {"deepspeed.offload_optimizer_device", "Where should optimizer states be offloaded?",
+       [](J j) { return j.deepspeed.zero_stage >= 1; }},
+      {"deepspeed.offload_optimizer_nvme_path", "Which directory holds the offloaded optimizer states?",
+       [](J j) { return j.deepspeed.offload_optimizer_device == OffloadDevice::nvme; }},
+      {"deepspeed.offload_param_device", "Where should parameters be offloaded?",
+       [](J j) { return j.deepspeed.zero_stage == 3; }},
+      {"deepspeed.offload_param_nvme_path", "Which directory holds the offloaded parameters?",
+       [](J j) { return j.deepspeed.offload_param_device == OffloadDevice::nvme; }},
+  };
+  return d;
 }
 
 }  // namespace accel::config::dialects

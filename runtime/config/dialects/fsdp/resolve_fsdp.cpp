@@ -8,6 +8,7 @@
 
 #include "runtime/common/strings.hpp"
 #include "runtime/config/dialects/builtin_dialects.hpp"
+#include "runtime/config/job_checker.hpp"
 
 namespace accel::config::dialects {
 namespace {
@@ -182,7 +183,16 @@ void check_user_module(const JobConfig& job, plan::ResolvedPlan& plan, bool unit
   // (runtime/train/api/unit_sink.hpp), where FULL_SHARD's boundaries count the uses.
 }
 
-}  // namespace
+// The block's own cross-key rules.
+void check_fsdp_block(const JobConfig& j, JobChecker& c) {
+  const auto& f = j.fsdp;
+  if (f.auto_wrap_policy == AutoWrapPolicy::TRANSFORMER_BASED_WRAP && f.transformer_layer_cls_to_wrap.empty())
+    c.error("fsdp.transformer_layer_cls_to_wrap", "TRANSFORMER_BASED_WRAP needs the layer class to wrap",
+            j.model.name == ModelName::gpt ? "Block" : "Layer", "name the unit class, or choose another auto_wrap_policy");
+  if (j.backend == Backend::fsdp && f.sharding_strategy == ShardingStrategy::HYBRID_SHARD && j.num_machines == 1)
+    c.warning("fsdp.sharding_strategy", "HYBRID_SHARD on one machine shards like FULL_SHARD (nothing to replicate "
+              "across)", c.about("num_machines"));
+}
 
 void resolve_fsdp(const plan::DialectInput& in, plan::ResolvedPlan& plan) {
   const JobConfig& job = in.job;
@@ -206,6 +216,31 @@ void resolve_fsdp(const plan::DialectInput& in, plan::ResolvedPlan& plan) {
   // NO_SHARD in fp32 runs on the replicated engine, whose buckets are ddp.bucket_cap_mb: fewer,
   // larger messages than FSDP's per-unit all-reduce.
   plan.bucket_mb = job.ddp.bucket_cap_mb;
+}
+
+}  // namespace
+
+plan::Dialect fsdp_dialect() {
+  using J = const JobConfig&;
+  plan::Dialect d{"fsdp", resolve_fsdp, check_fsdp_block};
+  d.strategy_questions = {
+      {"fsdp.sharding_strategy", "Which FSDP sharding strategy?"},
+      {"fsdp.offload_params", "Offload parameters, gradients and the optimizer step to the CPU?"},
+      {"fsdp.auto_wrap_policy", "How should the model be split into units?"},
+      {"fsdp.transformer_layer_cls_to_wrap", "Which layer class is one unit?",
+       [](J j) { return j.fsdp.auto_wrap_policy == AutoWrapPolicy::TRANSFORMER_BASED_WRAP; }},
+      {"fsdp.min_num_params", "How many parameters per unit at least?",
+       [](J j) { return j.fsdp.auto_wrap_policy == AutoWrapPolicy::SIZE_BASED_WRAP; }},
+      {"fsdp.backward_prefetch", "Which backward prefetch policy?"},
+      {"fsdp.forward_prefetch", "Prefetch the next unit during forward?"},
+      {"fsdp.state_dict_type", "Which checkpoint layout?"},
+      {"fsdp.activation_checkpointing", "Recompute activations in backward (activation checkpointing)?"},
+  };
+  d.precision_questions = {
+      {"fsdp.precision_mode", "With bf16 parameters: upcast shards to fp32 for the optimizer (mixed) or stay in bf16 (low)?",
+       [](J j) { return j.model.dtype == ParamDtype::bf16; }},
+  };
+  return d;
 }
 
 }  // namespace accel::config::dialects
