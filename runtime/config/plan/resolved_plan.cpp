@@ -4,7 +4,7 @@
 namespace accel::plan {
 
 std::string describe(const PlanIssue& issue) {
-  std::string s = issue.key + ": " + issue.message;
+  std::string s = issue.key + (issue.value.empty() ? "" : " " + issue.value) + ": " + issue.message;
   if (!issue.allowed.empty()) s += " (allowed: " + issue.allowed + ")";
   if (!issue.hint.empty()) s += "; fix: " + issue.hint;
   return s;

@@ -38,8 +38,9 @@ struct PlanIssue {
   std::string message;  // one line
   std::string allowed;  // allowed values, if any
   std::string hint;     // how to fix it
+  std::string value = {};  // the value at fault, when the message reads after it ("deepspeed.zero_stage 3: ...")
 };
-// "fsdp.auto_wrap_policy: NO_WRAP ... (allowed: ...); fix: ...".
+// "fsdp.auto_wrap_policy: NO_WRAP ... (allowed: ...); fix: ...", "deepspeed.zero_stage 3: ...".
 std::string describe(const PlanIssue& issue);
 
 // fp16's loss scaling: DeepSpeed's keys under deepspeed, torch GradScaler's defaults otherwise.

@@ -18,7 +18,7 @@
 
 #include "backends/backend.hpp"
 #include "runtime/config/plan/resolve_plan.hpp"
-#include "runtime/comm/fake_communicator.hpp"
+#include "runtime/comm/solo_communicator.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
 #include "runtime/config/overrides.hpp"
@@ -159,8 +159,7 @@ Accelerator::Accelerator(const std::string& job_file) : state_(std::make_unique<
     if (state_->job.job.num_processes > 1)
       throw RunError("accel: " + job_file + " asks for " + std::to_string(state_->job.job.num_processes) +
                      " processes: run the program with `accel launch " + job_file + "`");
-    comm::FakeWorld world(1);
-    state_->single = world.communicator(0);
+    state_->single = comm::make_solo_communicator();
     state_->comm = state_->single.get();
   }
   fill_training(state_->job.job, state_->training);

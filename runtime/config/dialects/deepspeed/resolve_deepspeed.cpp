@@ -86,9 +86,10 @@ void resolve_deepspeed(const plan::DialectInput& in, plan::ResolvedPlan& plan) {
                              "set deepspeed.zero_stage: 1 or higher"});
   if (ds.zero_stage >= 3 && !in.model.unit_boundaries)
     plan.refusals.push_back({"deepspeed.zero_stage", "the prepared module has no unit boundaries in its forward (no "
-                             "accel::Unit<> in it), and zero_stage 3 frees the parameters between uses, which needs them",
+                             "accel::Unit<> in it), and stage 3 frees the parameters between uses, which needs them",
                              "0, 1, 2", "wrap the blocks in accel::Unit<> (accel::Unit<Block> instead of Block; design "
-                             "B, docs/design/0015), or use zero_stage 2 (gradients and optimizer states stay partitioned)"});
+                             "B, docs/design/0015), or use zero_stage 2 (gradients and optimizer states stay partitioned)",
+                             std::to_string(ds.zero_stage)});
   if (ds.zero_stage == 0) {
     plan.shards = plan::Shards::none;
     // reduce_bucket_size counts elements (DeepSpeed's unit); fp32 gradients are 4 bytes each.
