@@ -21,7 +21,8 @@
 #include "backends/core/unit_spec.hpp"
 #include "runtime/comm/communicator.hpp"
 #include "runtime/config/job.hpp"
-#include "runtime/train/model/model.hpp"
+#include "runtime/train/model/named_tensors.hpp"
+#include "runtime/train/model/unit_hooks.hpp"
 #include "runtime/train/optim/param_groups.hpp"
 
 namespace accel::backends {

@@ -25,4 +25,5 @@ set(ACCEL_CONFIG_SOURCES
   runtime/config/placement.cpp
   runtime/config/json_reader.cpp
   runtime/config/deepspeed_keys.cpp
+  runtime/config/model_section.cpp
 )

@@ -12,9 +12,10 @@ using config::AutoWrapPolicy;
 using config::BackwardPrefetch;
 using config::ShardingStrategy;
 
-// The layer classes TRANSFORMER_BASED_WRAP may name: accel's units are the model's units (one per
-// layer, plus the embedding and, for gpt, the final norm), so the only class to wrap is the
-// model's layer class. mlp also accepts the key's default, Block, so a default fsdp job runs it.
+// The layer classes TRANSFORMER_BASED_WRAP may name: the built-in model's units are its
+// accel::Unit<> layers (one per layer) and the root (the tables and, for gpt, the final norm), so
+// the only class to wrap is the model's layer class. mlp also accepts the key's default, Block, so
+// a default fsdp job runs it.
 std::vector<std::string> layer_classes(config::ModelName model) {
   if (model == config::ModelName::gpt) return {"Block"};
   return {"MlpLayer", "Block"};
@@ -147,7 +148,8 @@ void plan_other_keys(const config::JobConfig& job, FsdpPlan& plan) {
     plan.warnings.push_back({"fsdp.sync_module_states", "false has no effect: accel always broadcasts rank 0's "
                              "initial parameters, so every rank starts equal", "true", "remove the key"});
   if (f.activation_checkpointing) {
-    // The layer units recompute (Model::set_activation_checkpointing); the rest store activations.
+    // The layers' accel::Unit<> wrappers recompute (the unit sink's recompute flag); the rest store
+    // activations.
     const bool gpt = job.model.name == config::ModelName::gpt;
     const std::string prefix = gpt ? "h." : "layer.";
     const std::string last = prefix + std::to_string(std::max(job.model.n_layer - 1, 0));

@@ -4,15 +4,9 @@
 #include <numeric>
 
 #include "runtime/common/errors.hpp"
+#include "runtime/config/model_section.hpp"
 
 namespace accel::estimate {
-namespace {
-
-void require_positive(std::vector<Diagnostic>& problems, const char* key, int value) {
-  if (value <= 0) problems.push_back({key, {}, "must be positive", std::to_string(value), ">= 1", ""});
-}
-
-}  // namespace
 
 int64_t ModelShape::num_parameters() const {
   return std::accumulate(units.begin(), units.end(), int64_t(0),
@@ -26,18 +20,7 @@ std::vector<int64_t> ModelShape::unit_numels() const {
 }
 
 ModelShape model_shape(const config::ModelSection& s, config::AutoWrapPolicy wrap, int64_t min_num_params) {
-  std::vector<Diagnostic> problems;
-  require_positive(problems, "model.n_layer", s.n_layer);
-  require_positive(problems, "model.n_embd", s.n_embd);
-  require_positive(problems, "model.vocab_size", s.vocab_size);
-  if (s.name == config::ModelName::gpt) {
-    require_positive(problems, "model.n_head", s.n_head);
-    require_positive(problems, "model.block_size", s.block_size);
-    if (s.n_head > 0 && s.n_embd > 0 && s.n_embd % s.n_head != 0)
-      problems.push_back({"model.n_embd", {}, "must be divisible by model.n_head", std::to_string(s.n_embd),
-                          "a multiple of " + std::to_string(s.n_head), ""});
-  }
-  if (!problems.empty()) throw ConfigError(std::move(problems));
+  config::check_model_section(s);
 
   const int64_t C = s.n_embd, V = s.vocab_size, T = s.block_size;
   // The modules outside the layers, before and after them in spec order, and the layers.

@@ -10,7 +10,7 @@
 #include <cmath>
 
 #include "runtime/common/errors.hpp"
-#include "runtime/train/model/model.hpp"
+#include "runtime/train/modules/builtin_ops.hpp"
 #include "runtime/train/model/safetensors.hpp"
 #include "runtime/train/modules/builtin_module.hpp"
 #include "tests/support/temp_dir.hpp"

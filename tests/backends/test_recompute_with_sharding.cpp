@@ -72,11 +72,9 @@ struct ProbedHooks : UnitHooks {
     return StorageProbe::apply(t, where + " " + model->unit_name(unit), reinterpret_cast<int64_t>(&unit),
                                reinterpret_cast<int64_t>(&events));
   }
-  at::Tensor pre_forward_module(torch::nn::Module& unit, at::Tensor x) override {
-    return engine->pre_forward_module(unit, x);
-  }
-  at::Tensor post_forward_module(torch::nn::Module& unit, at::Tensor y) override {
-    return probe(unit, engine->post_forward_module(unit, probe(unit, y, "before recompute")), "before gather");
+  at::Tensor pre_forward(torch::nn::Module& unit, at::Tensor x) override { return engine->pre_forward(unit, x); }
+  at::Tensor post_forward(torch::nn::Module& unit, at::Tensor y) override {
+    return probe(unit, engine->post_forward(unit, probe(unit, y, "before recompute")), "before gather");
   }
 };
 

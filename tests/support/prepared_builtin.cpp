@@ -5,7 +5,7 @@
 #include "runtime/common/errors.hpp"
 #include "runtime/train/api/prepared_units.hpp"
 #include "runtime/train/api/unit_sink.hpp"
-#include "runtime/train/model/model.hpp"
+#include "runtime/train/modules/builtin_ops.hpp"
 #include "runtime/train/optim/param_groups.hpp"
 
 namespace accel::test {

@@ -17,7 +17,7 @@
 #include "runtime/train/api/unit_policy.hpp"
 #include "runtime/train/api/unit_sink.hpp"
 #include "runtime/train/model/activation_checkpoint.hpp"
-#include "runtime/train/model/model.hpp"
+#include "runtime/train/modules/builtin_ops.hpp"
 #include "tests/train/model/model_test_support.hpp"
 
 using accel::test::gpt_section;
@@ -121,11 +121,11 @@ struct RecordingHooks : UnitHooks {
   std::map<const torch::nn::Module*, std::string> names;  // the wrappers' unit names
   std::vector<std::string> calls;
   std::map<std::string, std::string> output_node;
-  at::Tensor pre_forward_module(torch::nn::Module& unit, at::Tensor x) override {
+  at::Tensor pre_forward(torch::nn::Module& unit, at::Tensor x) override {
     calls.push_back("pre " + names.at(&unit));
     return x;
   }
-  at::Tensor post_forward_module(torch::nn::Module& unit, at::Tensor y) override {
+  at::Tensor post_forward(torch::nn::Module& unit, at::Tensor y) override {
     calls.push_back("post " + names.at(&unit));
     output_node[names.at(&unit)] = y.grad_fn() ? y.grad_fn()->name() : "";
     return y;

@@ -7,7 +7,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#include "runtime/train/model/model.hpp"
+#include "runtime/train/modules/builtin_ops.hpp"
 #include "tests/train/model/model_test_support.hpp"
 
 using accel::test::gpt_section;
