@@ -33,4 +33,5 @@ set(ACCEL_CONFIG_SOURCES
   runtime/config/dialects/ddp/resolve_ddp.cpp
   runtime/config/dialects/deepspeed/resolve_deepspeed.cpp
   runtime/config/dialects/fsdp/resolve_fsdp.cpp
+  runtime/config/model_section.cpp
 )

@@ -20,8 +20,8 @@ namespace {
 // Tags of backward signals: which unit, and whether it fires before (gather) or after its backward.
 int64_t tag_of(int u, bool pre_backward) { return int64_t(u) * 2 + (pre_backward ? 1 : 0); }
 
-// Every model unit in exactly one group, members ascending, model unit 0 (the pinned embedding of a
-// built-in model) in group 0: what the hooks below rely on.
+// Every model unit in exactly one group, members ascending, model unit 0 (the pinned root of a
+// prepared module) in group 0: what the hooks below rely on.
 void check_grouping(const UnitGroups& groups, int units, const std::string& who) {
   std::vector<int> seen(size_t(units), 0);
   bool ok = !groups.empty() && !groups[0].empty() && groups[0][0] == 0;
@@ -248,7 +248,7 @@ train::UnitHooks* ShardedEngine::eval_hooks() {
   return this;
 }
 
-at::Tensor ShardedEngine::pre_forward_module(torch::nn::Module& unit, at::Tensor x) {
+at::Tensor ShardedEngine::pre_forward(torch::nn::Module& unit, at::Tensor x) {
   const torch::nn::Module* module = &unit;
   int u = unit_index_.at(module);
   UnitRuntime& rt = units_[size_t(u)];
@@ -275,7 +275,7 @@ at::Tensor ShardedEngine::pre_forward_module(torch::nn::Module& unit, at::Tensor
   return signal_after_backward(x, this, tag_of(u, false));
 }
 
-at::Tensor ShardedEngine::post_forward_module(torch::nn::Module& unit, at::Tensor y) {
+at::Tensor ShardedEngine::post_forward(torch::nn::Module& unit, at::Tensor y) {
   const torch::nn::Module* module = &unit;
   int u = unit_index_.at(module);
   UnitRuntime& rt = units_[size_t(u)];

@@ -90,7 +90,7 @@ struct ShardingPolicy {
 
 class ShardedEngine final : public Backend, private train::UnitHooks, private BackwardListener {
  public:
-  // `units` in forward order (model_unit_specs for a built-in model); their parameters become views
+  // `units` in forward order (api::prepared_units for a prepared module); their parameters become views
   // of the units' flat buffers (set_data: the tensors keep their identity).
   ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer,
                 ShardingPolicy policy);
@@ -146,11 +146,9 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
     comm::WorkPtr work;
   };
 
-  at::Tensor pre_forward(train::Unit& unit, at::Tensor x) override { return pre_forward_module(unit, std::move(x)); }
-  at::Tensor post_forward(train::Unit& unit, at::Tensor y) override { return post_forward_module(unit, std::move(y)); }
-  // The boundaries of a built-in unit or an accel::Unit<> wrapper (UnitSpec::module).
-  at::Tensor pre_forward_module(torch::nn::Module& unit, at::Tensor x) override;
-  at::Tensor post_forward_module(torch::nn::Module& unit, at::Tensor y) override;
+  // The boundaries of an accel::Unit<> wrapper (UnitSpec::module).
+  at::Tensor pre_forward(torch::nn::Module& unit, at::Tensor x) override;
+  at::Tensor post_forward(torch::nn::Module& unit, at::Tensor y) override;
   void on_backward(int64_t tag) override;
   // AccumulateGrad hooks of parameter i (params_ index): before its gradient is added, after.
   void before_grad(int i);

@@ -1,7 +1,7 @@
 // What the engines see of a model: an ordered list of units, each a name and its parameters in
-// flat order with each parameter's optimizer group. Torch-only, so accel's built-in models
-// (model_replicas.hpp: model_unit_specs) and any torch::nn::Module prepared through the public API
-// (docs/design/0015, units chosen by a policy) are described alike.
+// flat order with each parameter's optimizer group. Torch-only: a torch::nn::Module prepared through
+// the public API (docs/design/0015, units chosen by a policy: runtime/train/api/prepared_units.hpp),
+// accel's built-in models included, is described this way.
 // Invariants (check_unit_specs): every parameter tensor is in exactly one unit (by identity), its
 // full name is unique, and it has a group of the optimizer setup; unit names are unique.
 #pragma once
@@ -21,7 +21,7 @@ namespace accel::backends {
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 struct UnitSpec {
-  std::string name;        // "h.3", "embedding", a module path, "root"
+  std::string name;        // "h.3", a module path, "root"
   NamedTensors params;     // (full name, the parameter itself) in flat order
   std::vector<int> groups; // per parameter: its group in the optimizer setup (param_groups.hpp)
   // The module a hooked forward passes to UnitHooks at this unit's boundaries (docs/design/0003);

@@ -33,7 +33,7 @@ struct FsdpPlan {
   // parameters' dtype; mixed: fp32 masters (DeepSpeed's rule too).
   bool low_precision_masters = false;
   // activation_checkpointing: the model's layer units recompute their forward in backward
-  // (Model::set_activation_checkpointing; docs/design/0010).
+  // (through the accel::Unit<> wrappers' unit sink; docs/design/0010).
   bool activation_checkpointing = false;
   std::vector<std::string> notes;     // mapping decisions worth a word in the start-up log
   std::vector<FsdpIssue> warnings;    // set, accepted, and of no effect on this path

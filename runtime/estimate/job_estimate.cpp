@@ -41,7 +41,8 @@ std::string configured_row(const config::JobConfig& job, std::string& label, std
 }
 
 // The FSDP rows' units: the engine units the job's auto_wrap_policy makes of the model's units
-// (each group's sizes summed; the group holding the tied unit is the tied one). Other backends'
+// (each group's sizes summed; the group holding the tied unit is the tied one). Under
+// SIZE_BASED_WRAP the model's units are those of the size rule (model_shape.hpp). Other backends'
 // jobs translate to TRANSFORMER_BASED_WRAP, one engine unit per model unit.
 MemoryInput fsdp_units(const config::JobConfig& job, const MemoryInput& in, std::vector<std::string>& notes) {
   const plan::ResolvedPlan resolved = plan::resolve_plan(job);
@@ -49,21 +50,23 @@ MemoryInput fsdp_units(const config::JobConfig& job, const MemoryInput& in, std:
   if (resolved.grouping != plan::Grouping::wrap_policy || !in.units_known() ||
       policy == config::AutoWrapPolicy::TRANSFORMER_BASED_WRAP)
     return in;
-  const plan::UnitGroups groups = plan::groups_for_wrap_policy(policy, job.fsdp.min_num_params, in.unit_numels);
+  const ModelShape shape = model_shape(job.model, policy, job.fsdp.min_num_params);
+  const std::vector<int64_t> numels = shape.unit_numels();
+  const plan::UnitGroups groups = plan::groups_for_wrap_policy(policy, job.fsdp.min_num_params, numels);
   MemoryInput grouped = in;
   grouped.unit_numels.clear();
   grouped.tied_unit = -1;
   for (size_t g = 0; g < groups.size(); ++g) {
     int64_t numel = 0;
     for (int u : groups[g]) {
-      numel += in.unit_numels[size_t(u)];
-      if (u == in.tied_unit) grouped.tied_unit = int(g);
+      numel += numels[size_t(u)];
+      if (u == shape.tied_unit) grouped.tied_unit = int(g);
     }
     grouped.unit_numels.push_back(numel);
   }
   notes.push_back("FSDP rows: fsdp.auto_wrap_policy " + config::to_string(policy) + " makes " +
-                  std::to_string(groups.size()) + " engine unit(s) of the model's " +
-                  std::to_string(in.unit_numels.size()) + "; live buffers count those units.");
+                  std::to_string(groups.size()) + " engine unit(s) of the model's " + std::to_string(numels.size()) +
+                  "; live buffers count those units.");
   return grouped;
 }
 

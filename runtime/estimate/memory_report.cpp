@@ -142,8 +142,8 @@ std::string render_memory_table(const JobEstimate& e) {
   s << wrap("Columns are bytes per rank on the compute device: params = replicated parameters; grads = replicated "
             "gradients + the fp32 gradient shard; optimizer = fp32 master weights + optimizer states; live = "
             "unit-sized buffers alive at once (zero-1: the all-gather that refreshes the parameters after the step; "
-            "zero-2: the embedding's gradient + the largest unit's reduce-scatter buffer; zero-3: those plus the "
-            "gathered embedding and largest other unit); offloaded = what offload moves to host memory (cpu) or to "
+            "zero-2: the root's gradient (it holds the tied embedding) + the largest unit's reduce-scatter buffer; "
+            "zero-3: those plus the gathered root and largest other unit); offloaded = what offload moves to host memory (cpu) or to "
             "files (nvme, plus its host staging buffers). Flat buffers are padded per unit to a multiple of N.",
             "")
     << "\n";

@@ -4,15 +4,9 @@
 #include <numeric>
 
 #include "runtime/common/errors.hpp"
+#include "runtime/config/model_section.hpp"
 
 namespace accel::estimate {
-namespace {
-
-void require_positive(std::vector<Diagnostic>& problems, const char* key, int value) {
-  if (value <= 0) problems.push_back({key, {}, "must be positive", std::to_string(value), ">= 1", ""});
-}
-
-}  // namespace
 
 int64_t ModelShape::num_parameters() const {
   return std::accumulate(units.begin(), units.end(), int64_t(0),
@@ -25,39 +19,53 @@ std::vector<int64_t> ModelShape::unit_numels() const {
   return out;
 }
 
-ModelShape model_shape(const config::ModelSection& s) {
-  std::vector<Diagnostic> problems;
-  require_positive(problems, "model.n_layer", s.n_layer);
-  require_positive(problems, "model.n_embd", s.n_embd);
-  require_positive(problems, "model.vocab_size", s.vocab_size);
-  if (s.name == config::ModelName::gpt) {
-    require_positive(problems, "model.n_head", s.n_head);
-    require_positive(problems, "model.block_size", s.block_size);
-    if (s.n_head > 0 && s.n_embd > 0 && s.n_embd % s.n_head != 0)
-      problems.push_back({"model.n_embd", {}, "must be divisible by model.n_head", std::to_string(s.n_embd),
-                          "a multiple of " + std::to_string(s.n_head), ""});
-  }
-  if (!problems.empty()) throw ConfigError(std::move(problems));
+ModelShape model_shape(const config::ModelSection& s, config::AutoWrapPolicy wrap, int64_t min_num_params) {
+  config::check_model_section(s);
 
   const int64_t C = s.n_embd, V = s.vocab_size, T = s.block_size;
-  ModelShape shape;
-  shape.tied_unit = 0;
+  // The modules outside the layers, before and after them in spec order, and the layers.
+  std::vector<UnitShape> before, after, layers;
   switch (s.name) {
     case config::ModelName::gpt: {
-      shape.units.push_back({"embedding", V * C + T * C});  // wte, wpe
+      before = {{"wte", V * C}, {"wpe", T * C}};
+      after = {{"ln_f", 2 * C}};
       // ln_1 (2C), c_attn (3C^2 + 3C), attn.c_proj (C^2 + C), ln_2 (2C), c_fc (4C^2 + 4C), mlp.c_proj (4C^2 + C)
       const int64_t block = 12 * C * C + 13 * C;
-      for (int i = 0; i < s.n_layer; ++i) shape.units.push_back({"h." + std::to_string(i), block});
-      shape.units.push_back({"final", 2 * C});  // ln_f
-      return shape;
+      for (int i = 0; i < s.n_layer; ++i) layers.push_back({"h." + std::to_string(i), block});
+      break;
     }
     case config::ModelName::mlp: {
-      shape.units.push_back({"embedding", V * C});  // wte only: no position table
-      for (int i = 0; i < s.n_layer; ++i) shape.units.push_back({"layer." + std::to_string(i), C * C + C});
-      return shape;
+      before = {{"wte", V * C}};  // no position table, no final norm
+      for (int i = 0; i < s.n_layer; ++i) layers.push_back({"layer." + std::to_string(i), C * C + C});
+      break;
     }
+    default:
+      throw ConfigError(Diagnostic{"model.name", {}, "unknown model", config::to_string(s.name), "gpt | mlp", ""});
   }
-  throw ConfigError(Diagnostic{"model.name", {}, "unknown model", config::to_string(s.name), "gpt | mlp", ""});
+  // A module outside the layers is a unit of its own when the size rule picks it; else the root's.
+  const bool by_size = wrap == config::AutoWrapPolicy::SIZE_BASED_WRAP && min_num_params > 0;
+  ModelShape shape;
+  UnitShape root{"root", 0};
+  bool wte_in_root = false;
+  std::vector<UnitShape> own;  // the picked ones, then the layers, then the picked ones after them
+  auto place = [&](const UnitShape& m) {
+    if (by_size && m.numel >= min_num_params) {
+      if (m.name == "wte") shape.tied_unit = int(own.size());
+      own.push_back(m);
+    } else {
+      root.numel += m.numel;
+      wte_in_root = wte_in_root || m.name == "wte";
+    }
+  };
+  for (const auto& m : before) place(m);
+  own.insert(own.end(), layers.begin(), layers.end());
+  for (const auto& m : after) place(m);
+  if (root.numel > 0) {
+    shape.units.push_back(root);
+    shape.tied_unit = wte_in_root ? 0 : shape.tied_unit + 1;
+  }
+  shape.units.insert(shape.units.end(), own.begin(), own.end());
+  return shape;
 }
 
 std::string describe_model(const config::ModelSection& s) {

@@ -6,14 +6,16 @@
 #include <ATen/core/grad_mode.h>
 #include <atomic>
 
-#include "model_backend.hpp"
 #include "backends/ddp/ddp_backend.hpp"
 #include "runtime/comm/fake_communicator.hpp"
 #include "tests/comm/comm_test_support.hpp"
+#include "tests/support/prepared_builtin.hpp"
 
 using accel::backends::DdpBackend;
 using accel::comm::Communicator;
 using accel::comm::FakeWorld;
+using accel::test::builtin_module;
+using accel::test::PreparedBuiltin;
 
 namespace {
 
@@ -60,17 +62,24 @@ class ObservedCommunicator : public Communicator {
   std::function<void()> on_all_reduce_;
 };
 
+// The ddp engine over the built-in model's units, as prepared for the trainer.
+PreparedBuiltin::EngineFactory ddp_engine(Communicator& comm, const accel::config::JobConfig& job) {
+  return [&comm, &job](std::vector<accel::backends::UnitSpec> specs) {
+    return std::make_unique<DdpBackend>(comm, std::move(specs), accel::train::builtin_optimizer_setup(job.optimizer),
+                                        job.ddp.bucket_cap_mb);
+  };
+}
+
 }  // namespace
 
 TEST_CASE("ddp at world 2: every rank ends with the gradient of the global batch", "[ddp]") {
   auto job = small_job(0.002);  // ~500 values per bucket: several buckets
   // The single-process gradient of the mean loss over both ranks' rows (equal row counts, so the
   // mean over the union is the average of the two rank means).
-  auto reference = accel::train::make_model(job.model);
-  reference->initialize(11);
+  auto reference = builtin_module(job.model, 11);
   at::Tensor x = at::cat({tokens(2, 0), tokens(2, 5)}), y = at::cat({tokens(2, 1), tokens(2, 6)});
-  reference->loss(reference->forward(x), y).backward();
-  auto expected = reference->named_parameters();
+  PreparedBuiltin::loss(reference->forward(x), y).backward();
+  auto expected = reference->spec_parameters();
 
   FakeWorld world(2);
   std::vector<std::vector<at::Tensor>> grads(2);
@@ -78,15 +87,14 @@ TEST_CASE("ddp at world 2: every rank ends with the gradient of the global batch
       2, [&](int r) { return world.communicator(r); },
       [&](Communicator& comm) {
         int r = comm.rank();
-        auto model = accel::train::make_model(job.model);
-        model->initialize(11);
-        DdpBackend ddp(comm, accel::test::model_unit_specs(*model), accel::train::builtin_optimizer_setup(job.optimizer), job.ddp.bucket_cap_mb);
+        PreparedBuiltin model(job, builtin_module(job.model, 11), ddp_engine(comm, job));
+        auto& ddp = model.engine();
         // No forward hooks: readiness comes from the parameters' AccumulateGrad hooks.
         auto* hooks = ddp.begin_micro_step(0, true);
         if (hooks) throw std::runtime_error("ddp returned unit hooks");
-        model->loss(model->forward(tokens(2, r * 5), hooks), tokens(2, r * 5 + 1)).backward();
+        model.loss(model.forward(tokens(2, r * 5), hooks), tokens(2, r * 5 + 1)).backward();
         ddp.end_micro_step(true);
-        for (auto& [name, p] : model->named_parameters()) grads[size_t(r)].push_back(p.grad().clone());
+        for (auto& [name, p] : model.parameters()) grads[size_t(r)].push_back(p.grad().clone());
       });
   CHECK(errors == std::vector<std::string>{"", ""});
   for (int r = 0; r < 2; ++r)
@@ -105,10 +113,9 @@ TEST_CASE("ddp: accumulation micro-steps communicate nothing; the last one all-r
       2, [&](int r) { return world.communicator(r); },
       [&](Communicator& base) {
         int r = base.rank();
-        auto model = accel::train::make_model(job.model);
-        model->initialize(3);
+        auto module = builtin_module(job.model, 3);
         at::Tensor wpe;
-        for (auto& [name, p] : model->named_parameters())
+        for (auto& [name, p] : module->spec_parameters())
           if (name == "wpe.weight") wpe = p;
         std::atomic<bool> in_backward{false};
         int seen = 0, first_wpe_zero = -1;
@@ -117,16 +124,17 @@ TEST_CASE("ddp: accumulation micro-steps communicate nothing; the last one all-r
           ++seen;
           if (first_wpe_zero < 0) first_wpe_zero = wpe.grad().abs().sum().item<double>() == 0.0;
         });
-        DdpBackend ddp(comm, accel::test::model_unit_specs(*model), accel::train::builtin_optimizer_setup(job.optimizer), job.ddp.bucket_cap_mb);
+        PreparedBuiltin model(job, module, ddp_engine(comm, job));
+        auto& ddp = model.engine();
         int before = comm.all_reduces;
         ddp.begin_micro_step(0, false);
-        model->loss(model->forward(tokens(2, r), nullptr), tokens(2, r + 1)).backward();
+        model.loss(model.forward(tokens(2, r), nullptr), tokens(2, r + 1)).backward();
         ddp.end_micro_step(false);
         after_first[size_t(r)] = comm.all_reduces - before;
         // The accumulation step left wpe's gradient non-zero: zero it to observe the sync step alone.
         wpe.grad().zero_();
         auto* hooks = ddp.begin_micro_step(1, true);
-        at::Tensor loss = model->loss(model->forward(tokens(2, r + 2), hooks), tokens(2, r + 3));
+        at::Tensor loss = model.loss(model.forward(tokens(2, r + 2), hooks), tokens(2, r + 3));
         in_backward = true;
         loss.backward();
         in_backward = false;
@@ -157,12 +165,12 @@ TEST_CASE("ddp: replicas stay identical through optimizer steps, and a diverged 
       2, [&](int r) { return world.communicator(r); },
       [&](Communicator& comm) {
         int r = comm.rank();
-        auto model = accel::train::make_model(job.model);
-        model->initialize(uint64_t(5 + r));  // different seeds: the constructor's broadcast must align them
-        DdpBackend ddp(comm, accel::test::model_unit_specs(*model), accel::train::builtin_optimizer_setup(job.optimizer), job.ddp.bucket_cap_mb);
+        // Different seeds: the constructor's broadcast must align them.
+        PreparedBuiltin model(job, builtin_module(job.model, uint64_t(5 + r)), ddp_engine(comm, job));
+        auto& ddp = model.engine();
         for (int step = 0; step < 3; ++step) {
           auto* hooks = ddp.begin_micro_step(0, true);
-          model->loss(model->forward(tokens(2, r + step), hooks), tokens(2, r + step + 1)).backward();
+          model.loss(model.forward(tokens(2, r + step), hooks), tokens(2, r + step + 1)).backward();
           ddp.end_micro_step(true);
           ddp.clip_grad_norm(1.0);
           ddp.optimizer_step(1e-2);
@@ -170,7 +178,7 @@ TEST_CASE("ddp: replicas stay identical through optimizer steps, and a diverged 
         ddp.full_parameters();  // throws if the replicas differ
         if (r == 1) {
           at::NoGradGuard no_grad;
-          model->named_parameters()[3].second.view(-1)[0].add_(1e-3);
+          model.parameters()[3].second.view(-1)[0].add_(1e-3);
         }
         try {
           ddp.full_parameters();

@@ -5,12 +5,11 @@
 #include "tests/support/catch_with_torch.hpp"
 
 #include "backends/fsdp/fsdp_backend.hpp"
-#include "model_backend.hpp"
 #include "backends/fsdp/fsdp_policy.hpp"
 #include "tests/backends/tiny_job.hpp"
 #include "runtime/comm/fake_communicator.hpp"
-#include "runtime/train/model/model.hpp"
 #include "tests/comm/comm_test_support.hpp"
+#include "tests/support/prepared_builtin.hpp"
 
 using accel::backends::FsdpPlan;
 using accel::backends::plan_fsdp;
@@ -201,19 +200,18 @@ TEST_CASE("fsdp engine: the label, bf16 masters under precision_mode low, refusa
       [&](accel::comm::Communicator& comm) {
         // Rank bodies record what they see; Catch's assertions are checked on the main thread.
         int r = comm.rank();
-        auto model = accel::train::make_model(job.model);
-        model->initialize(9);
-        auto backend = accel::test::make_model_backend(job, comm, *model);
+        accel::test::PreparedBuiltin model(job, comm, accel::test::builtin_module(job.model, 9));
+        auto* backend = &model.engine();
         described[r] = backend->describe();
         memory[r] = backend->memory_report();
         at::Tensor idx = (at::arange(16, at::TensorOptions(at::kLong)) * 3 + r).remainder(32).view({2, 8});
         auto* hooks = backend->begin_micro_step(0, true);
-        model->loss(model->forward(idx, hooks), idx).backward();
+        model.loss(model.forward(idx, hooks), idx).backward();
         backend->end_micro_step(true);
         backend->clip_grad_norm(1.0);
         backend->optimizer_step(1e-2);
         bool bf16 = true;
-        for (const auto& [name, p] : model->named_parameters()) bf16 = bf16 && p.scalar_type() == at::kBFloat16;
+        for (const auto& [name, p] : model.parameters()) bf16 = bf16 && p.scalar_type() == at::kBFloat16;
         for (const auto& [name, p] : backend->full_parameters()) bf16 = bf16 && p.scalar_type() == at::kBFloat16;
         bf16_after_step[r] = bf16;
       });
@@ -229,8 +227,7 @@ TEST_CASE("fsdp engine: the label, bf16 masters under precision_mode low, refusa
   auto refused = accel::test::run_ranks(
       1, [&](int r) { return one.communicator(r); },
       [&](accel::comm::Communicator& comm) {
-        auto model = accel::train::make_model(job.model);
-        accel::test::make_model_backend(job, comm, *model);
+        accel::test::PreparedBuiltin model(job, comm, accel::train::make_builtin_module(job.model));
       });
   REQUIRE(refused.size() == 1);
   CHECK_THAT(refused[0], Catch::Contains("backend fsdp: fsdp.transformer_layer_cls_to_wrap: 'GPT2Block' is not a layer class"));

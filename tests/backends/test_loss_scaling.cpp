@@ -16,12 +16,12 @@
 #include <optional>
 
 #include "backends/backend.hpp"
-#include "model_backend.hpp"
 #include "runtime/comm/fake_communicator.hpp"
 #include "backends/core/grad_scaling.hpp"
 #include "runtime/train/optim/lr_schedule.hpp"
 #include "tests/backends/tiny_job.hpp"
 #include "tests/comm/comm_test_support.hpp"
+#include "tests/support/prepared_builtin.hpp"
 
 using accel::comm::Communicator;
 using accel::config::Backend;
@@ -68,13 +68,12 @@ Run train(const JobConfig& job, std::optional<LossScalerSettings> scaler, const 
       2, [&](int r) { return world.communicator(r); },
       [&](Communicator& comm) {
         const int r = comm.rank();
-        auto model = accel::train::make_model(job.model);
-        model->initialize(11);
-        auto backend = accel::test::make_model_backend(job, comm, *model);
+        accel::test::PreparedBuiltin model(job, comm, accel::test::builtin_module(job.model, 11));
+        auto* backend = &model.engine();
         GradScaling scaling(scaler);
         for (size_t s = 0; s < batches.size(); ++s) {
           auto* hooks = backend->begin_micro_step(0, true);
-          at::Tensor loss = model->loss(model->forward(tokens(r, batches[s]), hooks), tokens(r, batches[s] + 1));
+          at::Tensor loss = model.loss(model.forward(tokens(r, batches[s]), hooks), tokens(r, batches[s] + 1));
           at::Tensor objective = scaling.objective(loss, 1);  // as the Accelerator: (loss / G) x scale
           if (int(s) == overflow_step && r == 1) objective = objective * std::numeric_limits<double>::infinity();
           objective.backward();
@@ -191,12 +190,11 @@ TEST_CASE("clipping twice at one boundary unscales the gradients once", "[loss_s
         2, [&](int r) { return world.communicator(r); },
         [&](Communicator& comm) {
           for (int scaled = 0; scaled < 2; ++scaled) {
-            auto model = accel::train::make_model(job.model);
-            model->initialize(11);
-            auto engine = accel::test::make_model_backend(job, comm, *model);
+            accel::test::PreparedBuiltin model(job, comm, accel::test::builtin_module(job.model, 11));
+            auto* engine = &model.engine();
             GradScaling scaling(scaled ? std::optional<LossScalerSettings>(dynamic_scaler()) : std::nullopt);
             auto* hooks = engine->begin_micro_step(0, true);
-            at::Tensor loss = model->loss(model->forward(tokens(comm.rank(), 0), hooks), tokens(comm.rank(), 1));
+            at::Tensor loss = model.loss(model.forward(tokens(comm.rank(), 0), hooks), tokens(comm.rank(), 1));
             scaling.objective(loss, 1).backward();
             engine->end_micro_step(true);
             const double first = scaling.unscale_and_clip(*engine, 0.0);

@@ -19,14 +19,14 @@
 #include <map>
 #include <mutex>
 
-#include "model_backend.hpp"
 #include "backends/core/flat_layout.hpp"
 #include "backends/core/nvme_param_store.hpp"
 #include "backends/core/sharded_engine.hpp"
+#include "backends/core/unit_grouping.hpp"
 #include "runtime/comm/fake_communicator.hpp"
-#include "runtime/train/model/model.hpp"
 #include "tests/backends/tiny_job.hpp"
 #include "tests/comm/comm_test_support.hpp"
+#include "tests/support/prepared_builtin.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -80,6 +80,7 @@ TEST_CASE("nvme param store: shards in files of their dtype, or read from the ma
 
 namespace {
 
+using accel::test::PreparedBuiltin;
 using accel::test::tiny_job;
 
 at::Tensor tokens(int rows, int offset) {
@@ -98,6 +99,7 @@ struct Setup {
   int max_live_units = 0;      // 0: no live limit
   bool stage2 = false;         // zero-2 instead of zero-3 (gradients sharded, parameters kept)
   int n_layer = 0;             // 0: tiny_job's
+  UnitGroups unit_groups;      // engine units of several model units (empty: one per model unit)
 };
 
 // What one run observed. Losses are every rank's, per step; files and reports rank 0's.
@@ -106,7 +108,10 @@ struct Observed {
   std::vector<double> eval_loss;
   std::vector<at::Tensor> full;                 // full_parameters() on rank 0
   std::map<std::string, uintmax_t> param_files;  // rank 0's parameter files while the engine lives: name -> bytes
-  std::vector<int64_t> shard_bytes;              // rank 0's expected parameter file sizes, per model unit
+  // Rank 0's expected parameter file sizes, per engine unit but the root (pinned: it keeps its
+  // parameters gathered, so it has no file), and the root's shard in the compute dtype.
+  std::vector<int64_t> shard_bytes;
+  int64_t root_shard_bytes = 0;
   nlohmann::json report;                         // rank 0's memory_report()
   nlohmann::json first_report;                   // rank 0's memory_report() after the first step
   std::string described;
@@ -132,6 +137,7 @@ ShardingPolicy policy_for(const Setup& s, const fs::path& dir) {
   policy.layer_buffers = s.layer_buffers;
   policy.prefetch.max_live_units = s.max_live_units;
   policy.offloads = s.param_host || s.param_nvme || s.optimizer_nvme;
+  policy.unit_groups = s.unit_groups;
   return policy;
 }
 
@@ -146,7 +152,8 @@ std::map<std::string, uintmax_t> files_under(const fs::path& dir, int rank) {
 }
 
 // One training step on every rank's own rows (step k reads rows offset by k).
-double train_step(ShardedEngine& engine, accel::train::Model& model, int rank, int step) {
+double train_step(PreparedBuiltin& model, int rank, int step) {
+  auto& engine = model.engine();
   auto* hooks = engine.begin_micro_step(0, true);
   at::Tensor loss = model.loss(model.forward(tokens(2, rank + step), hooks), tokens(2, rank + step + 1));
   loss.backward();
@@ -156,9 +163,9 @@ double train_step(ShardedEngine& engine, accel::train::Model& model, int rank, i
   return loss.item<double>();
 }
 
-double eval_loss(ShardedEngine& engine, accel::train::Model& model) {
+double eval_loss(PreparedBuiltin& model) {
   at::NoGradGuard no_grad;
-  return model.loss(model.forward(tokens(2, 7), engine.eval_hooks()), tokens(2, 8)).item<double>();
+  return model.loss(model.forward(tokens(2, 7), model.engine().eval_hooks()), tokens(2, 8)).item<double>();
 }
 
 // `steps` steps from the model's seed-9 start, or from `resume` (a checkpoint and its layout),
@@ -177,24 +184,36 @@ Observed run(const Setup& s, int steps, int first_step = 0, const fs::path& resu
       s.world, [&](int r) { return world.communicator(r); },
       [&](Communicator& comm) {
         const int r = comm.rank();
-        auto model = accel::train::make_model(job.model);
-        model->initialize(9);
         std::vector<int64_t> shard_bytes;
-        for (auto* unit : model->units()) {
-          std::vector<int64_t> numels;
-          for (const auto& [name, p] : unit->named_parameters_in_order()) numels.push_back(p.numel());
-          shard_bytes.push_back(FlatLayout(numels, s.world).shard_numel() * (s.bf16 ? 2 : 4));
-        }
+        int64_t root_shard_bytes = 0;
+        auto engine_over = [&](std::vector<UnitSpec> specs) {
+          // Each engine unit's parameter numels in flat order, its shard in the compute dtype.
+          const UnitGroups groups = s.unit_groups.empty() ? one_group_per_unit(int(specs.size())) : s.unit_groups;
+          for (const auto& group : groups) {
+            std::vector<int64_t> numels;
+            bool pinned = false;
+            for (int m : group) {
+              pinned = pinned || specs[size_t(m)].pinned;
+              for (const auto& [name, p] : specs[size_t(m)].params) numels.push_back(p.numel());
+            }
+            const int64_t bytes = FlatLayout(numels, s.world).shard_numel() * (s.bf16 ? 2 : 4);
+            if (pinned) root_shard_bytes = bytes;
+            else shard_bytes.push_back(bytes);
+          }
+          return std::make_unique<ShardedEngine>(comm, std::move(specs), accel::train::builtin_optimizer_setup(job.optimizer),
+                                                 policy_for(s, dir.path()));
+        };
         {
-          ShardedEngine engine(comm, accel::test::model_unit_specs(*model), accel::train::builtin_optimizer_setup(job.optimizer), policy_for(s, dir.path()));
+          PreparedBuiltin model(job, accel::test::builtin_module(job.model, 9), engine_over);
+          auto& engine = model.engine();
           if (!resume.empty()) engine.load_state(resume.string(), layout);
           auto files = files_under(dir.path() / "params", r);
           nlohmann::json first_report;
           for (int k = 0; k < steps; ++k) {
-            o.losses[size_t(r)].push_back(train_step(engine, *model, r, first_step + k));
+            o.losses[size_t(r)].push_back(train_step(model, r, first_step + k));
             if (k == 0) first_report = engine.memory_report();
           }
-          o.eval_loss[size_t(r)] = eval_loss(engine, *model);
+          o.eval_loss[size_t(r)] = eval_loss(model);
           auto full = engine.full_parameters();
           nlohmann::json saved;
           if (!save.empty()) saved = engine.save_state(save.string(), {});
@@ -203,6 +222,7 @@ Observed run(const Setup& s, int steps, int first_step = 0, const fs::path& resu
             for (auto& [n, t] : full) o.full.push_back(t);
             o.param_files = files;
             o.shard_bytes = shard_bytes;
+            o.root_shard_bytes = root_shard_bytes;
             o.report = engine.memory_report();
             o.first_report = first_report;
             o.described = engine.describe();
@@ -250,15 +270,18 @@ TEST_CASE("zero-3 with parameter files trains bit for bit like zero-3 without th
         // Losses move: the gathers after each step read what the write-back put in the files.
         CHECK(with.losses[0][2] != with.losses[0][0]);
 
-        // No compute shard in memory; with bf16 (or fp32 beside nvme masters) there was one before.
-        CHECK(with.report.at("param_shards") == 0);
-        if (bf16 || optimizer_nvme) CHECK(without.report.at("param_shards") > 0);
+        // No compute shard of a partitioned unit in memory; with bf16 (or fp32 beside nvme masters)
+        // there was one before. The root keeps its own (gathered through the step, no file).
+        const int64_t root_copy = (bf16 || optimizer_nvme) ? with.root_shard_bytes : 0;
+        CHECK(with.report.at("param_shards") == root_copy);
+        if (bf16 || optimizer_nvme) CHECK(without.report.at("param_shards") > root_copy);
         CHECK(with.report.at("param_nvme_staged_peak").get<int>() >= 1);
         CHECK(with.report.at("param_nvme_staged_peak").get<int>() <= 2);
         CHECK_THAT(with.described, Catch::Contains("parameter shards of " + std::to_string(with.shard_bytes.size()) + " units"));
 
-        // One file per unit holding the rank's shard, except fp32 beside nvme masters: the gathers
-        // read the master's part of the optimizer's file (no second copy).
+        // One file per partitioned unit (all but the root) holding the rank's shard, except fp32
+        // beside nvme masters: the gathers read the master's part of the optimizer's file (no
+        // second copy).
         const bool from_masters = !bf16 && optimizer_nvme;
         int64_t total = 0;
         if (from_masters) {
@@ -299,8 +322,10 @@ TEST_CASE("zero-3 with parameter shards in host memory trains bit for bit like z
       Observed with = run(s, 3);
       check_same_training(with, without);
       CHECK(with.losses[0][2] != with.losses[0][0]);  // the write-back reached the gathers
-      CHECK(with.report.at("param_shards") == 0);
-      if (bf16) CHECK(without.report.at("param_shards") > 0);
+      // The root keeps its compute shard (bf16: a copy of the master's); no partitioned unit does.
+      const int64_t root_copy = bf16 ? with.root_shard_bytes : 0;
+      CHECK(with.report.at("param_shards") == root_copy);
+      if (bf16) CHECK(without.report.at("param_shards") > root_copy);
       int64_t shards = 0;
       for (int64_t b : with.shard_bytes) shards += b;
       CHECK(with.report.at("param_host_bytes") == shards);
@@ -313,8 +338,8 @@ TEST_CASE("layer buffers: zero-2 and 3 train bit for bit with their transient bu
           "[layer_buffers]") {
   // The same schedule with the transient buffers' memory from the pool's slots instead of the unit
   // allocator: the values cannot change, the slots are all allocated in the first step (the pool
-  // is frozen after it), and the live limit bounds how many there are. Eight layers: nine units
-  // take slots (the layers and the final norm; the embedding is the token unit).
+  // is frozen after it), and the live limit bounds how many there are. Eight layers: eight units
+  // take slots (the layers; the root is the token unit, gathered through the step).
   SECTION("zero-3, world 1 and 2, fp32 and bf16") {
     for (int world : {1, 2})
       for (bool bf16 : {false, true}) {
@@ -346,7 +371,7 @@ TEST_CASE("layer buffers: zero-2 and 3 train bit for bit with their transient bu
     s.n_layer = 8;
     s.layer_buffers = true;
     Observed with = run(s, 2);
-    CHECK(with.report.at("layer_buffer_slots").get<int>() >= 9);  // the nine units, prefetched together
+    CHECK(with.report.at("layer_buffer_slots").get<int>() >= 8);  // the eight units, prefetched together
   }
   SECTION("zero-2: only the gradient buffers take slots") {
     Setup s;
@@ -365,14 +390,20 @@ TEST_CASE("parameter files: a staging pool of one, and units under the persisten
   Setup s;
   s.bf16 = true;
   s.buffer_count = 1;
-  s.persistence_threshold = 100;  // the final layer norm (2 x 16 values) stays gathered
+  // Engine units of two layers and one of one (3,280 values per layer): under a threshold of 5,000
+  // the one-layer unit stays gathered, the two pairs are partitioned into files.
+  s.n_layer = 5;
+  s.unit_groups = {{0}, {1, 2}, {3, 4}, {5}};
+  s.persistence_threshold = 5000;
   Observed without = run(s, 2);
   s.param_nvme = true;
   Observed with = run(s, 2);
   check_same_training(with, without);
   CHECK(with.report.at("param_nvme_staged_peak") == 1);
+  REQUIRE(with.shard_bytes.size() == 3);
   CHECK(with.param_files.size() + 1 == with.shard_bytes.size());
-  CHECK(with.report.at("param_shards").get<int64_t>() == with.shard_bytes.back());  // the persistent unit's shard
+  // The compute shards in memory: the persistent unit's and the root's.
+  CHECK(with.report.at("param_shards").get<int64_t>() == with.shard_bytes.back() + with.root_shard_bytes);
 }
 
 TEST_CASE("checkpoints move between runs with and without parameter files, also resharded",

@@ -11,15 +11,15 @@
 #include <string>
 #include <vector>
 
-#include "model_backend.hpp"
 #include "backends/core/sharded_engine.hpp"
 #include "backends/fsdp/fsdp_backend.hpp"
 #include "runtime/comm/fake_communicator.hpp"
 #include "tests/backends/tiny_job.hpp"
-#include "runtime/train/model/model.hpp"
 #include "tests/comm/comm_test_support.hpp"
+#include "tests/support/prepared_builtin.hpp"
 
-using accel::train::Unit;
+using accel::test::builtin_module;
+using accel::test::PreparedBuiltin;
 using accel::train::UnitHooks;
 
 namespace {
@@ -31,7 +31,7 @@ at::Tensor tokens(int rank, int micro_step) {
 }
 
 // Whether every parameter of a unit has its gathered storage (ZeRO-3 frees it to 0 bytes).
-bool gathered(Unit& unit) {
+bool gathered(torch::nn::Module& unit) {
   for (const auto& p : unit.parameters())
     if (p.storage().nbytes() == 0) return false;
   return true;
@@ -53,7 +53,7 @@ struct StorageProbe : torch::autograd::Function<StorageProbe> {
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    auto* unit = reinterpret_cast<Unit*>(ctx->saved_data["unit"].toInt());
+    auto* unit = reinterpret_cast<torch::nn::Module*>(ctx->saved_data["unit"].toInt());
     auto* events = reinterpret_cast<std::vector<Event>*>(ctx->saved_data["events"].toInt());
     events->push_back({ctx->saved_data["label"].toStringRef(), gathered(*unit)});
     return {grads[0], at::Tensor(), at::Tensor(), at::Tensor()};
@@ -62,17 +62,18 @@ struct StorageProbe : torch::autograd::Function<StorageProbe> {
 
 // The engine's hooks with a probe on each side of its post_forward signal: in backward, "before
 // gather" runs just before the engine's pre-backward gather, "before recompute" just after it,
-// immediately before the unit's recomputed forward.
+// immediately before the unit's recomputed forward. Every wrapper (the layer units) recomputes;
+// the root has no boundary.
 struct ProbedHooks : UnitHooks {
   UnitHooks* engine = nullptr;
+  const PreparedBuiltin* model = nullptr;
   std::vector<Event> events;
-  at::Tensor probe(Unit& unit, at::Tensor t, const std::string& where) {
-    return StorageProbe::apply(t, where + " " + unit.unit_name(), reinterpret_cast<int64_t>(&unit),
+  at::Tensor probe(torch::nn::Module& unit, at::Tensor t, const std::string& where) {
+    return StorageProbe::apply(t, where + " " + model->unit_name(unit), reinterpret_cast<int64_t>(&unit),
                                reinterpret_cast<int64_t>(&events));
   }
-  at::Tensor pre_forward(Unit& unit, at::Tensor x) override { return engine->pre_forward(unit, x); }
-  at::Tensor post_forward(Unit& unit, at::Tensor y) override {
-    if (!unit.recomputes_in_backward()) return engine->post_forward(unit, y);
+  at::Tensor pre_forward(torch::nn::Module& unit, at::Tensor x) override { return engine->pre_forward(unit, x); }
+  at::Tensor post_forward(torch::nn::Module& unit, at::Tensor y) override {
     return probe(unit, engine->post_forward(unit, probe(unit, y, "before recompute")), "before gather");
   }
 };
@@ -82,24 +83,28 @@ struct ProbedHooks : UnitHooks {
 TEST_CASE("FULL_SHARD: a recomputed unit is released after its forward and gathered before its recompute",
           "[fsdp][checkpoint]") {
   auto job = tiny_fsdp_job();
+  job.fsdp.activation_checkpointing = true;
   accel::comm::FakeWorld world(2);
   std::vector<Event> seen[2];
   auto errors = accel::test::run_ranks(
       2, [&](int r) { return world.communicator(r); },
       [&](accel::comm::Communicator& comm) {
-        auto model = accel::train::make_model(job.model);
-        model->initialize(9);
-        model->set_activation_checkpointing(true);
         accel::backends::ShardingPolicy policy;
         policy.label = "test FULL_SHARD";
         policy.shard_grads = policy.shard_params = true;
         policy.prefetch.forward = false;  // no prefetch: a unit is gathered only on demand
         policy.prefetch.backward = accel::backends::PrefetchPolicy::Backward::none;
-        accel::backends::ShardedEngine engine(comm, accel::test::model_unit_specs(*model), accel::train::builtin_optimizer_setup(job.optimizer), policy);
+        PreparedBuiltin model(job, builtin_module(job.model, 9), [&](std::vector<accel::backends::UnitSpec> specs) {
+          return std::make_unique<accel::backends::ShardedEngine>(
+              comm, std::move(specs), accel::train::builtin_optimizer_setup(job.optimizer), policy);
+        });
+        if (!model.recomputes()) throw std::runtime_error("the wrappers do not recompute");
+        auto& engine = model.engine();
         ProbedHooks hooks;
+        hooks.model = &model;
         hooks.engine = engine.begin_micro_step(0, true);
         at::Tensor idx = tokens(comm.rank(), 0);
-        model->loss(model->forward(idx, &hooks), idx).backward();
+        model.loss(model.forward(idx, &hooks), idx).backward();
         engine.end_micro_step(true);
         seen[comm.rank()] = hooks.events;
       });
@@ -124,24 +129,23 @@ struct Run {
   std::vector<at::Tensor> params;  // full parameters after the last step (rank 0)
 };
 
-// Two optimizer steps of two micro-steps each through make_model_backend (the fsdp plan, then make_backend).
+// Two optimizer steps of two micro-steps each on the job's engine (the fsdp plan, then make_backend).
 Run train(accel::config::JobConfig job) {
   accel::comm::FakeWorld world(2);
   Run runs[2];
   auto errors = accel::test::run_ranks(
       2, [&](int r) { return world.communicator(r); },
       [&](accel::comm::Communicator& comm) {
-        auto model = accel::train::make_model(job.model);
-        model->initialize(9);
-        auto backend = accel::test::make_model_backend(job, comm, *model);
-        if (model->activation_checkpointing() != job.fsdp.activation_checkpointing)
-          throw std::runtime_error("make_model_backend did not set the model's activation checkpointing");
+        PreparedBuiltin model(job, comm, builtin_module(job.model, 9));
+        auto* backend = &model.engine();
+        if (model.recomputes() != job.fsdp.activation_checkpointing)
+          throw std::runtime_error("the fsdp plan did not set the wrappers' activation checkpointing");
         Run& run = runs[comm.rank()];
         for (int step = 0; step < 2; ++step) {
           for (int m = 0; m < 2; ++m) {
             auto* hooks = backend->begin_micro_step(m, m == 1);
             at::Tensor idx = tokens(comm.rank(), 2 * step + m);
-            (model->loss(model->forward(idx, hooks), idx.roll(1, 1)) / 2.0).backward();
+            (model.loss(model.forward(idx, hooks), idx.roll(1, 1)) / 2.0).backward();
             backend->end_micro_step(m == 1);
           }
           run.grad_norms.push_back(backend->clip_grad_norm(1.0));

@@ -6,13 +6,13 @@
 
 #include <ATen/core/grad_mode.h>
 
-#include "model_backend.hpp"
 #include "backends/core/flat_layout.hpp"
 #include "backends/core/sharded_engine.hpp"
 #include "backends/core/unit_grouping.hpp"
 #include "runtime/comm/fake_communicator.hpp"
 #include "tests/backends/tiny_job.hpp"
 #include "tests/comm/comm_test_support.hpp"
+#include "tests/support/prepared_builtin.hpp"
 
 using accel::backends::FlatLayout;
 using accel::backends::ShardedEngine;
@@ -70,14 +70,26 @@ TEST_CASE("unit grouping: ZeRO 1-2 buckets fill from the last unit backward", "[
 
 namespace {
 
+using accel::test::builtin_module;
+using accel::test::PreparedBuiltin;
 using accel::test::tiny_job;
+
+// A ShardedEngine under `policy` over the built-in model's units, as prepared for the trainer.
+PreparedBuiltin::EngineFactory sharded_engine(Communicator& comm, const accel::config::JobConfig& job,
+                                              const ShardingPolicy& policy) {
+  return [&comm, &job, policy](std::vector<accel::backends::UnitSpec> specs) {
+    return std::make_unique<ShardedEngine>(comm, std::move(specs), accel::train::builtin_optimizer_setup(job.optimizer),
+                                           policy);
+  };
+}
 
 at::Tensor tokens(int rows, int offset) {
   return (at::arange(rows * 8, at::TensorOptions(at::kLong)) * 5 + offset).remainder(32).view({rows, 8});
 }
 
 struct Observed {
-  bool params_released_at_rest = false;  // every parameter's storage empty outside a step
+  bool params_released_at_rest = false;  // every parameter's storage empty outside a step, but the root's
+  bool root_kept_at_rest = false;        // the root's parameters (pinned: never released) keep theirs
   bool grads_undefined_after_step = false;
   bool grads_are_flat_views = false;
   std::vector<at::Tensor> full;  // full_parameters() on rank 0
@@ -91,25 +103,32 @@ Observed run_engine(bool shard_grads, bool shard_params) {
       2, [&](int r) { return world.communicator(r); },
       [&](Communicator& comm) {
         int r = comm.rank();
-        auto model = accel::train::make_model(job.model);
-        model->initialize(9);
         ShardingPolicy policy;
         policy.label = "test";
         policy.shard_grads = shard_grads;
         policy.shard_params = shard_params;
-        ShardedEngine engine(comm, accel::test::model_unit_specs(*model), accel::train::builtin_optimizer_setup(job.optimizer), policy);
-        auto params = model->named_parameters();
+        PreparedBuiltin model(job, builtin_module(job.model, 9), sharded_engine(comm, job, policy));
+        auto& engine = model.engine();
+        auto params = model.parameters();
+        // The root holds wte, wpe and ln_f: the forward reads them outside every unit boundary.
+        auto in_root = [](const std::string& name) { return name.rfind("h.", 0) != 0; };
         auto all_released = [&] {
           for (auto& [n, p] : params)
-            if (p.storage().nbytes() != 0) return false;
+            if (!in_root(n) && p.storage().nbytes() != 0) return false;
           return true;
         };
-        bool released_before = all_released();
+        auto root_kept = [&] {
+          for (auto& [n, p] : params)
+            if (in_root(n) && p.storage().nbytes() == 0) return false;
+          return true;
+        };
+        bool released_before = all_released(), kept_before = root_kept();
         auto* hooks = engine.begin_micro_step(0, true);
-        model->loss(model->forward(tokens(2, r), hooks), tokens(2, r + 1)).backward();
+        model.loss(model.forward(tokens(2, r), hooks), tokens(2, r + 1)).backward();
         engine.end_micro_step(true);
         Observed& o = seen[r];
         o.params_released_at_rest = released_before && all_released();
+        o.root_kept_at_rest = kept_before && root_kept();
         o.grads_undefined_after_step = true;
         o.grads_are_flat_views = true;
         for (auto& [n, p] : params) {
@@ -130,6 +149,7 @@ TEST_CASE("zero-3: parameters are released between uses; zero-2 frees full gradi
           "[sharding]") {
   Observed z1 = run_engine(false, false), z2 = run_engine(true, false), z3 = run_engine(true, true);
   CHECK(z3.params_released_at_rest);
+  CHECK(z3.root_kept_at_rest);
   CHECK_FALSE(z2.params_released_at_rest);
   CHECK(z3.grads_undefined_after_step);
   CHECK(z2.grads_undefined_after_step);
@@ -164,23 +184,22 @@ WorldRun run_world4(int shard_group_size) {
       4, [&](int r) { return world.communicator(r); },
       [&](Communicator& comm) {
         int r = comm.rank();
-        auto model = accel::train::make_model(job.model);
-        model->initialize(9);
         ShardingPolicy policy;
         policy.label = "test";
         policy.shard_params = true;
         policy.shard_group_size = shard_group_size;
-        ShardedEngine engine(comm, accel::test::model_unit_specs(*model), accel::train::builtin_optimizer_setup(job.optimizer), policy);
+        PreparedBuiltin model(job, builtin_module(job.model, 9), sharded_engine(comm, job, policy));
+        auto& engine = model.engine();
         for (int step = 0; step < 2; ++step) {
           auto* hooks = engine.begin_micro_step(0, true);
-          model->loss(model->forward(tokens(2, r + step), hooks), tokens(2, r + step + 1)).backward();
+          model.loss(model.forward(tokens(2, r + step), hooks), tokens(2, r + step + 1)).backward();
           engine.end_micro_step(true);
           out.norms[size_t(r)].push_back(engine.clip_grad_norm(1.0));
           engine.optimizer_step(1e-2);
         }
         {
           at::NoGradGuard no_grad;
-          out.common_loss[size_t(r)] = model->loss(model->forward(tokens(2, 7), engine.eval_hooks()), tokens(2, 8)).item<double>();
+          out.common_loss[size_t(r)] = model.loss(model.forward(tokens(2, 7), engine.eval_hooks()), tokens(2, 8)).item<double>();
         }
         auto full = engine.full_parameters();
         if (r == 0)

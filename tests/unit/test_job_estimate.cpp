@@ -39,13 +39,13 @@ TEST_CASE("gpt and mlp unit sizes follow the spec's parameter list", "[estimate]
   gpt2.block_size = 1024;
   auto shape = model_shape(gpt2);
   CHECK(shape.num_parameters() == 124'439'808);
-  REQUIRE(shape.units.size() == 14);
-  CHECK(shape.units.front().name == "embedding");
-  CHECK(shape.units.front().numel == (50257 + 1024) * 768);
+  REQUIRE(shape.units.size() == 13);
+  CHECK(shape.units.front().name == "root");
+  CHECK(shape.units.front().numel == (50257 + 1024 + 2) * 768);  // wte, wpe, ln_f
   CHECK(shape.units[1].name == "h.0");
   CHECK(shape.units[1].numel == 12 * 768 * 768 + 13 * 768);
-  CHECK(shape.units.back().name == "final");
-  CHECK(shape.units.back().numel == 2 * 768);
+  CHECK(shape.units.back().name == "h.11");
+  CHECK(shape.units.back().numel == 12 * 768 * 768 + 13 * 768);
   CHECK(shape.tied_unit == 0);
 
   config::ModelSection mlp;
@@ -106,7 +106,7 @@ TEST_CASE("every strategy side by side, the job's own marked", "[estimate]") {
 
 TEST_CASE("the FSDP rows count the engine units the wrap policy makes", "[estimate][wrap]") {
   JobConfig job;
-  job.model.n_layer = 6;  // gpt 6 x 128: units wte, h.0 .. h.5, ln_f
+  job.model.n_layer = 6;  // gpt 6 x 128: units root (wte, wpe, ln_f), h.0 .. h.5
   job.backend = config::Backend::fsdp;
   job.num_processes = 2;
   job.fsdp.sharding_strategy = config::ShardingStrategy::FULL_SHARD;
@@ -123,15 +123,23 @@ TEST_CASE("the FSDP rows count the engine units the wrap policy makes", "[estima
   CHECK(row(whole, "zero-3").live_params == row(per_layer, "zero-3").live_params);
 
   job.fsdp.auto_wrap_policy = config::AutoWrapPolicy::SIZE_BASED_WRAP;
-  job.fsdp.min_num_params = 2 * block;  // h.0+h.1, h.2+h.3, h.4+h.5; ln_f stays in the root with wte
+  job.fsdp.min_num_params = 2 * block;  // h.0+h.1, h.2+h.3, h.4+h.5; wte, wpe and ln_f stay in the root
   const auto pairs = estimate_job(job);
-  // Gathered at once: the root (wte + ln_f) and two pairs (limit_all_gathers), in fp32.
+  // Gathered at once: the root (wte, wpe, ln_f) and two pairs (limit_all_gathers), in fp32.
   const int64_t root = total - 6 * block;
   CHECK(row(pairs, "FULL_SHARD").live_params == 4 * (root + 4 * block));
   CHECK(row(pairs, "FULL_SHARD").live_params > row(per_layer, "FULL_SHARD").live_params);
   CHECK(row(pairs, "FULL_SHARD").live_params < row(whole, "FULL_SHARD").live_params);
   bool noted = false;
-  for (const auto& n : pairs.notes) noted = noted || n.find("SIZE_BASED_WRAP makes 4 engine unit(s) of the model's 8") != std::string::npos;
+  for (const auto& n : pairs.notes) noted = noted || n.find("SIZE_BASED_WRAP makes 4 engine unit(s) of the model's 7") != std::string::npos;
+  CHECK(noted);
+
+  // A table at least min_num_params large is a unit of its own (wte: 256 x 128), as the size rule
+  // makes it of the module; wpe (128 x 128) and ln_f stay in the root.
+  job.fsdp.min_num_params = 256 * 128;
+  const auto tables = estimate_job(job);
+  noted = false;
+  for (const auto& n : tables.notes) noted = noted || n.find("makes 8 engine unit(s) of the model's 8") != std::string::npos;
   CHECK(noted);
 }
 
@@ -270,7 +278,7 @@ TEST_CASE("the table and the JSON carry the same figures", "[estimate]") {
   CHECK(j["configured"]["strategy"] == "zero-2");
   CHECK(j["strategies"].size() == e.strategies.size());
   CHECK(j["strategies"][2]["bytes"]["device"].get<int64_t>() == row(e, "zero-2").device);
-  CHECK(j["model"]["units"][0]["name"] == "embedding");
+  CHECK(j["model"]["units"][0]["name"] == "root");
   CHECK(j["model"]["parameters"].get<int64_t>() == e.input.num_parameters());
   CHECK(group_digits(124439808) == "124,439,808");
   CHECK(group_digits(12) == "12");

@@ -26,7 +26,7 @@
 #include "runtime/train/api/current_world.hpp"
 #include "backends/core/grad_scaling.hpp"
 #include "runtime/train/api/state_io.hpp"
-#include "runtime/train/api/unit_policy.hpp"
+#include "runtime/train/api/prepared_units.hpp"
 #include "runtime/train/api/torch_optimizer_groups.hpp"
 #include "runtime/train/api/unit_sink.hpp"
 #include "runtime/train/model/safetensors.hpp"
@@ -184,40 +184,6 @@ void Accelerator::set_unit_policy(UnitPolicy policy) {
 
 namespace {
 
-// The job's unit policy: fsdp's wrap policy, else none (every child of the root).
-UnitPolicy job_policy(const config::LoadedJob& loaded, const plan::ResolvedPlan& resolved, torch::nn::Module& model) {
-  UnitPolicy policy;
-  if (resolved.grouping != plan::Grouping::wrap_policy) return policy;
-  switch (resolved.wrap) {
-    case config::AutoWrapPolicy::NO_WRAP:
-      policy.predicate = [](const std::string&, const torch::nn::Module&) { return false; };
-      return policy;
-    case config::AutoWrapPolicy::SIZE_BASED_WRAP:
-      policy.min_params = resolved.group_numel;
-      return policy;
-    case config::AutoWrapPolicy::TRANSFORMER_BASED_WRAP:
-      break;
-  }
-  std::vector<std::string> present = api::module_classes(model);
-  std::vector<std::string> found;
-  for (const auto& wanted : resolved.wrap_classes)
-    for (const auto& name : present)
-      if (api::class_matches(name, wanted)) {
-        found.push_back(wanted);
-        break;
-      }
-  if (!found.empty()) {
-    policy.classes = found;
-    return policy;
-  }
-  // The key's default (Block) names no class of this model: each child of the root is a unit.
-  // Set by the user, it is a mistake worth stopping for.
-  if (loaded.is_explicit("fsdp.transformer_layer_cls_to_wrap"))
-    throw RunError("accel: fsdp.transformer_layer_cls_to_wrap: no module of class " + join(resolved.wrap_classes) +
-                   " in the model (its classes: " + join(present) + ")");
-  return policy;
-}
-
 // libtorch's CPU batch norm wants its input, parameters and running statistics in one dtype. Under
 // bf16 the parameters become bf16 while buffers stay fp32 (FSDP keeps BatchNorm in fp32 instead;
 // accel's flat buffers hold one dtype), so a plain BatchNorm would fail at its first forward with a
@@ -259,24 +225,10 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   const auto& group_of = prepared_groups.group_of;
 
   // Units by policy (frozen parameters in none).
-  const UnitPolicy policy = s.policy_set ? s.policy : job_policy(s.job, resolved, model);
-  std::vector<backends::UnitSpec> specs;
-  std::vector<std::pair<std::string, torch::nn::Module*>> boundaries;  // the wrappers that are units
-  for (auto& unit : api::apply_unit_policy(model, policy)) {
-    if (unit.boundary) boundaries.emplace_back(unit.name, unit.boundary);
-    backends::UnitSpec spec;
-    spec.name = unit.name;
-    spec.module = unit.boundary;
-    spec.pinned = wrapped && !unit.boundary;  // the root (and policy units outside the wrappers): never released
-    for (auto& [name, p] : unit.params) {
-      if (p.device() != s.comm->device())
-        throw RunError("accel: parameter '" + name + "' is on " + p.device().str() + ", but this rank computes on " +
-                       s.comm->device().str() + "; move the model there before prepare(): model->to(acc.device())");
-      spec.groups.push_back(group_of.at(p.unsafeGetTensorImpl()));
-      spec.params.emplace_back(std::move(name), p);
-    }
-    specs.push_back(std::move(spec));
-  }
+  const UnitPolicy policy = s.policy_set ? s.policy : api::job_unit_policy(s.job, resolved, model);
+  api::PreparedUnits units = api::prepared_units(model, policy, group_of, s.comm->device());
+  std::vector<backends::UnitSpec>& specs = units.specs;
+  const auto& boundaries = units.boundaries;  // the wrappers that are units
   if (specs.empty()) throw RunError("accel: the prepared module has no parameter that takes gradients");
 
   // What the engines do not hold starts equal on every rank too: frozen parameters and buffers.

@@ -35,13 +35,13 @@ at::Tensor unit_pre_forward(UnitTag& tag, torch::nn::Module& unit, at::Tensor x,
                    " only the first may (its gradient ends the unit's backward); fix: pass the gradient-carrying input "
                    "first, or wrap a module that takes one such input");
   if (sink->refuses_second_use() && at::GradMode::is_enabled()) sink->count_use(unit);
-  return hooks ? hooks->pre_forward_module(unit, std::move(x)) : x;
+  return hooks ? hooks->pre_forward(unit, std::move(x)) : x;
 }
 
 at::Tensor unit_post_forward(UnitTag& tag, torch::nn::Module& unit, at::Tensor y) {
   UnitSink* sink = UnitAccess::sink(tag);
   train::UnitHooks* hooks = sink ? sink->hooks() : nullptr;
-  return hooks ? hooks->post_forward_module(unit, std::move(y)) : y;
+  return hooks ? hooks->post_forward(unit, std::move(y)) : y;
 }
 
 bool unit_recomputes(UnitTag& tag) {

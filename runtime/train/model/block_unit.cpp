@@ -1,12 +1,9 @@
-// The `h.{i}` transformer Block unit (see block_unit.hpp).
+// The gpt model's transformer Block (see block_unit.hpp).
 #include "runtime/train/model/block_unit.hpp"
-
-#include <string>
 
 namespace accel::train {
 
-BlockUnit::BlockUnit(int index, int64_t n_embd, int64_t n_head, at::ScalarType dtype)
-    : Unit("h." + std::to_string(index), "h." + std::to_string(index), "Block") {
+BlockUnit::BlockUnit(int64_t n_embd, int64_t n_head, at::ScalarType dtype) : torch::nn::Module("Block") {
   ln_1_ = register_module("ln_1", std::make_shared<LayerNormLayer>(n_embd, dtype));
   attn_ = register_module("attn", std::make_shared<CausalSelfAttention>(n_embd, n_head, dtype));
   ln_2_ = register_module("ln_2", std::make_shared<LayerNormLayer>(n_embd, dtype));

@@ -1,22 +1,24 @@
-// The `h.{i}` unit: one pre-LayerNorm transformer Block of the gpt model,
+// One pre-LayerNorm transformer Block of the gpt model (GptModule's h.{i}, wrapped in accel::Unit<>),
 //   x = x + attn(ln_1(x));  x = x + mlp(ln_2(x)).
-// Invariant: parameters are h.{i}.ln_1.*, h.{i}.attn.c_attn.*, h.{i}.attn.c_proj.*, h.{i}.ln_2.*,
-// h.{i}.mlp.c_fc.*, h.{i}.mlp.c_proj.* (weight before bias), the spec order.
+// Module::name() is "Block", the class fsdp.transformer_layer_cls_to_wrap names.
+// Invariant: parameters are ln_1.*, attn.c_attn.*, attn.c_proj.*, ln_2.*, mlp.c_fc.*, mlp.c_proj.*
+// (weight before bias), the spec order.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
+#include <torch/nn/module.h>
+
 #include "runtime/train/model/causal_self_attention.hpp"
 #include "runtime/train/model/feed_forward.hpp"
 #include "runtime/train/model/layers.hpp"
-#include "runtime/train/model/unit.hpp"
 
 namespace accel::train {
 
-class BlockUnit : public Unit {
+class BlockUnit : public torch::nn::Module {
  public:
-  BlockUnit(int index, int64_t n_embd, int64_t n_head, at::ScalarType dtype);
+  BlockUnit(int64_t n_embd, int64_t n_head, at::ScalarType dtype);
   at::Tensor forward(const at::Tensor& x) const;  // [B, T, C] -> [B, T, C]
 
  private:

@@ -1,14 +1,12 @@
-// The `layer.{i}` unit of the mlp model (see mlp_layer_unit.hpp).
+// The mlp model's layer (see mlp_layer_unit.hpp).
 #include "runtime/train/model/mlp_layer_unit.hpp"
-
-#include <string>
 
 #include <ATen/ATen.h>
 
 namespace accel::train {
 
-MlpLayerUnit::MlpLayerUnit(int index, int64_t n_embd, bool apply_gelu, at::ScalarType dtype)
-    : Unit("layer." + std::to_string(index), "layer." + std::to_string(index), "MlpLayer"), apply_gelu_(apply_gelu) {
+MlpLayerUnit::MlpLayerUnit(int64_t n_embd, bool apply_gelu, at::ScalarType dtype)
+    : torch::nn::Module("MlpLayer"), apply_gelu_(apply_gelu) {
   weight_ = register_parameter("weight", at::zeros({n_embd, n_embd}, at::TensorOptions(dtype)));
   bias_ = register_parameter("bias", at::zeros({n_embd}, at::TensorOptions(dtype)));
 }

@@ -20,10 +20,6 @@ std::string shape_text(at::IntArrayRef shape) {
 }
 }  // namespace
 
-void save_model_weights(Model& model, const std::string& path) { save_safetensors(path, model.named_parameters()); }
-
-void load_weights_into(Model& model, const std::string& path) { load_weights_into(model.named_parameters(), path); }
-
 void load_weights_into(const NamedTensors& params, const std::string& path) {
   std::map<std::string, at::Tensor> file;
   for (auto& [name, tensor] : load_safetensors(path)) file.emplace(name, std::move(tensor));

@@ -6,17 +6,13 @@
 
 #include <string>
 
-#include "runtime/train/model/model.hpp"
+#include "runtime/train/model/named_tensors.hpp"
 
 namespace accel::train {
 
-// Writes model.named_parameters() (spec order) to `path`, atomically.
-void save_model_weights(Model& model, const std::string& path);
-
-// Loads `path` into the model's parameters. Throws accel::RunError naming the file and the
-// parameter for: a missing parameter, a shape mismatch, a non-floating dtype, or extra names.
-void load_weights_into(Model& model, const std::string& path);
-// The same for a list of (spec name, parameter), as the built-in models as modules give it.
+// Loads `path` into a model's parameters, (spec name, parameter) as BuiltinModule::spec_parameters
+// gives them. Throws accel::RunError naming the file and the parameter for: a missing parameter, a
+// shape mismatch, a non-floating dtype, or extra names. (Saving is save_safetensors of the same list.)
 void load_weights_into(const NamedTensors& params, const std::string& path);
 
 }  // namespace accel::train

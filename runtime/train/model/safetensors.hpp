@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/train/model/unit.hpp"
+#include "runtime/train/model/named_tensors.hpp"
 
 namespace accel::train {
 

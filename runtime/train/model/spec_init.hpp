@@ -6,7 +6,7 @@
 //
 // RNG order (the contract): one torch CPU generator (mt19937) seeded with `seed` (like
 // torch.Generator().manual_seed(seed); mt19937 keeps only the low 32 bits of the seed). Parameters
-// are visited in spec order (Model::named_parameters()); each normal-initialised parameter draws
+// are visited in spec order (BuiltinModule::spec_parameters()); each normal-initialised parameter draws
 // its whole tensor at once, in float64, as
 //     torch.empty(shape, dtype=torch.float64).normal_(0, std, generator=g)
 // then the draw is rounded to float32 and then to the parameter's dtype (bf16 rounds from the
@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/train/model/unit.hpp"
+#include "runtime/train/model/named_tensors.hpp"
 
 namespace accel::train {
 

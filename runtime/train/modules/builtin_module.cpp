@@ -2,7 +2,7 @@
 #include "runtime/train/modules/builtin_module.hpp"
 
 #include "runtime/common/errors.hpp"
-#include "runtime/train/model/model.hpp"
+#include "runtime/config/model_section.hpp"
 #include "runtime/train/model/spec_init.hpp"
 #include "runtime/train/modules/gpt_module.hpp"
 #include "runtime/train/modules/mlp_module.hpp"
@@ -18,7 +18,7 @@ NamedTensors BuiltinModule::spec_parameters() const {
 void BuiltinModule::initialize(uint64_t seed) { initialize_in_spec_order(spec_parameters(), n_layer_, seed); }
 
 std::shared_ptr<BuiltinModule> make_builtin_module(const config::ModelSection& section) {
-  check_model_section(section);
+  config::check_model_section(section);
   switch (section.name) {
     case config::ModelName::gpt: return std::make_shared<GptModule>(section);
     case config::ModelName::mlp: return std::make_shared<MlpModule>(section);

@@ -1,10 +1,9 @@
-// The built-in models of spec/training.md (gpt, mlp) as torch::nn::Modules that a program prepares
-// through the public API (include/accel), the step towards the built-in trainer running on that API
-// (docs/design/0017). Each layer unit of the train::Model form (BlockUnit,
+// The built-in models of spec/training.md (gpt, mlp) as torch::nn::Modules, which the built-in
+// trainer prepares through the public API (include/accel; docs/design/0017). Each layer (BlockUnit,
 // MlpLayerUnit) is wrapped in accel::Unit<>, so stage 3 and FULL_SHARD see its boundary; the
 // embedding tables and gpt's final norm are registered on the root, which stays gathered.
 // Invariant: named_parameters() lists the spec names in spec order (wte, wpe, h.0..., ln_f), the
-// train::Model's list, so the seeded spec init draws the same values.
+// order the seeded spec init draws in.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +12,7 @@
 #include <torch/nn/module.h>
 
 #include "runtime/config/job.hpp"
-#include "runtime/train/model/unit.hpp"
+#include "runtime/train/model/named_tensors.hpp"
 
 namespace accel::train {
 
@@ -24,7 +23,7 @@ class BuiltinModule : public torch::nn::Module {
   virtual at::Tensor forward(const at::Tensor& idx) = 0;
   // (spec name, parameter) in spec order.
   NamedTensors spec_parameters() const;
-  // The spec initialisation from `seed` (spec_init.hpp), as train::Model::initialize.
+  // The spec initialisation from `seed` (spec_init.hpp).
   void initialize(uint64_t seed);
 
  private:
@@ -32,7 +31,7 @@ class BuiltinModule : public torch::nn::Module {
 };
 
 // The module `section` names, with zero parameters until initialize(). Throws accel::ConfigError
-// naming the key for a section it cannot build (as make_model).
+// naming the key for a section it cannot build (config::check_model_section).
 std::shared_ptr<BuiltinModule> make_builtin_module(const config::ModelSection& section);
 
 }  // namespace accel::train

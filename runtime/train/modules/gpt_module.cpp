@@ -1,8 +1,7 @@
 // The `gpt` model as a module (see gpt_module.hpp).
 #include "runtime/train/modules/gpt_module.hpp"
 
-#include "runtime/train/model/embedding_unit.hpp"
-#include "runtime/train/model/model.hpp"
+#include "runtime/train/modules/builtin_ops.hpp"
 
 namespace accel::train {
 
@@ -11,7 +10,7 @@ GptModule::GptModule(const config::ModelSection& s) : BuiltinModule(s.n_layer) {
   // Registration order is spec order.
   wte_ = register_module("wte", std::make_shared<TableLayer>(s.vocab_size, s.n_embd, dtype));
   wpe_ = register_module("wpe", std::make_shared<TableLayer>(s.block_size, s.n_embd, dtype));
-  for (int i = 0; i < s.n_layer; ++i) h_->push_back(blocks_.emplace_back(i, int64_t(s.n_embd), int64_t(s.n_head), dtype));
+  for (int i = 0; i < s.n_layer; ++i) h_->push_back(blocks_.emplace_back(int64_t(s.n_embd), int64_t(s.n_head), dtype));
   register_module("h", h_);
   ln_f_ = register_module("ln_f", std::make_shared<LayerNormLayer>(s.n_embd, dtype));
 }

@@ -1,5 +1,5 @@
-// The `gpt` model (gpt_model.hpp) as a module: wte, wpe, h.{i} (accel::Unit<BlockUnit>), ln_f;
-// logits = ln_f(x) @ wte^T. The forward runs the train::GptModel's ops in the same order.
+// The `gpt` model of spec/training.md as a module: wte, wpe, h.{i} (accel::Unit<BlockUnit>), ln_f;
+// logits = ln_f(x) @ wte^T (the head tied with wte).
 #pragma once
 
 #include <memory>

@@ -1,8 +1,7 @@
 // The `mlp` model as a module (see mlp_module.hpp).
 #include "runtime/train/modules/mlp_module.hpp"
 
-#include "runtime/train/model/embedding_unit.hpp"
-#include "runtime/train/model/model.hpp"
+#include "runtime/train/modules/builtin_ops.hpp"
 
 namespace accel::train {
 
@@ -10,7 +9,7 @@ MlpModule::MlpModule(const config::ModelSection& s) : BuiltinModule(s.n_layer) {
   const at::ScalarType dtype = to_scalar_type(s.dtype);
   wte_ = register_module("wte", std::make_shared<TableLayer>(s.vocab_size, s.n_embd, dtype));
   for (int i = 0; i < s.n_layer; ++i)
-    layer_->push_back(layers_.emplace_back(i, int64_t(s.n_embd), /*apply_gelu=*/i + 1 < s.n_layer, dtype));
+    layer_->push_back(layers_.emplace_back(int64_t(s.n_embd), /*apply_gelu=*/i + 1 < s.n_layer, dtype));
   register_module("layer", layer_);
 }
 

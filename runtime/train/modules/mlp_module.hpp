@@ -1,5 +1,5 @@
-// The `mlp` model (mlp_model.hpp) as a module: wte, then layer.{i} (accel::Unit<MlpLayerUnit>),
-// then the tied unembedding; the train::MlpModel's ops in the same order.
+// The `mlp` model of spec/training.md as a module: wte, then layer.{i} (accel::Unit<MlpLayerUnit>),
+// then the tied unembedding (logits = x @ wte^T).
 #pragma once
 
 #include <memory>

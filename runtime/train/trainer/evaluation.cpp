@@ -2,7 +2,7 @@
 
 #include <ATen/core/grad_mode.h>
 
-#include "runtime/train/model/model.hpp"
+#include "runtime/train/modules/builtin_ops.hpp"
 
 namespace accel::train {
 

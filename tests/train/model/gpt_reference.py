@@ -1,14 +1,16 @@
-"""An independent implementation of accel's `gpt` model, written from spec/training.md alone,
-for Debian's Python torch. The C++ tests run it to cross-check accel's forward, loss and init.
-It reads and writes safetensors with scripts/reference/safetensors_io.py (the `safetensors` package is
-not installed).
+"""An independent implementation of accel's built-in models (`gpt`, and `mlp`), written from
+spec/training.md alone, for Debian's Python torch. The C++ tests run it to cross-check accel's
+forward, loss and init. It reads and writes safetensors with scripts/reference/safetensors_io.py
+(the `safetensors` package is not installed).
 
 usage:
-  gpt_reference.py forward WEIGHTS INPUTS OUT --n-head H
+  gpt_reference.py forward WEIGHTS INPUTS OUT [--model gpt|mlp] [--n-head H]
       WEIGHTS: the model's parameters under spec names; INPUTS: 'idx' and 'targets' (I64 [B, T]).
       Writes OUT with 'logits' (F32 [B, T, V]) and 'loss' (F32 scalar, mean token cross-entropy).
-  gpt_reference.py init OUT --n-layer L --n-embd C --vocab-size V --block-size T --seed S
-      Writes the spec initialisation, drawing in the RNG order documented in spec_init.hpp.
+      --n-head is required for gpt.
+  gpt_reference.py init OUT [--model gpt|mlp] --n-layer L --n-embd C --vocab-size V --block-size T --seed S
+      Writes the spec initialisation, drawing in the RNG order documented in spec_init.hpp
+      (--block-size is ignored for mlp, which has no position table).
 """
 import argparse
 import math
@@ -63,6 +65,18 @@ def gpt_forward(W, idx, n_head):
     return x @ W["wte.weight"].T
 
 
+def mlp_forward(W, idx):
+    # wte[idx], then layer.{i}: Linear(C, C) with tanh GELU after every layer but the last, then
+    # the tied unembedding.
+    n_layer = len({name.split(".")[1] for name in W if name.startswith("layer.")})
+    x = W["wte.weight"][idx]
+    for i in range(n_layer):
+        x = linear(x, W, f"layer.{i}")
+        if i + 1 < n_layer:
+            x = gelu_tanh(x)
+    return x @ W["wte.weight"].T
+
+
 def cross_entropy(logits, targets):
     picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     return (torch.logsumexp(logits, dim=-1) - picked).mean()
@@ -81,11 +95,19 @@ def spec_parameters(L, C, V, T):
     return params + [("ln_f.weight", [C]), ("ln_f.bias", [C])]
 
 
-def spec_init(L, C, V, T, seed):
+def mlp_spec_parameters(L, C, V):
+    params = [("wte.weight", [V, C])]
+    for i in range(L):
+        params += [(f"layer.{i}.weight", [C, C]), (f"layer.{i}.bias", [C])]
+    return params
+
+
+def spec_init(model, L, C, V, T, seed):
     g = torch.Generator()
     g.manual_seed(seed)
     out = {}
-    for name, shape in spec_parameters(L, C, V, T):
+    names = spec_parameters(L, C, V, T) if model == "gpt" else mlp_spec_parameters(L, C, V)
+    for name, shape in names:
         if name.endswith(".bias"):
             out[name] = torch.zeros(shape)
         elif name.split(".")[-2] in ("ln_1", "ln_2", "ln_f"):
@@ -103,20 +125,28 @@ def main():
     fwd.add_argument("weights")
     fwd.add_argument("inputs")
     fwd.add_argument("out")
-    fwd.add_argument("--n-head", type=int, required=True)
+    fwd.add_argument("--model", choices=("gpt", "mlp"), default="gpt")
+    fwd.add_argument("--n-head", type=int)
     ini = sub.add_parser("init")
     ini.add_argument("out")
+    ini.add_argument("--model", choices=("gpt", "mlp"), default="gpt")
     for flag in ("--n-layer", "--n-embd", "--vocab-size", "--block-size", "--seed"):
         ini.add_argument(flag, type=int, required=True)
     args = parser.parse_args()
     if args.command == "forward":
         W = read_safetensors(args.weights)
         inputs = read_safetensors(args.inputs)
-        logits = gpt_forward(W, inputs["idx"], args.n_head)
+        if args.model == "gpt":
+            if args.n_head is None:
+                parser.error("forward --model gpt needs --n-head")
+            logits = gpt_forward(W, inputs["idx"], args.n_head)
+        else:
+            logits = mlp_forward(W, inputs["idx"])
         loss = cross_entropy(logits, inputs["targets"])
         write_safetensors(args.out, {"logits": logits, "loss": loss})
     else:
-        write_safetensors(args.out, spec_init(args.n_layer, args.n_embd, args.vocab_size, args.block_size, args.seed))
+        write_safetensors(args.out, spec_init(args.model, args.n_layer, args.n_embd, args.vocab_size, args.block_size,
+                                              args.seed))
 
 
 if __name__ == "__main__":

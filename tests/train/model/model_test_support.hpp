@@ -1,11 +1,12 @@
-// Helpers shared by the model tests: small model sections, parameter lookup, and running the
-// Python reference scripts of this directory with accel's Python environment (ACCEL_TEST_PYTHON).
-// Include after tests/support/catch_with_torch.hpp.
+// Helpers shared by the model tests: small model sections, the built-in models as modules
+// (GptModule, MlpModule), parameter lookup, and running the Python reference scripts of this
+// directory with accel's Python environment (ACCEL_TEST_PYTHON). Include after
+// tests/support/catch_with_torch.hpp.
 #pragma once
 
 #include <string>
 
-#include "runtime/train/model/model.hpp"
+#include "runtime/train/modules/builtin_module.hpp"
 #include "tests/support/run_command.hpp"
 
 namespace accel::test {
@@ -28,8 +29,8 @@ inline config::ModelSection mlp_section(int n_layer = 3, int n_embd = 16, int vo
   return s;
 }
 
-inline at::Tensor parameter(train::Model& model, const std::string& name) {
-  for (auto& [n, p] : model.named_parameters())
+inline at::Tensor parameter(const train::BuiltinModule& model, const std::string& name) {
+  for (auto& [n, p] : model.spec_parameters())
     if (n == name) return p;
   throw std::out_of_range("no parameter " + name);
 }

@@ -1,7 +1,8 @@
 // Activation checkpointing (runtime/train/model/activation_checkpoint.hpp, docs/design/0010): the
 // recompute gives the plain backward's gradients bit for bit, accumulates parameter gradients into
 // the existing .grad in place, replays random draws, falls back to a plain forward where nothing
-// can be recomputed; in the models, only the layer units recompute and the hooks run once per use.
+// can be recomputed; in the built-in models (GptModule, MlpModule) with a recomputing unit sink,
+// only the accel::Unit<> layers recompute and the hooks run once per use.
 // With a sharding engine underneath: tests/backends/test_recompute_with_sharding.cpp.
 #include "tests/support/catch_with_torch.hpp"
 
@@ -13,13 +14,16 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/train/api/unit_policy.hpp"
+#include "runtime/train/api/unit_sink.hpp"
 #include "runtime/train/model/activation_checkpoint.hpp"
+#include "runtime/train/modules/builtin_ops.hpp"
 #include "tests/train/model/model_test_support.hpp"
 
 using accel::test::gpt_section;
 using accel::test::mlp_section;
+using accel::train::BuiltinModule;
 using accel::train::recompute_in_backward;
-using accel::train::Unit;
 using accel::train::UnitHooks;
 
 namespace {
@@ -114,57 +118,81 @@ namespace {
 
 // Records every hook call and the autograd node that produced each unit's output.
 struct RecordingHooks : UnitHooks {
+  std::map<const torch::nn::Module*, std::string> names;  // the wrappers' unit names
   std::vector<std::string> calls;
   std::map<std::string, std::string> output_node;
-  at::Tensor pre_forward(Unit& unit, at::Tensor x) override {
-    calls.push_back("pre " + unit.unit_name());
+  at::Tensor pre_forward(torch::nn::Module& unit, at::Tensor x) override {
+    calls.push_back("pre " + names.at(&unit));
     return x;
   }
-  at::Tensor post_forward(Unit& unit, at::Tensor y) override {
-    calls.push_back("post " + unit.unit_name());
-    output_node[unit.unit_name()] = y.grad_fn() ? y.grad_fn()->name() : "";
+  at::Tensor post_forward(torch::nn::Module& unit, at::Tensor y) override {
+    calls.push_back("post " + names.at(&unit));
+    output_node[names.at(&unit)] = y.grad_fn() ? y.grad_fn()->name() : "";
     return y;
   }
 };
 
 bool recomputed(const std::string& node) { return node.find("RecomputeInBackward") != std::string::npos; }
 
+// The model's wrappers on a unit sink (as Accelerator::prepare attaches it) that calls `hooks`
+// (nullptr: none) and recomputes each wrapper's forward in backward when `recompute`; the units'
+// names by wrapper, for the hooks. Detach the sink when done.
+std::shared_ptr<accel::detail::UnitSink> attach(BuiltinModule& model, UnitHooks* hooks, bool recompute,
+                                                std::map<const torch::nn::Module*, std::string>* names = nullptr) {
+  std::vector<std::pair<std::string, torch::nn::Module*>> boundaries;
+  for (const auto& unit : accel::api::apply_unit_policy(model, {}))
+    if (unit.boundary) {
+      boundaries.emplace_back(unit.name, unit.boundary);
+      if (names) (*names)[unit.boundary] = unit.name;
+    }
+  return accel::api::attach_unit_sink(boundaries, [hooks] { return hooks; }, "test", recompute);
+}
+
 // Loss and every parameter's gradient of one forward/backward.
 std::vector<at::Tensor> gradients(const accel::config::ModelSection& section, bool checkpointing, at::Tensor& loss) {
-  auto model = accel::train::make_model(section);
+  auto model = accel::train::make_builtin_module(section);
   model->initialize(11);
-  model->set_activation_checkpointing(checkpointing);
-  loss = model->loss(model->forward(tokens(3, 8, 32)), tokens(3, 8, 32).roll(1, 1));
+  auto sink = attach(*model, nullptr, checkpointing);
+  loss = accel::train::token_cross_entropy(model->forward(tokens(3, 8, 32)), tokens(3, 8, 32).roll(1, 1));
   loss.backward();
+  sink->detach();
   std::vector<at::Tensor> out;
-  for (auto& [name, p] : model->named_parameters()) out.push_back(p.grad());
+  for (auto& [name, p] : model->spec_parameters()) out.push_back(p.grad());
   return out;
 }
 
 }  // namespace
 
 TEST_CASE("gpt and mlp: only the layer units recompute, and the hooks run once per use", "[model][checkpoint]") {
-  auto gpt = accel::train::make_model(gpt_section(/*n_layer=*/3));
+  auto gpt = accel::train::make_builtin_module(gpt_section(/*n_layer=*/3));
   gpt->initialize(4);
-  CHECK(gpt->layer_unit_names() == std::vector<std::string>{"h.0", "h.1", "h.2"});
-  CHECK_FALSE(gpt->activation_checkpointing());
   RecordingHooks off;
-  gpt->forward(tokens(2, 8, 32), &off);
+  auto plain = attach(*gpt, &off, /*recompute=*/false, &off.names);
+  gpt->forward(tokens(2, 8, 32));
+  plain->detach();
+  CHECK(off.calls == std::vector<std::string>{"pre h.0", "post h.0", "pre h.1", "post h.1", "pre h.2", "post h.2"});
   for (const auto& [unit, node] : off.output_node) CHECK_FALSE(recomputed(node));
 
-  gpt->set_activation_checkpointing(true);
-  CHECK(gpt->activation_checkpointing());
   RecordingHooks on;
-  at::Tensor logits = gpt->forward(tokens(2, 8, 32), &on);
+  auto recomputing = attach(*gpt, &on, /*recompute=*/true, &on.names);
+  at::Tensor logits = gpt->forward(tokens(2, 8, 32));
   CHECK(on.calls == off.calls);
   for (const auto& unit : {"h.0", "h.1", "h.2"}) CHECK(recomputed(on.output_node[unit]));
-  CHECK_FALSE(recomputed(on.output_node["final"]));
-  CHECK_FALSE(recomputed(on.output_node["embedding"]));
-  gpt->loss(logits, tokens(2, 8, 32)).backward();
+  // The root's ops (the final norm, the tied unembedding) store their activations.
+  REQUIRE(logits.grad_fn());
+  CHECK_FALSE(recomputed(logits.grad_fn()->name()));
+  accel::train::token_cross_entropy(logits, tokens(2, 8, 32)).backward();
   CHECK(on.calls == off.calls);  // the recompute in backward called no hook
+  recomputing->detach();
 
-  auto mlp = accel::train::make_model(mlp_section(/*n_layer=*/2));
-  CHECK(mlp->layer_unit_names() == std::vector<std::string>{"layer.0", "layer.1"});
+  auto mlp = accel::train::make_builtin_module(mlp_section(/*n_layer=*/2));
+  mlp->initialize(4);
+  RecordingHooks layers;
+  auto mlp_sink = attach(*mlp, &layers, /*recompute=*/true, &layers.names);
+  mlp->forward(tokens(2, 8, 32));
+  mlp_sink->detach();
+  CHECK(layers.calls == std::vector<std::string>{"pre layer.0", "post layer.0", "pre layer.1", "post layer.1"});
+  for (const auto& unit : {"layer.0", "layer.1"}) CHECK(recomputed(layers.output_node[unit]));
 }
 
 TEST_CASE("gpt and mlp: loss and every gradient equal bit for bit with and without recompute, fp32 and bf16",

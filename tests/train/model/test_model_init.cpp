@@ -1,6 +1,6 @@
-// Seeded spec initialisation: the statistics of each parameter kind, determinism (same seed ->
-// bit-identical, different seed -> different), no use of the global torch RNG, and bf16 as the
-// rounded fp32 init. (Bit-exact reproduction by an independent Python implementation of the
+// Seeded spec initialisation of the built-in models (BuiltinModule::initialize): the statistics of
+// each parameter kind, determinism (same seed -> bit-identical, different seed -> different), no
+// use of the global torch RNG, and bf16 as the rounded fp32 init. (Bit-exact reproduction by an independent Python implementation of the
 // documented RNG order is in test_python_reference.cpp.)
 #include "tests/support/catch_with_torch.hpp"
 
@@ -12,7 +12,7 @@
 using accel::test::gpt_section;
 using accel::test::mlp_section;
 using accel::test::parameter;
-using accel::train::make_model;
+using accel::train::make_builtin_module;
 
 namespace {
 
@@ -28,8 +28,8 @@ void check_normal(const at::Tensor& p, double expected_std, double rel_tol) {
 
 bool all_equal_to(const at::Tensor& p, double value) { return (p.to(at::kDouble) == value).all().item<bool>(); }
 
-bool identical(accel::train::Model& a, accel::train::Model& b) {
-  auto pa = a.named_parameters(), pb = b.named_parameters();
+bool identical(const accel::train::BuiltinModule& a, const accel::train::BuiltinModule& b) {
+  auto pa = a.spec_parameters(), pb = b.spec_parameters();
   for (size_t i = 0; i < pa.size(); ++i)
     if (!at::equal(pa[i].second, pb[i].second)) return false;
   return true;
@@ -38,7 +38,7 @@ bool identical(accel::train::Model& a, accel::train::Model& b) {
 }  // namespace
 
 TEST_CASE("gpt init follows the spec: N(0,0.02), c_proj N(0,0.02/sqrt(2L)), biases 0, LayerNorm 1/0", "[model][init]") {
-  auto model = make_model(gpt_section(/*n_layer=*/2, /*n_head=*/4, /*n_embd=*/128, /*vocab=*/512, /*block=*/64));
+  auto model = make_builtin_module(gpt_section(/*n_layer=*/2, /*n_head=*/4, /*n_embd=*/128, /*vocab=*/512, /*block=*/64));
   model->initialize(1337);
   const double residual_std = 0.02 / std::sqrt(2.0 * 2);
   check_normal(parameter(*model, "wte.weight"), 0.02, 0.02);            // 65,536 draws
@@ -47,7 +47,7 @@ TEST_CASE("gpt init follows the spec: N(0,0.02), c_proj N(0,0.02/sqrt(2L)), bias
   check_normal(parameter(*model, "h.0.mlp.c_fc.weight"), 0.02, 0.02);     // 65,536
   check_normal(parameter(*model, "h.0.mlp.c_proj.weight"), residual_std, 0.02);
   check_normal(parameter(*model, "h.1.attn.c_proj.weight"), residual_std, 0.03);  // 16,384
-  for (auto& [name, p] : model->named_parameters()) {
+  for (auto& [name, p] : model->spec_parameters()) {
     INFO(name);
     const auto rule = accel::train::spec_init_rule(name, 2);
     if (rule.kind == accel::train::InitRule::Kind::zeros) CHECK(all_equal_to(p, 0.0));
@@ -72,8 +72,8 @@ TEST_CASE("init rules by name", "[model][init]") {
 }
 
 TEST_CASE("the same seed gives identical weights, another seed different ones", "[model][init]") {
-  auto a = make_model(gpt_section());
-  auto b = make_model(gpt_section());
+  auto a = make_builtin_module(gpt_section());
+  auto b = make_builtin_module(gpt_section());
   a->initialize(42);
   b->initialize(42);
   CHECK(identical(*a, *b));
@@ -88,18 +88,18 @@ TEST_CASE("initialize leaves the global torch RNG alone", "[model][init]") {
   at::manual_seed(7);
   at::Tensor expected = at::randn({8});
   at::manual_seed(7);
-  make_model(gpt_section())->initialize(1);
+  make_builtin_module(gpt_section())->initialize(1);
   CHECK(at::equal(at::randn({8}), expected));
 }
 
 TEST_CASE("a bf16 model's init is the fp32 init rounded to bf16", "[model][init]") {
-  auto fp32 = make_model(gpt_section());
+  auto fp32 = make_builtin_module(gpt_section());
   auto section = gpt_section();
   section.dtype = accel::config::ParamDtype::bf16;
-  auto bf16 = make_model(section);
+  auto bf16 = make_builtin_module(section);
   fp32->initialize(5);
   bf16->initialize(5);
-  auto p32 = fp32->named_parameters(), p16 = bf16->named_parameters();
+  auto p32 = fp32->spec_parameters(), p16 = bf16->spec_parameters();
   for (size_t i = 0; i < p32.size(); ++i) {
     INFO(p32[i].first);
     CHECK(at::equal(p32[i].second.to(at::kBFloat16), p16[i].second));
@@ -107,7 +107,7 @@ TEST_CASE("a bf16 model's init is the fp32 init rounded to bf16", "[model][init]
 }
 
 TEST_CASE("mlp init: weights N(0, 0.02), biases 0", "[model][init][mlp]") {
-  auto model = make_model(mlp_section(/*n_layer=*/2, /*n_embd=*/256, /*vocab=*/256));
+  auto model = make_builtin_module(mlp_section(/*n_layer=*/2, /*n_embd=*/256, /*vocab=*/256));
   model->initialize(3);
   check_normal(parameter(*model, "wte.weight"), 0.02, 0.02);
   check_normal(parameter(*model, "layer.1.weight"), 0.02, 0.02);
