@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/common/errors.hpp"
+#include "runtime/common/human_bytes.hpp"
 #include "runtime/train/checkpoint/checkpoint_store.hpp"
 
 namespace accel::train {
@@ -67,18 +68,6 @@ void MetricsFile::append(const StepMetrics& m) {
     throw RunError("cannot write " + path_ + ": " + std::strerror(errno));
 }
 
-std::string human_bytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024.0 && u < 4) {
-    bytes /= 1024.0;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, bytes < 10 && u > 0 ? "%.2f %s" : "%.0f %s", bytes, units[u]);
-  return buf;
-}
-
 static std::string human_rate(double per_s) {
   char buf[32];
   if (per_s >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", per_s / 1e6);
@@ -101,7 +90,7 @@ std::string format_step_line(const StepMetrics& m, int64_t total_steps, bool pro
   char buf[256];
   std::snprintf(buf, sizeof buf, "step %*lld/%lld | loss %.4f | lr %.2e | grad_norm %.3f | %s tok/s | %.1f ms | peak %s",
                 width, static_cast<long long>(done), static_cast<long long>(total_steps), m.loss, m.lr, m.grad_norm,
-                human_rate(m.tokens_per_s).c_str(), m.step_time_s * 1e3, human_bytes(double(m.peak_mem_bytes)).c_str());
+                human_rate(m.tokens_per_s).c_str(), m.step_time_s * 1e3, human_bytes(m.peak_mem_bytes).c_str());
   s << buf;
   if (m.eval_loss) {
     std::snprintf(buf, sizeof buf, " | eval_loss %.4f", *m.eval_loss);

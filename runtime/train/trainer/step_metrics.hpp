@@ -51,7 +51,4 @@ class MetricsFile {
 // with " | eval_loss 4.2" on evaluation steps and " | loss_scale 65536" (", skipped: overflow") under fp16. With progress_bar, a bar and a percentage first.
 std::string format_step_line(const StepMetrics& m, int64_t total_steps, bool progress_bar);
 
-// "1.23 GiB", "312 MiB", "12 KiB".
-std::string human_bytes(double bytes);
-
 }  // namespace accel::train
