@@ -37,24 +37,21 @@
 namespace accel {
 namespace {
 
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
 // The communicator of the Accelerator constructed last and still alive (current_world.hpp).
 std::atomic<comm::Communicator*> current_comm{nullptr};
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    out += c;
+// One acc.log record, {"step": 3, "loss": 2.5, "lr": 0.001}: "step" first, then the names in map
+// order, with ", " and ": " between them and numbers as %.17g (1.0 is written 1; a non-finite value
+// is null). test_state_io pins this layout, so only the names and the step go through nlohmann:
+// its dump() writes "," and ":", sorts "step" among the names and writes 1.0 as 1.0.
+std::string metrics_line(int64_t step, const std::map<std::string, double>& values) {
+  std::string line = "{\"step\": " + nlohmann::json(step).dump();
+  for (const auto& [name, v] : values) {
+    char number[64] = "null";
+    if (std::isfinite(v)) std::snprintf(number, sizeof number, "%.17g", v);
+    line += ", " + nlohmann::json(name).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ": " + number;
   }
-  return out + "\"";
+  return line + "}";
 }
 
 }  // namespace
@@ -444,9 +441,7 @@ void Accelerator::log(int64_t step, const std::map<std::string, double>& values)
           return record["step"].get<int64_t>();
         });
   }
-  std::string line = "{\"step\": " + std::to_string(step);
-  for (const auto& [name, v] : values) line += ", " + json_string(name) + ": " + json_number(v);
-  s.metrics->append(line + "}");
+  s.metrics->append(metrics_line(step, values));
 }
 
 api::StateIo& detail::AcceleratorInternals::state_io(Accelerator& acc) { return acc.state_->checkpoints(); }
