@@ -14,17 +14,12 @@
 
 namespace accel::api {
 namespace fs = std::filesystem;
+using backends::shape_text;  // canonical_state.hpp
 using train::ckpt::CheckpointError;
 
 namespace {
 
 using Shapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 // The module's tensors in named_parameters() order, each tensor once under its first name (as
 // the unit policy names them): those that take gradients (the backend's) or the others.
