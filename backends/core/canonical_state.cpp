@@ -10,6 +10,7 @@
 
 #include "backends/core/reslice.hpp"
 #include "runtime/common/errors.hpp"
+#include "runtime/common/strings.hpp"
 #include "runtime/train/model/safetensors.hpp"
 
 namespace accel::backends {
@@ -254,9 +255,7 @@ Json zero_layout_json(const std::string& policy, int world, const std::vector<Ze
 }
 
 std::string describe_state_kinds(const std::vector<std::string>& kinds) {
-  std::string s = "{";
-  for (size_t i = 0; i < kinds.size(); ++i) s += (i ? ", " : "") + kinds[i];
-  s += "}";
+  const std::string s = "{" + join(kinds) + "}";
   std::set<std::string> k(kinds.begin(), kinds.end());
   if (k == std::set<std::string>{"exp_avg", "exp_avg_sq"}) return s + " (adamw)";
   if (k == std::set<std::string>{"momentum"}) return s + " (sgd with momentum)";

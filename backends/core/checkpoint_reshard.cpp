@@ -7,16 +7,13 @@
 #include <set>
 
 #include "runtime/common/errors.hpp"
+#include "runtime/common/strings.hpp"
 
 namespace accel::backends {
 namespace {
 
-std::string first_names(const std::vector<std::string>& names) {
-  std::string s;
-  for (size_t i = 0; i < names.size() && i < 5; ++i) s += (i ? ", " : "") + names[i];
-  if (names.size() > 5) s += ", ... (" + std::to_string(names.size()) + " in all)";
-  return s;
-}
+// The names a refusal lists: the first 5.
+std::string first_names(const std::vector<std::string>& names) { return join_first(names, 5); }
 
 // The checkpoint holds exactly `want` (names and shapes) and the optimizer state kinds `kinds`.
 void check_compatible(const CanonicalState& source, const std::vector<ParamRecord>& want,

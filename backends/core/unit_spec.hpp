@@ -9,16 +9,15 @@
 #include <ATen/ATen.h>
 
 #include <string>
-#include <utility>
 #include <vector>
+
+#include "backends/core/named_tensors.hpp"
 
 namespace torch::nn {
 class Module;
 }
 
 namespace accel::backends {
-
-using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 struct UnitSpec {
   std::string name;        // "h.3", a module path, "root"

@@ -1,5 +1,6 @@
 #include "runtime/config/import_common.hpp"
 
+#include "runtime/common/strings.hpp"
 #include "runtime/config/suggest.hpp"
 
 namespace accel::config {
@@ -37,9 +38,7 @@ void ForeignReader::unknown(const YAML::Node& key, const std::string& foreign_pa
   std::string name = key.IsScalar() ? key.Scalar() : node_text(key);
   std::string guess = nearest(name, known);
   if (!guess.empty()) {
-    std::string allowed;
-    for (const auto& k : known) allowed += (allowed.empty() ? "" : ", ") + k;
-    out_.errors.push_back({foreign_path, where(key), "unknown " + format_ + " key", "", allowed,
+    out_.errors.push_back({foreign_path, where(key), "unknown " + format_ + " key", "", join(known),
                            "did you mean '" + guess + "'?"});
     return;
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "runtime/common/strings.hpp"
 #include "runtime/config/deepspeed_keys.hpp"
 #include "runtime/config/import_common.hpp"
 #include "runtime/config/suggest.hpp"
@@ -18,8 +19,7 @@ bool refused_by_deepspeed(const YAML::Node& key, const std::string& section, For
   const auto* known = deepspeed_section_keys(section);
   std::string name = key.IsScalar() ? key.Scalar() : node_text(key);
   if (!known || std::find(known->begin(), known->end(), name) != known->end()) return false;
-  std::string allowed;
-  for (const auto& k : *known) allowed += (allowed.empty() ? "" : ", ") + k;
+  const std::string allowed = join(*known);
   std::string guess = nearest(name, *known);
   r.out().errors.push_back({section + "." + name, r.where(key), "unknown DeepSpeed key", "", allowed,
                             guess.empty() ? "remove it: DeepSpeed refuses a key its " + section + " section does not define"

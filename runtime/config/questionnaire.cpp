@@ -3,6 +3,7 @@
 #include <functional>
 #include <iostream>
 
+#include "runtime/common/strings.hpp"
 #include "runtime/config/job_builder.hpp"
 #include "runtime/config/plan/resolve_plan.hpp"
 #include "runtime/config/question.hpp"
@@ -71,8 +72,7 @@ std::vector<std::string> run_questionnaire(std::istream& in, std::ostream& out, 
       }
       if (input_ended) line.clear();
       else if (options.echo_answers) out << line << "\n";
-      auto begin = line.find_first_not_of(" \t"), end = line.find_last_not_of(" \t\r");
-      line = begin == std::string::npos ? "" : line.substr(begin, end - begin + 1);
+      line = trim(line);
       if (line.empty()) line = default_text;
       if (input_ended && options.use_defaults) out << line << "\n";
       if (line.empty()) {

@@ -1,6 +1,8 @@
 // Unit groupings for the wrap policies (see unit_grouping.hpp).
 #include "runtime/config/plan/unit_grouping.hpp"
 
+#include "runtime/common/strings.hpp"
+
 namespace accel::plan {
 
 UnitGroups one_group_per_unit(int units) {
@@ -50,11 +52,7 @@ UnitGroups group_by_bucket(const std::vector<int64_t>& unit_numels, int64_t buck
   return UnitGroups(backwards.rbegin(), backwards.rend());
 }
 
-std::string group_name(const std::vector<std::string>& member_names) {
-  std::string name;
-  for (size_t i = 0; i < member_names.size(); ++i) name += (i ? "+" : "") + member_names[i];
-  return name;
-}
+std::string group_name(const std::vector<std::string>& member_names) { return join(member_names, "+"); }
 
 UnitGroups groups_for_wrap_policy(config::AutoWrapPolicy policy, int64_t min_num_params,
                                   const std::vector<int64_t>& unit_numels) {

@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -24,6 +23,7 @@
 #include "runtime/config/overrides.hpp"
 #include "runtime/train/api/accelerator_internals.hpp"
 #include "runtime/train/api/current_world.hpp"
+#include "runtime/train/api/metrics_log.hpp"
 #include "backends/core/grad_scaling.hpp"
 #include "runtime/train/api/state_io.hpp"
 #include "runtime/train/api/prepared_units.hpp"
@@ -37,24 +37,21 @@
 namespace accel {
 namespace {
 
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
 // The communicator of the Accelerator constructed last and still alive (current_world.hpp).
 std::atomic<comm::Communicator*> current_comm{nullptr};
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    out += c;
+// One acc.log record, {"step": 3, "loss": 2.5, "lr": 0.001}: "step" first, then the names in map
+// order, with ", " and ": " between them and numbers as %.17g (1.0 is written 1; a non-finite value
+// is null). test_state_io pins this layout, so only the names and the step go through nlohmann:
+// its dump() writes "," and ":", sorts "step" among the names and writes 1.0 as 1.0.
+std::string metrics_line(int64_t step, const std::map<std::string, double>& values) {
+  std::string line = "{\"step\": " + nlohmann::json(step).dump();
+  for (const auto& [name, v] : values) {
+    char number[64] = "null";
+    if (std::isfinite(v)) std::snprintf(number, sizeof number, "%.17g", v);
+    line += ", " + nlohmann::json(name).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ": " + number;
   }
-  return out + "\"";
+  return line + "}";
 }
 
 }  // namespace
@@ -83,7 +80,7 @@ struct Accelerator::State {
   bool sync = false;        // the current (or last) micro-step synchronises
   bool sync_ready = false;  // a sync micro-step's gradients are reduced and wait for the step
   int64_t steps = 0;
-  std::unique_ptr<std::ofstream> metrics;
+  std::unique_ptr<api::MetricsLog> metrics;  // metrics.jsonl, opened by the first log()
   std::unique_ptr<api::StateIo> io;  // save_state / load_state (state_io.hpp), made at first use
   int64_t resumed_steps = 0;         // the steps load_state() restored
 
@@ -385,15 +382,17 @@ void Accelerator::log(int64_t step, const std::map<std::string, double>& values)
   if (rank() != 0) return;
   if (!s.metrics) {
     std::filesystem::create_directories(s.training.output_dir);
-    const std::string path = s.training.output_dir + "/metrics.jsonl";
-    if (s.resumed_steps > 0) api::keep_metrics_through(path, s.resumed_steps);
-    s.metrics = std::make_unique<std::ofstream>(path, s.resumed_steps > 0 ? std::ios::app : std::ios::trunc);
-    if (!*s.metrics) throw RunError("accel: cannot write " + path);
+    // Records carry the step the caller passes (the examples pass step(), a count), so a run
+    // resumed after N steps keeps step <= N; a line that is not a JSON object with a step goes.
+    s.metrics = std::make_unique<api::MetricsLog>(
+        s.training.output_dir + "/metrics.jsonl", s.resumed_steps, api::ResumeKeeps::steps_through,
+        [](const std::string& line, int, bool) -> std::optional<int64_t> {
+          const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+          if (!record.is_object() || !record.contains("step")) return std::nullopt;
+          return record["step"].get<int64_t>();
+        });
   }
-  std::string line = "{\"step\": " + std::to_string(step);
-  for (const auto& [name, v] : values) line += ", " + json_string(name) + ": " + json_number(v);
-  *s.metrics << line << "}\n";
-  s.metrics->flush();
+  s.metrics->append(metrics_line(step, values));
 }
 
 api::StateIo& detail::AcceleratorInternals::state_io(Accelerator& acc) { return acc.state_->checkpoints(); }

@@ -3,7 +3,6 @@
 #include <ATen/core/grad_mode.h>
 
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <unordered_set>
 
@@ -15,17 +14,12 @@
 
 namespace accel::api {
 namespace fs = std::filesystem;
+using backends::shape_text;  // canonical_state.hpp
 using train::ckpt::CheckpointError;
 
 namespace {
 
 using Shapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 // The module's tensors in named_parameters() order, each tensor once under its first name (as
 // the unit policy names them): those that take gradients (the backend's) or the others.
@@ -324,18 +318,6 @@ std::optional<int64_t> StateIo::load(const std::string& dir, backends::Backend& 
   const int64_t steps = record["steps_done"].get<int64_t>();
   if (comm_.rank() == 0) logging::info("accel: loaded " + *source + " (" + std::to_string(steps) + " steps)");
   return steps;
-}
-
-void keep_metrics_through(const std::string& path, int64_t last_step) {
-  std::ifstream in(path);
-  if (!in) return;
-  std::string kept, line;
-  while (std::getline(in, line)) {
-    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (record.is_object() && record.value("step", last_step + 1) <= last_step) kept += line + "\n";
-  }
-  in.close();
-  train::ckpt::write_file_synced(path, kept);
 }
 
 }  // namespace accel::api

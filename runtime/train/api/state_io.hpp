@@ -86,8 +86,4 @@ class StateIo {
   nlohmann::json loaded_record_ = nlohmann::json::object();
 };
 
-// Rewrites metrics file `path` keeping the records with step <= last_step (a resumed run logs the
-// later steps again). Nothing when the file does not exist.
-void keep_metrics_through(const std::string& path, int64_t last_step);
-
 }  // namespace accel::api

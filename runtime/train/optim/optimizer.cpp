@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "runtime/common/errors.hpp"
+#include "runtime/common/strings.hpp"
 #include "runtime/train/optim/adamw_fused.hpp"
 #include "runtime/train/optim/adamw_step.hpp"
 #include "runtime/train/optim/math_precision.hpp"
@@ -19,12 +20,8 @@ namespace {
 
 at::Tensor scalar_int64(int64_t v) { return at::scalar_tensor(v, at::TensorOptions().dtype(at::kLong)); }
 
-std::string join_first(const std::vector<std::string>& names, size_t limit = 5) {
-  std::string out;
-  for (size_t i = 0; i < names.size() && i < limit; ++i) out += (i ? ", " : "") + names[i];
-  if (names.size() > limit) out += ", ... (" + std::to_string(names.size()) + " in all)";
-  return out;
-}
+// The names a refusal lists: the first 5.
+std::string first_names(const std::vector<std::string>& names) { return join_first(names, 5); }
 
 }  // namespace
 
@@ -122,7 +119,7 @@ void Optimizer::load_state(const NamedTensors& state) {
   std::vector<std::string> duplicates;
   for (const auto& [k, t] : state)
     if (!given.emplace(k, t).second) duplicates.push_back(k);
-  if (!duplicates.empty()) throw RunError("optimizer state: duplicate keys: " + join_first(duplicates));
+  if (!duplicates.empty()) throw RunError("optimizer state: duplicate keys: " + first_names(duplicates));
 
   // Expected keys with their reference tensors (shape and dtype to match).
   std::map<std::string, at::Tensor> expected;
@@ -147,9 +144,9 @@ void Optimizer::load_state(const NamedTensors& state) {
   for (const auto& [k, t] : given)
     if (!expected.count(k)) unexpected.push_back(k);
   std::string why;
-  if (!missing.empty()) why += "\n  missing: " + join_first(missing);
-  if (!unexpected.empty()) why += "\n  unexpected: " + join_first(unexpected);
-  if (!bad.empty()) why += "\n  wrong shape or dtype: " + join_first(bad);
+  if (!missing.empty()) why += "\n  missing: " + first_names(missing);
+  if (!unexpected.empty()) why += "\n  unexpected: " + first_names(unexpected);
+  if (!bad.empty()) why += "\n  wrong shape or dtype: " + first_names(bad);
   if (!why.empty())
     throw RunError("optimizer state does not fit this " + config::to_string(setup_.kind) +
                    " optimizer (was it saved for another model or optimizer?):" + why);

@@ -14,12 +14,13 @@
 #include <utility>
 #include <vector>
 
+#include "backends/core/named_tensors.hpp"
 #include "runtime/config/job.hpp"
 #include "runtime/train/optim/param_groups.hpp"
 
 namespace accel::train {
 
-using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+using NamedTensors = backends::NamedTensors;  // the one list type (named_tensors.hpp), under train::
 
 // The spec's rule: weights and embeddings decay, biases and LayerNorm parameters do not.
 inline bool applies_weight_decay(const at::Tensor& param) { return param.dim() >= 2; }

@@ -1,14 +1,11 @@
 #include "runtime/train/trainer/step_metrics.hpp"
 
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
+#include <cstdio>
+#include <optional>
 #include <sstream>
-#include <vector>
 
 #include "runtime/common/errors.hpp"
-#include "runtime/train/checkpoint/checkpoint_store.hpp"
+#include "runtime/common/human_bytes.hpp"
 
 namespace accel::train {
 
@@ -29,55 +26,27 @@ nlohmann::json to_json(const StepMetrics& m) {
   return j;
 }
 
-MetricsFile::MetricsFile(std::string path, int64_t keep_before) : path_(std::move(path)) {
-  std::vector<std::string> kept;
-  if (keep_before > 0) {
-    std::ifstream in(path_);
-    std::string line;
-    int lineno = 0;
-    while (std::getline(in, line)) {
-      ++lineno;
-      if (line.empty()) continue;
-      auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.is_discarded() || !j.contains("step") || !j["step"].is_number_integer()) {
-        // A crash can cut the last line short; anything else is someone else's file.
-        if (in.peek() == EOF) break;
-        throw RunError(path_ + ":" + std::to_string(lineno) + ": not a metrics record; move the file away to resume");
-      }
-      if (j["step"].get<int64_t>() < keep_before) kept.push_back(line);
-    }
+namespace {
+
+// A line of an existing file: a record's step index, or the trainer's rule for anything else.
+std::optional<int64_t> record_step(const std::string& path, const std::string& line, int lineno, bool last) {
+  if (line.empty()) return std::nullopt;
+  auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.contains("step") || !j["step"].is_number_integer()) {
+    // A crash can cut the last line short; anything else is someone else's file.
+    if (last) return std::nullopt;
+    throw RunError(path + ":" + std::to_string(lineno) + ": not a metrics record; move the file away to resume");
   }
-  std::string tmp = path_ + ".tmp", text;
-  for (const auto& l : kept) text += l + "\n";
-  ckpt::write_file_synced(tmp, text);
-  std::error_code ec;
-  std::filesystem::rename(tmp, path_, ec);
-  if (ec) throw RunError("cannot replace " + path_ + ": " + ec.message());
-  file_ = std::fopen(path_.c_str(), "a");
-  if (!file_) throw RunError("cannot open " + path_ + " for appending: " + std::strerror(errno));
+  return j["step"].get<int64_t>();
 }
 
-MetricsFile::~MetricsFile() {
-  if (file_) std::fclose(file_);
-}
+}  // namespace
 
-void MetricsFile::append(const StepMetrics& m) {
-  std::string line = to_json(m).dump() + "\n";
-  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
-    throw RunError("cannot write " + path_ + ": " + std::strerror(errno));
-}
+MetricsFile::MetricsFile(std::string path, int64_t keep_before)
+    : log_(path, keep_before, api::ResumeKeeps::steps_before,
+           [path](const std::string& line, int lineno, bool last) { return record_step(path, line, lineno, last); }) {}
 
-std::string human_bytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024.0 && u < 4) {
-    bytes /= 1024.0;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, bytes < 10 && u > 0 ? "%.2f %s" : "%.0f %s", bytes, units[u]);
-  return buf;
-}
+void MetricsFile::append(const StepMetrics& m) { log_.append(to_json(m).dump()); }
 
 static std::string human_rate(double per_s) {
   char buf[32];
@@ -101,7 +70,7 @@ std::string format_step_line(const StepMetrics& m, int64_t total_steps, bool pro
   char buf[256];
   std::snprintf(buf, sizeof buf, "step %*lld/%lld | loss %.4f | lr %.2e | grad_norm %.3f | %s tok/s | %.1f ms | peak %s",
                 width, static_cast<long long>(done), static_cast<long long>(total_steps), m.loss, m.lr, m.grad_norm,
-                human_rate(m.tokens_per_s).c_str(), m.step_time_s * 1e3, human_bytes(double(m.peak_mem_bytes)).c_str());
+                human_rate(m.tokens_per_s).c_str(), m.step_time_s * 1e3, human_bytes(m.peak_mem_bytes).c_str());
   s << buf;
   if (m.eval_loss) {
     std::snprintf(buf, sizeof buf, " | eval_loss %.4f", *m.eval_loss);

@@ -5,11 +5,12 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "runtime/train/api/metrics_log.hpp"
 
 namespace accel::train {
 
@@ -29,29 +30,24 @@ struct StepMetrics {
 
 nlohmann::json to_json(const StepMetrics& m);
 
+// The trainer's metrics.jsonl (api::MetricsLog with the trainer's conventions): records carry
+// the step index, so a run resumed after N steps keeps step < N.
 class MetricsFile {
  public:
   // Opens `path` for appending after keeping only the records with step < keep_before (0: start
   // empty). The kept prefix is rewritten atomically first. Throws RunError on I/O errors or when a
-  // kept line is not a metrics record.
+  // kept line is not a metrics record (a last line cut short by a crash is dropped).
   MetricsFile(std::string path, int64_t keep_before);
-  ~MetricsFile();
-  MetricsFile(const MetricsFile&) = delete;
-  MetricsFile& operator=(const MetricsFile&) = delete;
 
   // One JSON line, flushed, so a crash loses at most the step in progress.
   void append(const StepMetrics& m);
 
  private:
-  std::string path_;
-  std::FILE* file_ = nullptr;
+  api::MetricsLog log_;
 };
 
 // "step   12/60 | loss 4.1234 | lr 1.00e-03 | grad_norm 0.532 | 12.3k tok/s | 85.1 ms | peak 312 MiB",
 // with " | eval_loss 4.2" on evaluation steps and " | loss_scale 65536" (", skipped: overflow") under fp16. With progress_bar, a bar and a percentage first.
 std::string format_step_line(const StepMetrics& m, int64_t total_steps, bool progress_bar);
-
-// "1.23 GiB", "312 MiB", "12 KiB".
-std::string human_bytes(double bytes);
 
 }  // namespace accel::train
