@@ -22,7 +22,7 @@
 #include "runtime/comm/communicator.hpp"
 #include "runtime/config/job.hpp"
 #include "runtime/config/plan/resolved_plan.hpp"
-#include "runtime/train/model/named_tensors.hpp"
+#include "backends/core/named_tensors.hpp"
 #include "runtime/train/model/unit_hooks.hpp"
 #include "runtime/train/optim/param_groups.hpp"
 

@@ -7,7 +7,7 @@
 
 #include "backends/core/unit_spec.hpp"
 #include "runtime/comm/communicator.hpp"
-#include "runtime/train/model/named_tensors.hpp"
+#include "backends/core/named_tensors.hpp"
 
 namespace accel::backends {
 

@@ -15,3 +15,7 @@ namespace accel::backends {
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 }  // namespace accel::backends
+
+namespace accel::train {
+using backends::NamedTensors;  // the optimizer kernels and model layers name it here
+}  // namespace accel::train

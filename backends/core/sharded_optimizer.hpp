@@ -20,7 +20,7 @@
 #include "backends/core/flat_layout.hpp"
 #include "backends/core/nvme_state_store.hpp"
 #include "runtime/config/job.hpp"
-#include "runtime/train/model/named_tensors.hpp"
+#include "backends/core/named_tensors.hpp"
 #include "runtime/train/optim/param_groups.hpp"
 
 namespace accel::backends {

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "runtime/train/model/named_tensors.hpp"
+#include "backends/core/named_tensors.hpp"
 
 namespace accel::train {
 

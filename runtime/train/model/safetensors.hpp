@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/train/model/named_tensors.hpp"
+#include "backends/core/named_tensors.hpp"
 
 namespace accel::train {
 

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/train/model/named_tensors.hpp"
+#include "backends/core/named_tensors.hpp"
 
 namespace accel::train {
 

@@ -20,8 +20,6 @@
 
 namespace accel::train {
 
-using NamedTensors = backends::NamedTensors;  // the one list type (named_tensors.hpp), under train::
-
 // The spec's rule: weights and embeddings decay, biases and LayerNorm parameters do not.
 inline bool applies_weight_decay(const at::Tensor& param) { return param.dim() >= 2; }
 
