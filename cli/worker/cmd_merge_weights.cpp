@@ -14,9 +14,9 @@
 
 #include "backends/core/canonical_state.hpp"
 #include "cli/worker/worker_commands.hpp"
+#include "runtime/checkpoint/checkpoint_store.hpp"
+#include "runtime/checkpoint/node_local.hpp"
 #include "runtime/common/errors.hpp"
-#include "runtime/train/checkpoint/checkpoint_store.hpp"
-#include "runtime/train/checkpoint/node_local.hpp"
 #include "runtime/train/model/safetensors.hpp"
 
 namespace accel::cli::worker_program {

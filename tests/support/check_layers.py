@@ -2,9 +2,9 @@
 """The layering check (ctest `layering`): no source file includes a header of a layer above its own.
 
 Layers, bottom to top (docs/design/0022-layers-and-resolved-plan.md):
-  0 base     runtime/{common,config,comm,launch,diag,estimate,worker}
+  0 base     runtime/{common,config,comm,launch,diag,estimate,worker,checkpoint}
   1 engine   backends/, the optimizer kernels and model units (runtime/train/{optim,model})
-  2 API      include/accel/, runtime/train/{api,checkpoint}
+  2 API      include/accel/, runtime/train/{api,checkpoint} (the checkpoint engine)
   3 trainer  runtime/train/{trainer,modules,data}
   4 cli      cli/
 A file may include its own layer and the layers below. Every C++ source under these folders must
@@ -27,7 +27,7 @@ import sys
 LAYERS = [  # (path prefix, layer, name); the longest matching prefix wins
     ("runtime/common/", 0, "base"), ("runtime/config/", 0, "base"), ("runtime/comm/", 0, "base"),
     ("runtime/launch/", 0, "base"), ("runtime/diag/", 0, "base"), ("runtime/estimate/", 0, "base"),
-    ("runtime/worker/", 0, "base"),
+    ("runtime/worker/", 0, "base"), ("runtime/checkpoint/", 0, "base"),
     ("backends/", 1, "engine"), ("runtime/train/optim/", 1, "engine"), ("runtime/train/model/", 1, "engine"),
     ("include/accel/", 2, "API"), ("runtime/train/api/", 2, "API"), ("runtime/train/checkpoint/", 2, "API"),
     ("runtime/train/trainer/", 3, "trainer"), ("runtime/train/modules/", 3, "trainer"),

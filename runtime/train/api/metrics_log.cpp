@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/common/errors.hpp"
-#include "runtime/train/checkpoint/checkpoint_store.hpp"
 
 namespace accel::api {
 

@@ -7,9 +7,9 @@
 #include <unordered_set>
 
 #include "backends/core/canonical_state.hpp"
+#include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
-#include "runtime/train/checkpoint/checkpoint_store.hpp"
 #include "runtime/train/model/safetensors.hpp"
 
 namespace accel::api {

@@ -16,10 +16,10 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/backend.hpp"
+#include "runtime/checkpoint/checkpoint_store.hpp"
+#include "runtime/checkpoint/node_local.hpp"
 #include "runtime/comm/rendezvous.hpp"
 #include "runtime/config/job_loader.hpp"
-#include "runtime/train/checkpoint/checkpoint_store.hpp"
-#include "runtime/train/checkpoint/node_local.hpp"
 
 namespace accel::train {
 

@@ -1,8 +1,8 @@
 // The built-in trainer's state-record keys (see trainer_record.hpp).
 #include "runtime/train/checkpoint/trainer_record.hpp"
 
+#include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/train/checkpoint/checkpoint_engine.hpp"
-#include "runtime/train/checkpoint/checkpoint_store.hpp"
 
 namespace accel::train {
 

@@ -1,5 +1,5 @@
 // The checkpoint store: layout, atomic commit, `latest`, manifest and verification (see the header).
-#include "runtime/train/checkpoint/checkpoint_store.hpp"
+#include "runtime/checkpoint/checkpoint_store.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 // Node-local checkpoints: the storage probe, the merge of the machines' file lists, the note on
 // absent files (see the header and docs/design/0013).
-#include "runtime/train/checkpoint/node_local.hpp"
+#include "runtime/checkpoint/node_local.hpp"
 
 #include <algorithm>
 #include <filesystem>

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/train/checkpoint/checkpoint_store.hpp"
+#include "runtime/checkpoint/checkpoint_store.hpp"
 
 namespace accel::train::ckpt {
 
