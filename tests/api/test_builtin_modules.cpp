@@ -11,7 +11,7 @@
 
 #include "runtime/common/errors.hpp"
 #include "runtime/train/modules/builtin_ops.hpp"
-#include "runtime/train/model/safetensors.hpp"
+#include "engine/format/safetensors.hpp"
 #include "runtime/train/modules/builtin_module.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/train/model/model_test_support.hpp"

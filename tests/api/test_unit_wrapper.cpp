@@ -8,7 +8,7 @@
 #include <torch/torch.h>
 
 #include "accel/accel.hpp"
-#include "backends/backend.hpp"
+#include "engine/backend.hpp"
 #include "runtime/comm/fake_communicator.hpp"
 #include "runtime/train/api/unit_policy.hpp"
 #include "runtime/train/api/unit_sink.hpp"

@@ -14,8 +14,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backends/backend.hpp"
-#include "backends/core/unit_spec.hpp"
+#include "engine/backend.hpp"
+#include "engine/unit_spec.hpp"
 #include "runtime/comm/communicator.hpp"
 #include "runtime/config/job.hpp"
 #include "runtime/train/modules/builtin_module.hpp"

@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "backends/backend.hpp"
+#include "engine/backend.hpp"
 #include "runtime/config/plan/resolve_plan.hpp"
 #include "runtime/comm/solo_communicator.hpp"
 #include "runtime/common/errors.hpp"
@@ -24,13 +24,13 @@
 #include "runtime/train/api/accelerator_internals.hpp"
 #include "runtime/train/api/current_world.hpp"
 #include "runtime/train/api/metrics_log.hpp"
-#include "backends/core/grad_scaling.hpp"
+#include "engine/grad_scaling.hpp"
 #include "runtime/train/api/state_io.hpp"
 #include "runtime/train/api/prepared_units.hpp"
 #include "runtime/train/api/torch_optimizer_groups.hpp"
 #include "runtime/train/api/unit_sink.hpp"
-#include "runtime/train/model/safetensors.hpp"
-#include "runtime/train/optim/adamw_fused.hpp"
+#include "engine/format/safetensors.hpp"
+#include "engine/optim/adamw_fused.hpp"
 #include "runtime/worker/worker_context.hpp"
 #include "runtime/common/strings.hpp"
 

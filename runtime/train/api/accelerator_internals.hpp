@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "accel/accelerator.hpp"
-#include "backends/backend.hpp"
+#include "engine/backend.hpp"
 #include "runtime/comm/communicator.hpp"
 #include "runtime/comm/rendezvous.hpp"
 #include "runtime/config/job_loader.hpp"

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "accel/accelerator.hpp"
-#include "backends/core/unit_spec.hpp"
+#include "engine/unit_spec.hpp"
 #include "runtime/config/job_loader.hpp"
 #include "runtime/config/plan/resolved_plan.hpp"
 

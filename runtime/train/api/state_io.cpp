@@ -6,11 +6,11 @@
 #include <set>
 #include <unordered_set>
 
-#include "backends/core/canonical_state.hpp"
+#include "engine/format/canonical_state.hpp"
+#include "engine/format/safetensors.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
-#include "runtime/train/model/safetensors.hpp"
 
 namespace accel::api {
 namespace fs = std::filesystem;

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.hpp"
+#include "engine/backend.hpp"
 #include "runtime/comm/rendezvous.hpp"
 #include "runtime/config/job_loader.hpp"
 #include "runtime/train/checkpoint/checkpoint_engine.hpp"

@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/train/optim/param_groups.hpp"
+#include "engine/optim/param_groups.hpp"
 
 namespace accel::api {
 

@@ -2,8 +2,8 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include "engine/activation_checkpoint.hpp"
 #include "runtime/common/errors.hpp"
-#include "runtime/train/model/activation_checkpoint.hpp"
 
 namespace accel::detail {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "accel/unit.hpp"
-#include "runtime/train/model/unit_hooks.hpp"
+#include "engine/unit_hooks.hpp"
 
 namespace accel::detail {
 

@@ -10,9 +10,9 @@
 #include <random>
 #include <set>
 
+#include "engine/format/safetensors.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
-#include "runtime/train/model/safetensors.hpp"
 
 namespace accel::train {
 namespace fs = std::filesystem;

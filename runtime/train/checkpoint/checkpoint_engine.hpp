@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/backend.hpp"
+#include "engine/backend.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/checkpoint/node_local.hpp"
 #include "runtime/comm/rendezvous.hpp"

@@ -7,8 +7,8 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "engine/format/safetensors.hpp"
 #include "runtime/common/errors.hpp"
-#include "runtime/train/model/safetensors.hpp"
 
 namespace accel::train {
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "backends/core/named_tensors.hpp"
+#include "engine/named_tensors.hpp"
 
 namespace accel::train {
 

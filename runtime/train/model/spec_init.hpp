@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <string>
 
-#include "backends/core/named_tensors.hpp"
+#include "engine/named_tensors.hpp"
 
 namespace accel::train {
 

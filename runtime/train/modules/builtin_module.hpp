@@ -12,7 +12,7 @@
 #include <torch/nn/module.h>
 
 #include "runtime/config/job.hpp"
-#include "backends/core/named_tensors.hpp"
+#include "engine/named_tensors.hpp"
 
 namespace accel::train {
 

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "runtime/train/optim/param_groups.hpp"
+#include "engine/optim/param_groups.hpp"
 
 namespace accel::train {
 

@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "runtime/config/job.hpp"
-#include "backends/core/named_tensors.hpp"
+#include "engine/named_tensors.hpp"
 
 namespace accel::train {
 

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "backends/core/unit_block_allocator.hpp"
+#include "engine/sharded/unit_block_allocator.hpp"
 #include "runtime/common/log.hpp"
 
 namespace accel::train {

@@ -10,14 +10,14 @@
 
 #include <accel/accelerator.hpp>
 
-#include "backends/backend.hpp"
+#include "engine/backend.hpp"
+#include "engine/format/safetensors.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
 #include "runtime/train/api/accelerator_internals.hpp"
 #include "runtime/train/checkpoint/trainer_record.hpp"
 #include "runtime/train/data/dataset.hpp"
 #include "runtime/train/model/model_weights.hpp"
-#include "runtime/train/model/safetensors.hpp"
 #include "runtime/train/modules/builtin_module.hpp"
 #include "runtime/train/modules/builtin_ops.hpp"
 #include "runtime/train/modules/builtin_optimizer.hpp"

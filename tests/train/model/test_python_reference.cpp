@@ -7,7 +7,7 @@
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include "runtime/train/modules/builtin_ops.hpp"
-#include "runtime/train/model/safetensors.hpp"
+#include "engine/format/safetensors.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/train/model/model_test_support.hpp"
 

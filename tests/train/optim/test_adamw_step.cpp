@@ -9,10 +9,10 @@
 
 #include <torch/optim/adamw.h>
 
+#include "engine/optim/adamw_step.hpp"
+#include "engine/optim/optimizer.hpp"
 #include "runtime/common/errors.hpp"
-#include "runtime/train/optim/adamw_step.hpp"
 #include "runtime/train/optim/lr_schedule.hpp"
-#include "runtime/train/optim/optimizer.hpp"
 #include "tests/train/optim/optim_test_support.hpp"
 
 using namespace accel::train;

@@ -12,9 +12,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "runtime/train/optim/grad_clip.hpp"
+#include "engine/optim/grad_clip.hpp"
+#include "engine/optim/optimizer.hpp"
 #include "runtime/train/optim/lr_schedule.hpp"
-#include "runtime/train/optim/optimizer.hpp"
 #include "tests/support/run_command.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/train/optim/optim_test_support.hpp"
