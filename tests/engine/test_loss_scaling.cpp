@@ -18,7 +18,7 @@
 #include "engine/backend.hpp"
 #include "runtime/comm/fake_communicator.hpp"
 #include "engine/grad_scaling.hpp"
-#include "runtime/train/optim/lr_schedule.hpp"
+#include "trainer/lr_schedule.hpp"
 #include "tests/engine/tiny_job.hpp"
 #include "tests/comm/comm_test_support.hpp"
 #include "tests/support/prepared_builtin.hpp"

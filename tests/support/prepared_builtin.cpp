@@ -6,7 +6,7 @@
 #include "runtime/config/plan/resolve_plan.hpp"
 #include "runtime/train/api/prepared_units.hpp"
 #include "runtime/train/api/unit_sink.hpp"
-#include "runtime/train/modules/builtin_ops.hpp"
+#include "trainer/models/builtin_ops.hpp"
 
 namespace accel::test {
 

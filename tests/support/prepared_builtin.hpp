@@ -18,7 +18,7 @@
 #include "engine/unit_spec.hpp"
 #include "runtime/comm/communicator.hpp"
 #include "runtime/config/job.hpp"
-#include "runtime/train/modules/builtin_module.hpp"
+#include "trainer/models/builtin_module.hpp"
 
 namespace accel::detail {
 class UnitSink;

@@ -17,8 +17,8 @@
 #include "engine/activation_checkpoint.hpp"
 #include "runtime/train/api/unit_policy.hpp"
 #include "runtime/train/api/unit_sink.hpp"
-#include "runtime/train/modules/builtin_ops.hpp"
 #include "tests/train/model/model_test_support.hpp"
+#include "trainer/models/builtin_ops.hpp"
 
 using accel::test::gpt_section;
 using accel::test::mlp_section;

@@ -5,9 +5,9 @@
 
 #include "engine/format/safetensors.hpp"
 #include "runtime/common/errors.hpp"
-#include "runtime/train/model/model_weights.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/train/model/model_test_support.hpp"
+#include "trainer/models/model_weights.hpp"
 
 using accel::test::gpt_section;
 using accel::test::parameter;

@@ -12,8 +12,8 @@
 #include "engine/optim/adamw_step.hpp"
 #include "engine/optim/optimizer.hpp"
 #include "runtime/common/errors.hpp"
-#include "runtime/train/optim/lr_schedule.hpp"
 #include "tests/train/optim/optim_test_support.hpp"
+#include "trainer/lr_schedule.hpp"
 
 using namespace accel::train;
 using namespace accel::test;

@@ -14,10 +14,10 @@
 
 #include "engine/optim/grad_clip.hpp"
 #include "engine/optim/optimizer.hpp"
-#include "runtime/train/optim/lr_schedule.hpp"
 #include "tests/support/run_command.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/train/optim/optim_test_support.hpp"
+#include "trainer/lr_schedule.hpp"
 
 using namespace accel::train;
 using namespace accel::test;
