@@ -1,6 +1,6 @@
 // What the engines see of a model: an ordered list of units, each a name and its parameters in
 // flat order with each parameter's optimizer group. Torch-only: a torch::nn::Module prepared through
-// the public API (docs/design/0015, units chosen by a policy: runtime/train/api/prepared_units.hpp),
+// the public API (docs/design/0015, units chosen by a policy: api/prepared_units.hpp),
 // accel's built-in models included, is described this way.
 // Invariants (check_unit_specs): every parameter tensor is in exactly one unit (by identity), its
 // full name is unique, and it has a group of the optimizer setup; unit names are unique.

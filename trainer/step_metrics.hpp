@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/train/api/metrics_log.hpp"
+#include "api/metrics_log.hpp"
 
 namespace accel::train {
 

@@ -10,11 +10,11 @@
 
 #include <accel/accelerator.hpp>
 
+#include "api/accelerator_internals.hpp"
 #include "engine/backend.hpp"
 #include "engine/format/safetensors.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
-#include "runtime/train/api/accelerator_internals.hpp"
 #include "runtime/worker/worker_context.hpp"
 #include "trainer/data/dataset.hpp"
 #include "trainer/evaluation.hpp"

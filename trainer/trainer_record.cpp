@@ -1,8 +1,8 @@
 // The built-in trainer's state-record keys (see trainer_record.hpp).
 #include "trainer/trainer_record.hpp"
 
+#include "api/checkpoint_engine.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
-#include "runtime/train/checkpoint/checkpoint_engine.hpp"
 
 namespace accel::train {
 

@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
+#include "api/unit_policy.hpp"
+#include "api/unit_sink.hpp"
 #include "engine/activation_checkpoint.hpp"
-#include "runtime/train/api/unit_policy.hpp"
-#include "runtime/train/api/unit_sink.hpp"
 #include "tests/train/model/model_test_support.hpp"
 #include "trainer/models/builtin_ops.hpp"
 

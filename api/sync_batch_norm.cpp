@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/train/api/current_world.hpp"
+#include "api/current_world.hpp"
 
 namespace accel {
 namespace {

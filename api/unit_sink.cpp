@@ -1,4 +1,4 @@
-#include "runtime/train/api/unit_sink.hpp"
+#include "api/unit_sink.hpp"
 
 #include <ATen/core/grad_mode.h>
 

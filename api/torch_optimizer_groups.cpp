@@ -1,4 +1,4 @@
-#include "runtime/train/api/torch_optimizer_groups.hpp"
+#include "api/torch_optimizer_groups.hpp"
 
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>

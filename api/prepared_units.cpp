@@ -1,10 +1,10 @@
 // The engine's units for a prepared module (see prepared_units.hpp).
-#include "runtime/train/api/prepared_units.hpp"
+#include "api/prepared_units.hpp"
 
+#include "api/unit_policy.hpp"
+#include "api/unit_sink.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/common/strings.hpp"
-#include "runtime/train/api/unit_policy.hpp"
-#include "runtime/train/api/unit_sink.hpp"
 
 namespace accel::api {
 

@@ -1,11 +1,11 @@
-#include "runtime/train/api/unit_policy.hpp"
+#include "api/unit_policy.hpp"
 
 #include <algorithm>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
 
-#include "runtime/train/api/unit_sink.hpp"
+#include "api/unit_sink.hpp"
 
 namespace accel::api {
 

@@ -1,4 +1,4 @@
-#include "runtime/train/api/metrics_log.hpp"
+#include "api/metrics_log.hpp"
 
 #include <cerrno>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "runtime/train/api/state_io.hpp"
+#include "api/state_io.hpp"
 
 #include <ATen/core/grad_mode.h>
 

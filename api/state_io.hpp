@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "api/checkpoint_engine.hpp"
 #include "engine/backend.hpp"
 #include "runtime/comm/rendezvous.hpp"
 #include "runtime/config/job_loader.hpp"
-#include "runtime/train/checkpoint/checkpoint_engine.hpp"
 
 namespace accel::api {
 

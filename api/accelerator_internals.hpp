@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "accel/accelerator.hpp"
+#include "api/state_io.hpp"
 #include "engine/backend.hpp"
 #include "runtime/comm/communicator.hpp"
 #include "runtime/comm/rendezvous.hpp"
 #include "runtime/config/job_loader.hpp"
-#include "runtime/train/api/state_io.hpp"
 
 namespace accel::detail {
 

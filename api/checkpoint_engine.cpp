@@ -1,4 +1,4 @@
-#include "runtime/train/checkpoint/checkpoint_engine.hpp"
+#include "api/checkpoint_engine.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
