@@ -15,12 +15,12 @@
 
 #include "cli/commands.hpp"
 #include "cli/launch_support.hpp"
+#include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/config/backend_translation.hpp"
 #include "runtime/config/dump.hpp"
 #include "runtime/config/plan/resolve_plan.hpp"
 #include "runtime/config/schema.hpp"
 #include "runtime/launch/gpu_probe.hpp"
-#include "runtime/train/checkpoint/checkpoint_store.hpp"
 
 namespace accel::cli {
 namespace {

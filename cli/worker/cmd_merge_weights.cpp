@@ -12,12 +12,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/core/canonical_state.hpp"
 #include "cli/worker/worker_commands.hpp"
+#include "engine/format/canonical_state.hpp"
+#include "engine/format/safetensors.hpp"
+#include "runtime/checkpoint/checkpoint_store.hpp"
+#include "runtime/checkpoint/node_local.hpp"
 #include "runtime/common/errors.hpp"
-#include "runtime/train/checkpoint/checkpoint_store.hpp"
-#include "runtime/train/checkpoint/node_local.hpp"
-#include "runtime/train/model/safetensors.hpp"
 
 namespace accel::cli::worker_program {
 namespace {

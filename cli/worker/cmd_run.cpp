@@ -9,7 +9,7 @@
 #include "runtime/common/errors.hpp"
 #include "runtime/worker/comm_bench.hpp"
 #include "runtime/worker/comm_selftest.hpp"
-#include "runtime/train/trainer/trainer.hpp"
+#include "trainer/trainer.hpp"
 #include "runtime/worker/launch_probe.hpp"
 
 namespace accel::cli::worker_program {

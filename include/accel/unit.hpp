@@ -38,7 +38,7 @@
 namespace accel {
 namespace detail {
 
-class UnitSink;  // the prepared model's engine, as the library sees it (runtime/train/api)
+class UnitSink;  // the prepared model's engine, as the library sees it (api/unit_sink.hpp)
 
 // The non-template part of every UnitImpl: where its boundary goes. Set by Accelerator::prepare
 // only when the strategy frees parameters between uses; empty otherwise.

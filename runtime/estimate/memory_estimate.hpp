@@ -1,5 +1,5 @@
 // Per-rank memory of the model states (parameters, gradients, optimizer) under each sharding
-// strategy, as accel's own engine lays them out (backends/core: flat per-unit buffers padded to a
+// strategy, as accel's own engine lays them out (engine/sharded: flat per-unit buffers padded to a
 // multiple of the shard count, fp32 master and state shards). Pure integer arithmetic, no torch:
 // the CLI (`accel estimate-memory`) and the trainer (estimate next to measured) call the same code.
 //

@@ -1,6 +1,6 @@
 // The built-in models' unit sizes from their dimensions, without building them (no torch), for the
 // memory estimator: the units the trainer's engine runs, as api::apply_unit_policy makes them of
-// GptModule and MlpModule (runtime/train/modules; parameters per spec/training.md):
+// GptModule and MlpModule (trainer/models; parameters per spec/training.md):
 //   gpt: `root` (wte [V, C], wpe [T, C], ln_f 2C), then `h.0` .. `h.{L-1}` (12C^2 + 13C each);
 //   mlp: `root` (wte [V, C]), then `layer.0` .. `layer.{L-1}` (C^2 + C each).
 // Under fsdp SIZE_BASED_WRAP each module outside the layers (wte, wpe, ln_f) holding at least

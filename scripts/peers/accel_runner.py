@@ -36,7 +36,7 @@ ACCELERATE_FILE = {
     "fsdp:SHARD_GRAD_OP": "fsdp_shard_grad_op.yaml",
 }
 
-# Model-state components of the run report (backends/core/sharded_engine.cpp, ddp_backend.cpp):
+# Model-state components of the run report (engine/sharded/sharded_engine.cpp, ddp_backend.cpp):
 # held between steps, and the transient peaks of gathered parameters and full gradients.
 HELD = ("params", "param_shards", "grads", "grad_shard", "master", "optimizer_states")
 TRANSIENT = ("live_params_peak", "live_grads_peak")

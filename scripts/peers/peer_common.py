@@ -49,9 +49,9 @@ def _is_no_decay(name: str) -> bool:
 
 def lm_loss(out, y: torch.Tensor) -> torch.Tensor:
     """Mean token cross-entropy of the model's logits, computed in fp32 whatever the compute dtype:
-    what accel's trainer does (runtime/train/model/model.cpp upcasts the logits). In fp32 this is
-    exactly the loss GPT.forward computes; in bf16 it keeps the loss and its gradient out of bf16
-    rounding (a bf16 loss near 5 has an ulp of 0.03)."""
+    what accel's trainer does (token_cross_entropy, trainer/models/builtin_ops.cpp, upcasts the
+    logits). In fp32 this is exactly the loss GPT.forward computes; in bf16 it keeps the loss and its
+    gradient out of bf16 rounding (a bf16 loss near 5 has an ulp of 0.03)."""
     logits = out[0] if isinstance(out, tuple) else out
     return torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1))
 

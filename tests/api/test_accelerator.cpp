@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "accel/accel.hpp"
-#include "runtime/train/api/unit_policy.hpp"
+#include "api/unit_policy.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace {

@@ -1,4 +1,4 @@
-// The built-in models as modules (runtime/train/modules/builtin_module.hpp: GptModule, MlpModule)
+// The built-in models as modules (trainer/models/builtin_module.hpp: GptModule, MlpModule)
 // against tests/train/model/gpt_reference.py, an independent implementation of spec/training.md in
 // Python torch: the spec names in spec order and the seeded init bit for bit, and the logits and
 // loss on random weights, for gpt and mlp.
@@ -10,9 +10,9 @@
 #include <cmath>
 
 #include "runtime/common/errors.hpp"
-#include "runtime/train/modules/builtin_ops.hpp"
-#include "runtime/train/model/safetensors.hpp"
-#include "runtime/train/modules/builtin_module.hpp"
+#include "trainer/models/builtin_ops.hpp"
+#include "engine/format/safetensors.hpp"
+#include "trainer/models/builtin_module.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/train/model/model_test_support.hpp"
 

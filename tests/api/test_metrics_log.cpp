@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/train/api/metrics_log.hpp"
+#include "api/metrics_log.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using accel::api::MetricsLog;

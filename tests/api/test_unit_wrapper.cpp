@@ -8,10 +8,10 @@
 #include <torch/torch.h>
 
 #include "accel/accel.hpp"
-#include "backends/backend.hpp"
+#include "api/unit_policy.hpp"
+#include "api/unit_sink.hpp"
+#include "engine/backend.hpp"
 #include "runtime/comm/fake_communicator.hpp"
-#include "runtime/train/api/unit_policy.hpp"
-#include "runtime/train/api/unit_sink.hpp"
 #include "tests/comm/comm_test_support.hpp"
 #include "tests/support/temp_dir.hpp"
 

@@ -1,4 +1,4 @@
-"""mixed_precision fp16 end to end (the loss scaler in the Accelerator, backends/core/grad_scaling.hpp):
+"""mixed_precision fp16 end to end (the loss scaler in the Accelerator, engine/grad_scaling.hpp):
 the quickstart GPT narrowed to width 64 and windows of 32 tokens on the built-in synthetic data at
 world 2, fp16 parameters, gradients and their communication, fp32 masters and optimizer states, the
 loss multiplied by the scale inside backward(). libtorch 2.11's CPU kernels run fp16, so all of it

@@ -1,4 +1,4 @@
-"""optimizer.fused end to end (runtime/train/optim/adamw_fused.hpp): the quickstart GPT at world 2 on
+"""optimizer.fused end to end (engine/optim/adamw_fused.hpp): the quickstart GPT at world 2 on
 the CPU with torch's fused AdamW kernel, against the elementwise reference path, STEPS steps at lr
 3e-3 (warmup 5), which train it (the last loss under 90% of the first: 0.86 measured).
 

@@ -305,7 +305,7 @@ class ZeroStagesAgreement(_ShardedBase):
 
 
 class FsdpStrategiesAgreement(_ShardedBase):
-    """backend: fsdp (backends/fsdp, docs/design/0007): FULL_SHARD and SHARD_GRAD_OP run the sharding
+    """backend: fsdp (engine/fsdp, docs/design/0007): FULL_SHARD and SHARD_GRAD_OP run the sharding
     engine (ZeRO-3 / ZeRO-2 partitioning, FSDP's one-unit prefetch and two-unit gather limit), NO_SHARD
     the ddp engine. Each strategy alone and with accumulation at world 2; FULL_SHARD padded at world 3,
     with each wrap policy and with the other prefetch settings; HYBRID_SHARD over 2 machines x 2 ranks.

@@ -1,12 +1,12 @@
 // A built-in model prepared as the built-in trainer prepares it (see prepared_builtin.hpp).
 #include "tests/support/prepared_builtin.hpp"
 
+#include "api/prepared_units.hpp"
+#include "api/unit_sink.hpp"
+#include "engine/optim/param_groups.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/config/plan/resolve_plan.hpp"
-#include "runtime/train/api/prepared_units.hpp"
-#include "runtime/train/api/unit_sink.hpp"
-#include "runtime/train/modules/builtin_ops.hpp"
-#include "runtime/train/optim/param_groups.hpp"
+#include "trainer/models/builtin_ops.hpp"
 
 namespace accel::test {
 

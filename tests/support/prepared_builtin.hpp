@@ -14,11 +14,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backends/backend.hpp"
-#include "backends/core/unit_spec.hpp"
+#include "engine/backend.hpp"
+#include "engine/unit_spec.hpp"
 #include "runtime/comm/communicator.hpp"
 #include "runtime/config/job.hpp"
-#include "runtime/train/modules/builtin_module.hpp"
+#include "trainer/models/builtin_module.hpp"
 
 namespace accel::detail {
 class UnitSink;

@@ -9,7 +9,7 @@
 #include <functional>
 #include <string>
 
-#include "runtime/train/checkpoint/checkpoint_store.hpp"
+#include "runtime/checkpoint/checkpoint_store.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace accel;

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "runtime/train/checkpoint/node_local.hpp"
+#include "runtime/checkpoint/node_local.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace accel;

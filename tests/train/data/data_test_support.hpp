@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/train/data/dataset.hpp"
 #include "tests/support/run_command.hpp"
+#include "trainer/data/dataset.hpp"
 
 namespace accel::test {
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Independent Python reference for accel's data layer (runtime/train/data), used by test_data.
+"""Independent Python reference for accel's data layer (trainer/data), used by test_data.
 
 It re-implements, from their documented definitions only:
   - llm.c token files (read the way llm.c's train_gpt2.py does, with numpy): 256 little-endian int32
     header [magic 20240520, version 1, N, 0...] then N little-endian uint16 tokens;
-  - splitmix64, stream_key and below() (runtime/train/data/splitmix.hpp);
+  - splitmix64, stream_key and below() (trainer/data/splitmix.hpp);
   - the synthetic token stream (synthetic_tokens.hpp);
   - the shuffled order's per-epoch Fisher-Yates permutation (sample_order.hpp).
 

@@ -2,10 +2,10 @@
 // val_fraction, seq_len); check_state() refuses a resume whose batches would differ, and says why.
 #include "tests/support/catch_with_torch.hpp"
 
-#include "runtime/train/data/data_error.hpp"
-#include "runtime/train/data/token_file.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/train/data/data_test_support.hpp"
+#include "trainer/data/data_error.hpp"
+#include "trainer/data/token_file.hpp"
 
 using namespace accel;
 using namespace accel::train;

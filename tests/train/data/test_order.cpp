@@ -6,8 +6,8 @@
 #include <array>
 #include <numeric>
 
-#include "runtime/train/data/sample_order.hpp"
 #include "tests/train/data/data_test_support.hpp"
+#include "trainer/data/sample_order.hpp"
 
 using namespace accel;
 using namespace accel::train;

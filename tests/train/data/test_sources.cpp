@@ -5,11 +5,11 @@
 #include <cmath>
 #include <map>
 
-#include "runtime/train/data/data_error.hpp"
-#include "runtime/train/data/synthetic_tokens.hpp"
-#include "runtime/train/data/token_file.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/train/data/data_test_support.hpp"
+#include "trainer/data/data_error.hpp"
+#include "trainer/data/synthetic_tokens.hpp"
+#include "trainer/data/token_file.hpp"
 
 using namespace accel;
 using namespace accel::train;

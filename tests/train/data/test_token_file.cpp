@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runtime/train/data/data_error.hpp"
-#include "runtime/train/data/token_file.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/train/data/data_test_support.hpp"
+#include "trainer/data/data_error.hpp"
+#include "trainer/data/token_file.hpp"
 
 using namespace accel;
 using namespace accel::train;

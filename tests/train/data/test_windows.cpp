@@ -6,8 +6,8 @@
 #include <array>
 #include <numeric>
 
-#include "runtime/train/data/data_error.hpp"
 #include "tests/train/data/data_test_support.hpp"
+#include "trainer/data/data_error.hpp"
 
 using namespace accel;
 using namespace accel::train;

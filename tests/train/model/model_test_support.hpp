@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "runtime/train/modules/builtin_module.hpp"
 #include "tests/support/run_command.hpp"
+#include "trainer/models/builtin_module.hpp"
 
 namespace accel::test {
 

@@ -1,9 +1,9 @@
-// Activation checkpointing (runtime/train/model/activation_checkpoint.hpp, docs/design/0010): the
+// Activation checkpointing (engine/activation_checkpoint.hpp, docs/design/0010): the
 // recompute gives the plain backward's gradients bit for bit, accumulates parameter gradients into
 // the existing .grad in place, replays random draws, falls back to a plain forward where nothing
 // can be recomputed; in the built-in models (GptModule, MlpModule) with a recomputing unit sink,
 // only the accel::Unit<> layers recompute and the hooks run once per use.
-// With a sharding engine underneath: tests/backends/test_recompute_with_sharding.cpp.
+// With a sharding engine underneath: tests/engine/test_recompute_with_sharding.cpp.
 #include "tests/support/catch_with_torch.hpp"
 
 #include <ATen/core/grad_mode.h>
@@ -14,11 +14,11 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/train/api/unit_policy.hpp"
-#include "runtime/train/api/unit_sink.hpp"
-#include "runtime/train/model/activation_checkpoint.hpp"
-#include "runtime/train/modules/builtin_ops.hpp"
+#include "api/unit_policy.hpp"
+#include "api/unit_sink.hpp"
+#include "engine/activation_checkpoint.hpp"
 #include "tests/train/model/model_test_support.hpp"
+#include "trainer/models/builtin_ops.hpp"
 
 using accel::test::gpt_section;
 using accel::test::mlp_section;

@@ -7,8 +7,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#include "runtime/train/modules/builtin_ops.hpp"
 #include "tests/train/model/model_test_support.hpp"
+#include "trainer/models/builtin_ops.hpp"
 
 using accel::test::gpt_section;
 using accel::test::mlp_section;

@@ -6,8 +6,8 @@
 
 #include <cmath>
 
-#include "runtime/train/model/spec_init.hpp"
 #include "tests/train/model/model_test_support.hpp"
+#include "trainer/models/spec_init.hpp"
 
 using accel::test::gpt_section;
 using accel::test::mlp_section;

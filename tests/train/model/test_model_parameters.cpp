@@ -5,8 +5,8 @@
 
 #include <set>
 
+#include "api/unit_policy.hpp"
 #include "runtime/common/errors.hpp"
-#include "runtime/train/api/unit_policy.hpp"
 #include "tests/train/model/model_test_support.hpp"
 
 using accel::test::gpt_section;

@@ -4,10 +4,10 @@
 // same order, same parameter count per unit, the tied unit the one holding wte.
 #include "tests/support/catch_with_torch.hpp"
 
+#include "api/prepared_units.hpp"
+#include "api/unit_policy.hpp"
 #include "runtime/config/plan/resolve_plan.hpp"
 #include "runtime/estimate/model_shape.hpp"
-#include "runtime/train/api/prepared_units.hpp"
-#include "runtime/train/api/unit_policy.hpp"
 #include "tests/train/model/model_test_support.hpp"
 
 using accel::config::AutoWrapPolicy;

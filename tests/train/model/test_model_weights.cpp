@@ -3,11 +3,11 @@
 // extra tensors (the model is left unchanged by a rejected file).
 #include "tests/support/catch_with_torch.hpp"
 
+#include "engine/format/safetensors.hpp"
 #include "runtime/common/errors.hpp"
-#include "runtime/train/model/model_weights.hpp"
-#include "runtime/train/model/safetensors.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/train/model/model_test_support.hpp"
+#include "trainer/models/model_weights.hpp"
 
 using accel::test::gpt_section;
 using accel::test::parameter;

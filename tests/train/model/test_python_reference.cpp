@@ -6,8 +6,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
-#include "runtime/train/modules/builtin_ops.hpp"
-#include "runtime/train/model/safetensors.hpp"
+#include "trainer/models/builtin_ops.hpp"
+#include "engine/format/safetensors.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/train/model/model_test_support.hpp"
 

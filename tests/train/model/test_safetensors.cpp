@@ -8,8 +8,8 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "engine/format/safetensors.hpp"
 #include "runtime/common/errors.hpp"
-#include "runtime/train/model/safetensors.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/train/model/model_test_support.hpp"
 

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/train/optim/optimizer.hpp"
+#include "engine/optim/optimizer.hpp"
 
 namespace accel::test {
 

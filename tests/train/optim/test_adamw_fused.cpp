@@ -9,9 +9,9 @@
 // AdamW differ by 4.4e-7 relative over 50 steps on random data (torch 2.11 on this machine).
 #include "tests/support/catch_with_torch.hpp"
 
-#include "runtime/train/optim/adamw_fused.hpp"
-#include "runtime/train/optim/adamw_step.hpp"
-#include "runtime/train/optim/optimizer.hpp"
+#include "engine/optim/adamw_fused.hpp"
+#include "engine/optim/adamw_step.hpp"
+#include "engine/optim/optimizer.hpp"
 #include "tests/train/optim/optim_test_support.hpp"
 
 using namespace accel::train;

@@ -9,11 +9,11 @@
 
 #include <torch/optim/adamw.h>
 
+#include "engine/optim/adamw_step.hpp"
+#include "engine/optim/optimizer.hpp"
 #include "runtime/common/errors.hpp"
-#include "runtime/train/optim/adamw_step.hpp"
-#include "runtime/train/optim/lr_schedule.hpp"
-#include "runtime/train/optim/optimizer.hpp"
 #include "tests/train/optim/optim_test_support.hpp"
+#include "trainer/lr_schedule.hpp"
 
 using namespace accel::train;
 using namespace accel::test;

@@ -12,7 +12,7 @@
 #include <future>
 #include <thread>
 
-#include "runtime/train/optim/grad_clip.hpp"
+#include "engine/optim/grad_clip.hpp"
 #include "tests/train/optim/optim_test_support.hpp"
 
 using namespace accel::train;

@@ -4,8 +4,8 @@
 
 #include <vector>
 
+#include "engine/optim/loss_scaler.hpp"
 #include "runtime/common/errors.hpp"
-#include "runtime/train/optim/loss_scaler.hpp"
 
 using accel::RunError;
 using accel::train::LossScaler;

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "runtime/train/optim/lr_schedule.hpp"
+#include "trainer/lr_schedule.hpp"
 
 using accel::train::learning_rate;
 using accel::config::SchedulerName;

@@ -5,8 +5,8 @@
 
 #include <set>
 
+#include "engine/optim/optimizer.hpp"
 #include "runtime/common/errors.hpp"
-#include "runtime/train/optim/optimizer.hpp"
 #include "tests/train/optim/optim_test_support.hpp"
 
 using namespace accel::train;

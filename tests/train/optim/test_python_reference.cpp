@@ -12,12 +12,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "runtime/train/optim/grad_clip.hpp"
-#include "runtime/train/optim/lr_schedule.hpp"
-#include "runtime/train/optim/optimizer.hpp"
+#include "engine/optim/grad_clip.hpp"
+#include "engine/optim/optimizer.hpp"
 #include "tests/support/run_command.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/train/optim/optim_test_support.hpp"
+#include "trainer/lr_schedule.hpp"
 
 using namespace accel::train;
 using namespace accel::test;

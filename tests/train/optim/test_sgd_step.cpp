@@ -5,8 +5,8 @@
 
 #include <torch/optim/sgd.h>
 
-#include "runtime/train/optim/optimizer.hpp"
-#include "runtime/train/optim/sgd_step.hpp"
+#include "engine/optim/optimizer.hpp"
+#include "engine/optim/sgd_step.hpp"
 #include "tests/train/optim/optim_test_support.hpp"
 
 using namespace accel::train;

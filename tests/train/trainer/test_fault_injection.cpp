@@ -12,8 +12,8 @@
 #include <string>
 
 #include "runtime/comm/fake_communicator.hpp"
-#include "runtime/train/trainer/fault_communicator.hpp"
-#include "runtime/train/trainer/fault_injection.hpp"
+#include "trainer/fault_communicator.hpp"
+#include "trainer/fault_injection.hpp"
 
 using accel::train::FaultInjector;
 using accel::train::make_fault_communicator;

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "runtime/train/trainer/memory_probe.hpp"
+#include "trainer/memory_probe.hpp"
 
 using namespace accel;
 

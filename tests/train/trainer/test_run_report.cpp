@@ -3,7 +3,7 @@
 // set a hybrid run's bytes beside theory.
 #include <catch2/catch.hpp>
 
-#include "runtime/train/trainer/run_report.hpp"
+#include "trainer/run_report.hpp"
 
 using accel::comm::CollectiveKind;
 using accel::comm::CommStats;

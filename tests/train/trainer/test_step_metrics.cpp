@@ -5,9 +5,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "runtime/train/trainer/fault_injection.hpp"
-#include "runtime/train/trainer/step_metrics.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "trainer/fault_injection.hpp"
+#include "trainer/step_metrics.hpp"
 
 using accel::train::FaultInjector;
 using accel::train::MetricsFile;

@@ -180,7 +180,7 @@ void check_user_module(const JobConfig& job, plan::ResolvedPlan& plan, bool unit
                              "remove the key"});
   // With NO_SHARD and SHARD_GRAD_OP, readiness comes from AccumulateGrad hooks and each recompute
   // is a backward pass of its own: the unit sink refuses a wrapper's second call in a micro-step
-  // (runtime/train/api/unit_sink.hpp), where FULL_SHARD's boundaries count the uses.
+  // (api/unit_sink.hpp), where FULL_SHARD's boundaries count the uses.
 }
 
 // The block's own cross-key rules.

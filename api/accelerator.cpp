@@ -1,0 +1,451 @@
+// accel::Accelerator (include/accel/accelerator.hpp; decisions in docs/design/0015): the job and the
+// world from the launcher, a user's module and torch optimizer described as the engines' units and
+// parameter groups, and the micro-step state machine around the backend contract (backend.hpp).
+#include "accel/accelerator.hpp"
+
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/nn/modules/batchnorm.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "engine/backend.hpp"
+#include "runtime/config/plan/resolve_plan.hpp"
+#include "runtime/comm/solo_communicator.hpp"
+#include "runtime/common/errors.hpp"
+#include "runtime/common/log.hpp"
+#include "runtime/config/overrides.hpp"
+#include "api/accelerator_internals.hpp"
+#include "api/current_world.hpp"
+#include "api/metrics_log.hpp"
+#include "engine/grad_scaling.hpp"
+#include "api/state_io.hpp"
+#include "api/prepared_units.hpp"
+#include "api/torch_optimizer_groups.hpp"
+#include "api/unit_sink.hpp"
+#include "engine/format/safetensors.hpp"
+#include "engine/optim/adamw_fused.hpp"
+#include "runtime/worker/worker_context.hpp"
+#include "runtime/common/strings.hpp"
+
+namespace accel {
+namespace {
+
+// The communicator of the Accelerator constructed last and still alive (current_world.hpp).
+std::atomic<comm::Communicator*> current_comm{nullptr};
+
+// One acc.log record, {"step": 3, "loss": 2.5, "lr": 0.001}: "step" first, then the names in map
+// order, with ", " and ": " between them and numbers as %.17g (1.0 is written 1; a non-finite value
+// is null). test_state_io pins this layout, so only the names and the step go through nlohmann:
+// its dump() writes "," and ":", sorts "step" among the names and writes 1.0 as 1.0.
+std::string metrics_line(int64_t step, const std::map<std::string, double>& values) {
+  std::string line = "{\"step\": " + nlohmann::json(step).dump();
+  for (const auto& [name, v] : values) {
+    char number[64] = "null";
+    if (std::isfinite(v)) std::snprintf(number, sizeof number, "%.17g", v);
+    line += ", " + nlohmann::json(name).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ": " + number;
+  }
+  return line + "}";
+}
+
+}  // namespace
+
+struct Accelerator::State {
+  config::LoadedJob job;
+  std::unique_ptr<worker::WorkerContext> ctx;   // under accel launch
+  std::unique_ptr<comm::Communicator> single;   // run directly: a world of one
+  comm::Communicator* comm = nullptr;
+  comm::Rendezvous* rendezvous = nullptr;       // the launcher's store (null for a world of one)
+  bool internal = false;                        // accel's own trainer (attach): no hints for a user's program
+  TrainingConfig training;
+  UnitPolicy policy;
+  bool policy_set = false;
+
+  torch::nn::Module* model = nullptr;
+  api::TorchOptimizerKind kind = api::TorchOptimizerKind::adamw;
+  std::unique_ptr<backends::Backend> backend;
+  std::unique_ptr<PreparedOptimizer> prepared;
+  train::UnitHooks* hooks = nullptr;                // the open micro-step's (accel::Unit<> calls reach them)
+  std::shared_ptr<detail::UnitSink> unit_sink;      // design B under stage 3 / FULL_SHARD; else none
+  std::unique_ptr<backends::GradScaling> scaling;        // the loss scale under fp16; loss / G otherwise
+
+  int64_t micro = 0;        // micro-steps whose backward ran
+  bool open = false;        // a micro-step has begun and its backward has not run
+  bool sync = false;        // the current (or last) micro-step synchronises
+  bool sync_ready = false;  // a sync micro-step's gradients are reduced and wait for the step
+  int64_t steps = 0;
+  std::unique_ptr<api::MetricsLog> metrics;  // metrics.jsonl, opened by the first log()
+  std::unique_ptr<api::StateIo> io;  // save_state / load_state (state_io.hpp), made at first use
+  int64_t resumed_steps = 0;         // the steps load_state() restored
+
+  api::StateIo& checkpoints() {
+    if (!io) io = std::make_unique<api::StateIo>(job, *comm, rendezvous);
+    return *io;
+  }
+  api::LoopPosition position() const {
+    return {steps, micro, open, sync_ready, accumulation(), scaling ? scaling->state() : nlohmann::json::object()};
+  }
+
+  int accumulation() const { return training.gradient_accumulation_steps; }
+  backends::Backend& engine(const char* what) {
+    if (!backend) throw RunError(std::string("accel: ") + what + " before prepare(model, optimizer)");
+    return *backend;
+  }
+};
+
+namespace {
+
+void fill_training(const config::JobConfig& job, TrainingConfig& t) {
+  t.micro_batch_size = job.training.micro_batch_size;
+  t.gradient_accumulation_steps = std::max(1, job.training.gradient_accumulation_steps);
+  t.max_steps = job.training.max_steps;
+  t.seed = uint64_t(job.training.seed);
+  t.output_dir = job.training.output_dir;
+}
+
+}  // namespace
+
+Accelerator::Accelerator() : state_(std::make_unique<State>()) {
+  logging::configure_from_env();
+  worker::apply_thread_count();
+  state_->ctx = std::make_unique<worker::WorkerContext>(worker::start_worker());
+  state_->job = state_->ctx->job;
+  state_->comm = state_->ctx->communicator.get();
+  state_->rendezvous = state_->ctx->rendezvous.get();
+  fill_training(state_->job.job, state_->training);
+  current_comm = state_->comm;
+}
+
+Accelerator::Accelerator(std::unique_ptr<State> state) : state_(std::move(state)) {
+  fill_training(state_->job.job, state_->training);
+  current_comm = state_->comm;
+}
+
+std::unique_ptr<Accelerator> detail::AcceleratorInternals::attach(const config::LoadedJob& job,
+                                                                  comm::Communicator& comm,
+                                                                  comm::Rendezvous* rendezvous) {
+  auto state = std::make_unique<Accelerator::State>();
+  state->job = job;
+  state->comm = &comm;
+  state->rendezvous = rendezvous;
+  state->internal = true;
+  return std::unique_ptr<Accelerator>(new Accelerator(std::move(state)));
+}
+
+Accelerator::Accelerator(const std::string& job_file) : state_(std::make_unique<State>()) {
+  const char* launched = std::getenv("ACCEL_JOB");
+  if (launched && *launched) {
+    // Under accel launch the launcher's resolved job (the same file, with overrides) is the one.
+    logging::configure_from_env();
+    worker::apply_thread_count();
+    state_->ctx = std::make_unique<worker::WorkerContext>(worker::start_worker());
+    state_->job = state_->ctx->job;
+    state_->comm = state_->ctx->communicator.get();
+    state_->rendezvous = state_->ctx->rendezvous.get();
+  } else {
+    config::LoadOptions options;
+    options.file = job_file;
+    options.environment = config::accel_environment();
+    state_->job = config::load_job(options);
+    if (state_->job.job.num_processes > 1)
+      throw RunError("accel: " + job_file + " asks for " + std::to_string(state_->job.job.num_processes) +
+                     " processes: run the program with `accel launch " + job_file + "`");
+    state_->single = comm::make_solo_communicator();
+    state_->comm = state_->single.get();
+  }
+  fill_training(state_->job.job, state_->training);
+  current_comm = state_->comm;
+}
+
+Accelerator::~Accelerator() {
+  comm::Communicator* mine = state_->comm;
+  current_comm.compare_exchange_strong(mine, nullptr);  // a later Accelerator's stays current
+  if (state_->unit_sink) state_->unit_sink->detach();  // the model's wrappers become plain calls
+}
+
+int Accelerator::rank() const { return state_->comm->rank(); }
+torch::Device Accelerator::device() const { return state_->comm->device(); }
+int Accelerator::world_size() const { return state_->comm->size(); }
+const TrainingConfig& Accelerator::training() const { return state_->training; }
+
+void Accelerator::set_unit_policy(UnitPolicy policy) {
+  state_->policy = std::move(policy);
+  state_->policy_set = true;
+}
+
+namespace {
+
+// libtorch's CPU batch norm wants its input, parameters and running statistics in one dtype. Under
+// bf16 the parameters become bf16 while buffers stay fp32 (FSDP keeps BatchNorm in fp32 instead;
+// accel's flat buffers hold one dtype), so a plain BatchNorm would fail at its first forward with a
+// bare dtype error. accel::SyncBatchNorm computes its statistics itself and runs.
+void refuse_plain_batch_norm(torch::nn::Module& model) {
+  for (const auto& item : model.named_modules("", /*include_self=*/true)) {
+    const torch::nn::Module* m = item.value().get();
+    const bool plain = dynamic_cast<const torch::nn::BatchNorm1dImpl*>(m) ||
+                       dynamic_cast<const torch::nn::BatchNorm2dImpl*>(m) ||
+                       dynamic_cast<const torch::nn::BatchNorm3dImpl*>(m);
+    if (plain)
+      throw RunError("accel: mixed_precision bf16/fp16: module '" + (item.key().empty() ? std::string("(root)") : item.key()) +
+                     "' is a " + m->name() + ", whose CPU kernel needs its running statistics in the parameters' "
+                     "dtype, and under bf16 or fp16 the parameters become 16-bit while buffers stay fp32; fix: use "
+                     "accel::SyncBatchNorm (the same options and names; it keeps its statistics in fp32), or "
+                     "mixed_precision: no");
+  }
+}
+
+}  // namespace
+
+PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
+  State& s = *state_;
+  if (s.backend) throw RunError("accel: prepare() was called already; prepare one model and optimizer per run");
+  const config::JobConfig& job = s.job.job;
+  // bf16 and fp16 (docs/design/0017): the parameters become 16-bit views of the engine's buffers,
+  // masters stay fp32; fp16 scales the loss (grad_scaling.hpp).
+  const bool wrapped = api::has_unit_wrappers(model);  // accel::Unit<> boundaries
+  const plan::ResolvedPlan resolved = plan::resolve_plan(job, plan::ModelFacts::user(wrapped));
+  const bool casts_inputs = resolved.compute != plan::Dtype::fp32;
+  if (casts_inputs) refuse_plain_batch_norm(model);
+  s.scaling = std::make_unique<backends::GradScaling>(job);
+  if (!resolved.refusals.empty()) throw RunError("accel: " + plan::describe(resolved.refusals.front()));
+  s.kind = api::torch_optimizer_kind(optimizer);
+  // The optimizer's groups: every trainable parameter of the model in exactly one.
+  api::PreparedGroups prepared_groups = api::prepared_groups(s.kind, optimizer, model);
+  train::OptimizerSetup& setup = prepared_groups.setup;
+  setup.fused = train::use_fused_adamw(job.optimizer.fused, !s.comm->device().is_cpu());
+  const auto& group_of = prepared_groups.group_of;
+
+  // Units by policy (frozen parameters in none).
+  const UnitPolicy policy = s.policy_set ? s.policy : api::job_unit_policy(s.job, resolved, model);
+  api::PreparedUnits units = api::prepared_units(model, policy, group_of, s.comm->device());
+  std::vector<backends::UnitSpec>& specs = units.specs;
+  const auto& boundaries = units.boundaries;  // the wrappers that are units
+  if (specs.empty()) throw RunError("accel: the prepared module has no parameter that takes gradients");
+
+  // What the engines do not hold starts equal on every rank too: frozen parameters and buffers.
+  {
+    at::NoGradGuard no_grad;
+    for (const auto& p : model.named_parameters(/*recurse=*/true))
+      if (!p.value().requires_grad()) s.comm->broadcast(p.value(), 0)->wait();
+    for (const auto& b : model.named_buffers(/*recurse=*/true))
+      if (b.value().defined()) s.comm->broadcast(b.value(), 0)->wait();
+  }
+  // The engine's plan is this one unless no wrapper became a unit (every parameter of the wrappers
+  // frozen): then the units have no boundary, and strategies that need one are refused there.
+  const bool bounded = backends::has_unit_boundaries(specs);
+  s.backend = backends::make_backend(bounded == wrapped ? resolved : plan::resolve_plan(job, plan::ModelFacts::user(bounded)),
+                                     *s.comm, std::move(specs), setup);
+  s.backend->wait_parameters();
+  const bool frees_parameters = resolved.frees_parameters();
+  // Low precision (casts_inputs): the wrappers cast their floating inputs to bf16 (FSDP's
+  // cast_forward_inputs).
+  if (wrapped && (frees_parameters || resolved.activation_checkpointing || casts_inputs))
+    s.unit_sink = api::attach_unit_sink(boundaries, [this, &s]() -> train::UnitHooks* {
+      if (s.open) return s.hooks;
+      if (!at::GradMode::is_enabled()) return s.backend->eval_hooks();  // evaluation: gather, release
+      accumulate();  // a forward that will be backpropagated begins the micro-step (accumulate() is optional)
+      return s.hooks;
+    }, s.backend->name(), /*recompute=*/resolved.activation_checkpointing);
+  if (s.unit_sink) s.unit_sink->refuse_second_use(resolved.activation_checkpointing && !frees_parameters);
+  s.model = &model;
+  s.prepared.reset(new PreparedOptimizer(*this, optimizer));
+  if (rank() == 0) logging::info("accel: " + s.backend->describe());
+  // A float input reaching a bf16 root layer fails in libtorch with a bare dtype mismatch: say
+  // once, up front, what the program has to do.
+  if (rank() == 0 && casts_inputs && !s.internal)
+    logging::info(std::string("accel: mixed_precision bf16: the module's parameters are now bf16 (fp32 masters stay "
+                              "with the optimizer); ") +
+                  (wrapped ? "accel::Unit<> wrappers cast their floating inputs, " : "") +
+                  "cast floating inputs of the rest yourself: model->forward(x.to(acc.compute_dtype()))");
+  return *s.prepared;
+}
+
+std::string Accelerator::describe() const { return state_->backend ? state_->backend->describe() : "not prepared"; }
+
+torch::Dtype Accelerator::compute_dtype() const { return backends::compute_dtype(state_->job.job); }
+
+std::map<std::string, int64_t> Accelerator::memory_report() const {
+  std::map<std::string, int64_t> out;
+  if (!state_->backend) return out;
+  const nlohmann::json report = state_->backend->memory_report();  // items() does not keep a temporary alive
+  for (const auto& [part, bytes] : report.items())
+    if (bytes.is_number_integer()) out[part] = bytes.get<int64_t>();
+  return out;
+}
+
+DistributedSampler Accelerator::sampler(size_t size, bool shuffle) const {
+  return DistributedSampler(size, world_size(), rank(), shuffle, state_->training.seed);
+}
+
+MicroStep Accelerator::accumulate() {
+  State& s = *state_;
+  backends::Backend& engine = s.engine("accumulate()");
+  if (s.open) throw RunError("accel: accumulate() twice without backward() in between");
+  if (s.sync_ready)
+    throw RunError("accel: the gradients of the last accumulation boundary were not applied; call the prepared "
+                   "optimizer's step() after the backward() of every micro-step");
+  const int G = s.accumulation();
+  const int m = int(s.micro % G);
+  s.sync = m == G - 1;
+  s.hooks = engine.begin_micro_step(m, s.sync);
+  if (s.unit_sink) s.unit_sink->begin_micro_step();
+  s.open = true;
+  return MicroStep(s.sync);
+}
+
+bool Accelerator::sync_gradients() const {
+  const State& s = *state_;
+  if (s.micro == 0 && !s.open) return s.accumulation() == 1;  // before the first micro-step
+  return s.sync;  // the current micro-step's, or the last one's until the next begins
+}
+
+void Accelerator::backward(const torch::Tensor& loss) {
+  State& s = *state_;
+  backends::Backend& engine = s.engine("backward()");
+  if (!s.open) accumulate();
+  engine.rearm_grads();
+  // Each rank's micro loss / G: the backend averages over ranks, so the gradient is that of the
+  // mean over the global batch.
+  s.scaling->objective(loss, s.accumulation()).backward();
+  engine.end_micro_step(s.sync);
+  s.open = false;
+  ++s.micro;
+  if (s.sync) s.sync_ready = true;
+}
+
+double Accelerator::clip_grad_norm(double max_norm) {
+  State& s = *state_;
+  backends::Backend& engine = s.engine("clip_grad_norm()");
+  if (!s.sync_ready) return 0.0;
+  return s.scaling->unscale_and_clip(engine, max_norm);
+}
+
+void PreparedOptimizer::step() { acc_->optimizer_step(*optimizer_, applied_); }
+
+void Accelerator::optimizer_step(torch::optim::Optimizer& optimizer, bool& applied) {
+  State& s = *state_;
+  backends::Backend& engine = s.engine("step()");
+  applied = false;
+  if (!s.sync_ready) return;  // an accumulation micro-step: nothing to apply
+  const std::vector<train::GroupHyper> groups =
+      api::current_group_hypers(s.kind, optimizer, engine.optimizer_setup().groups.size());
+  s.sync_ready = false;
+  ++s.steps;  // a skipped step counts too: step() is the loop's position
+  if (s.scaling->skip_step(engine)) {  // fp16 overflow: the gradients are dropped, nothing moves
+    engine.skip_step();
+    return;
+  }
+  engine.optimizer_step(groups);
+  engine.wait_parameters();  // the next forward reads parameters without unit boundaries
+  applied = true;
+}
+
+int64_t Accelerator::step() const { return state_->steps; }
+int64_t Accelerator::skipped_steps() const { return state_->scaling ? state_->scaling->skipped_steps() : 0; }
+double Accelerator::loss_scale() const { return state_->scaling ? state_->scaling->scale() : 1.0; }
+
+double Accelerator::reduce_mean(double value) {
+  return comm::all_reduce_value(*state_->comm, value, comm::ReduceOp::Avg);
+}
+
+void Accelerator::wait_for_everyone() { state_->comm->barrier()->wait(); }
+
+void Accelerator::save_model(const std::string& path) {
+  State& s = *state_;
+  backends::Backend& engine = s.engine("save_model()");
+  train::NamedTensors full = engine.full_parameters();  // collective; complete on rank 0
+  if (rank() != 0) return;
+  std::unordered_map<std::string, at::Tensor> trained(full.begin(), full.end());
+  train::NamedTensors out;
+  std::unordered_set<const void*> seen;
+  at::NoGradGuard no_grad;
+  for (const auto& p : s.model->named_parameters(/*recurse=*/true)) {
+    if (!seen.insert(p.value().unsafeGetTensorImpl()).second) continue;  // a tied parameter, once
+    auto it = trained.find(p.key());
+    out.emplace_back(p.key(), it != trained.end() ? it->second : p.value().detach().clone());
+  }
+  for (const auto& b : s.model->named_buffers(/*recurse=*/true))
+    if (b.value().defined()) out.emplace_back(b.key(), b.value().detach().clone());
+  const std::filesystem::path target(path);
+  if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path());
+  train::save_safetensors(path, out);
+}
+
+void Accelerator::log(int64_t step, const std::map<std::string, double>& values) {
+  State& s = *state_;
+  if (rank() != 0) return;
+  if (!s.metrics) {
+    std::filesystem::create_directories(s.training.output_dir);
+    // Records carry the step the caller passes (the examples pass step(), a count), so a run
+    // resumed after N steps keeps step <= N; a line that is not a JSON object with a step goes.
+    s.metrics = std::make_unique<api::MetricsLog>(
+        s.training.output_dir + "/metrics.jsonl", s.resumed_steps, api::ResumeKeeps::steps_through,
+        [](const std::string& line, int, bool) -> std::optional<int64_t> {
+          const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+          if (!record.is_object() || !record.contains("step")) return std::nullopt;
+          return record["step"].get<int64_t>();
+        });
+  }
+  s.metrics->append(metrics_line(step, values));
+}
+
+api::StateIo& detail::AcceleratorInternals::state_io(Accelerator& acc) { return acc.state_->checkpoints(); }
+
+backends::Backend& detail::AcceleratorInternals::engine(Accelerator& acc) { return acc.state_->engine("the engine"); }
+
+// Checkpoints: the one checkpoint path, through state_io.cpp.
+std::string Accelerator::save_state(const std::string& root) {
+  State& s = *state_;
+  backends::Backend& engine = s.engine("save_state()");
+  return s.checkpoints().save(root, engine, *s.model, s.position());
+}
+
+bool Accelerator::load_state(const std::string& dir) {
+  State& s = *state_;
+  backends::Backend& engine = s.engine("load_state()");
+  const std::optional<int64_t> steps = s.checkpoints().load(dir, engine, *s.model, s.position());
+  if (!steps) return false;
+  s.steps = s.resumed_steps = *steps;
+  s.scaling->restore(s.checkpoints().loaded_record().value("loss_scaling", nlohmann::json::object()));
+  s.micro = *steps * s.accumulation();
+  s.sync = true;  // as after the sync micro-step of the step it ended with
+  return true;
+}
+
+void Accelerator::register_for_checkpointing(const std::string& name, std::function<std::vector<torch::Tensor>()> save,
+                                             std::function<void(const std::vector<torch::Tensor>&)> load) {
+  state_->checkpoints().register_object(name, std::move(save), std::move(load));
+}
+
+void Accelerator::register_for_checkpointing(const std::string& name, int64_t& value) {
+  register_for_checkpointing(
+      name, [&value] { return std::vector<torch::Tensor>{at::tensor({value}, at::kLong)}; },
+      [&value, name](const std::vector<torch::Tensor>& saved) {
+        if (saved.size() != 1 || saved[0].numel() != 1 || saved[0].scalar_type() != at::kLong)
+          throw RunError("accel: load_state(): object '" + name + "' was not saved as one integer; register it as "
+                         "the program that saved it did");
+        value = saved[0].item<int64_t>();
+      });
+}
+
+namespace detail {
+
+void all_reduce_sum(at::Tensor& tensor) {
+  comm::Communicator* comm = current_comm.load();
+  if (!comm || comm->size() == 1) return;
+  at::NoGradGuard no_grad;
+  // The communicator takes dense tensors on its own device: reduce a copy when this is not one.
+  const bool direct = tensor.device() == comm->device() && tensor.is_contiguous();
+  at::Tensor buffer = direct ? tensor : tensor.to(comm->device()).contiguous();
+  comm->all_reduce(buffer, comm::ReduceOp::Sum)->wait();
+  if (!direct) tensor.copy_(buffer);
+}
+
+}  // namespace detail
+}  // namespace accel

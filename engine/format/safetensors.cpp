@@ -1,0 +1,287 @@
+// safetensors reading (whole files, or tensors and element ranges on demand) and writing (see safetensors.hpp).
+#include "engine/format/safetensors.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <set>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/common/errors.hpp"
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
+
+namespace accel::train {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+struct DtypeInfo {
+  const char* name;
+  at::ScalarType type;
+};
+
+constexpr DtypeInfo kDtypes[] = {
+    {"F64", at::kDouble}, {"F32", at::kFloat}, {"F16", at::kHalf}, {"BF16", at::kBFloat16}, {"I64", at::kLong},
+    {"I32", at::kInt},    {"I16", at::kShort}, {"I8", at::kChar},  {"U8", at::kByte},       {"BOOL", at::kBool},
+};
+
+constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // the reference implementation's limit
+
+std::optional<at::ScalarType> dtype_from_name(const std::string& name) {
+  for (const auto& d : kDtypes)
+    if (name == d.name) return d.type;
+  return std::nullopt;
+}
+
+std::string supported_dtypes() {
+  std::string out;
+  for (const auto& d : kDtypes) out += (out.empty() ? "" : " ") + std::string(d.name);
+  return out;
+}
+
+[[noreturn]] void fail(const std::string& path, const std::string& problem) {
+  throw RunError("safetensors file '" + path + "': " + problem);
+}
+
+// A parsed header entry.
+struct Entry {
+  std::string name;
+  at::ScalarType dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;
+};
+
+uint64_t as_offset(const std::string& path, const std::string& name, const Json& value, const char* what) {
+  if (!value.is_number_unsigned()) fail(path, "tensor '" + name + "': " + what + " must be non-negative integers");
+  return value.get<uint64_t>();
+}
+
+Entry parse_entry(const std::string& path, const std::string& name, const Json& spec) {
+  if (!spec.is_object()) fail(path, "tensor '" + name + "': header entry is not an object");
+  for (const char* key : {"dtype", "shape", "data_offsets"})
+    if (!spec.contains(key)) fail(path, "tensor '" + name + "': header entry lacks \"" + key + "\"");
+  Entry e;
+  e.name = name;
+  if (!spec["dtype"].is_string()) fail(path, "tensor '" + name + "': dtype is not a string");
+  const std::string dtype = spec["dtype"].get<std::string>();
+  auto type = dtype_from_name(dtype);
+  if (!type) fail(path, "tensor '" + name + "': unknown dtype '" + dtype + "' (supported: " + supported_dtypes() + ")");
+  e.dtype = *type;
+  if (!spec["shape"].is_array()) fail(path, "tensor '" + name + "': shape is not an array");
+  uint64_t numel = 1;
+  for (const auto& dim : spec["shape"]) {
+    uint64_t d = as_offset(path, name, dim, "shape entries");
+    if (d != 0 && numel > (uint64_t{1} << 62) / d) fail(path, "tensor '" + name + "': shape is too large");
+    numel *= d;
+    e.shape.push_back(static_cast<int64_t>(d));
+  }
+  const Json& offsets = spec["data_offsets"];
+  if (!offsets.is_array() || offsets.size() != 2) fail(path, "tensor '" + name + "': data_offsets must be [begin, end]");
+  e.begin = as_offset(path, name, offsets[0], "data_offsets");
+  e.end = as_offset(path, name, offsets[1], "data_offsets");
+  const std::string range = "data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + ")";
+  if (e.end < e.begin) fail(path, "tensor '" + name + "': " + range + " end before they begin");
+  const uint64_t need = numel * c10::elementSize(e.dtype);
+  if (e.end - e.begin != need)
+    fail(path, "tensor '" + name + "': " + range + " hold " + std::to_string(e.end - e.begin) + " bytes but " + dtype +
+                   " of that shape needs " + std::to_string(need));
+  return e;
+}
+
+void write_all(std::FILE* f, const void* data, size_t n, const std::string& tmp) {
+  if (n && std::fwrite(data, 1, n, f) != n) throw RunError("safetensors: writing '" + tmp + "' failed: " + std::strerror(errno));
+}
+
+}  // namespace
+
+std::string safetensors_dtype_name(at::ScalarType dtype) {
+  for (const auto& d : kDtypes)
+    if (d.type == dtype) return d.name;
+  return "";
+}
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors) {
+  std::vector<TensorSpec> specs;
+  std::vector<at::Tensor> data;
+  for (const auto& [name, tensor] : tensors) {
+    data.push_back(tensor.detach().to(at::kCPU).contiguous());
+    specs.push_back({name, tensor.scalar_type(), data.back().sizes().vec()});
+  }
+  save_safetensors_streamed(path, specs, [&](size_t i) { return data[i]; });
+}
+
+void save_safetensors_streamed(const std::string& path, const std::vector<TensorSpec>& specs,
+                               const std::function<at::Tensor(size_t)>& produce) {
+  Json header = Json::object();
+  std::set<std::string> seen;
+  std::vector<uint64_t> sizes;
+  uint64_t offset = 0;
+  for (const auto& spec : specs) {
+    const std::string& name = spec.name;
+    if (name.empty() || name == "__metadata__" || !seen.insert(name).second)
+      fail(path, "cannot save tensor '" + name + "': names must be non-empty, unique and not __metadata__");
+    const std::string dtype = safetensors_dtype_name(spec.dtype);
+    if (dtype.empty())
+      fail(path, "cannot save tensor '" + name + "' of dtype " + std::string(c10::toString(spec.dtype)) +
+                     " (supported: " + supported_dtypes() + ")");
+    int64_t numel = 1;
+    for (int64_t d : spec.shape) numel *= d;
+    const uint64_t bytes = uint64_t(numel) * c10::elementSize(spec.dtype);
+    Json entry = Json::object();
+    entry["dtype"] = dtype;
+    entry["shape"] = spec.shape;
+    entry["data_offsets"] = Json::array({offset, offset + bytes});
+    header[name] = std::move(entry);
+    offset += bytes;
+    sizes.push_back(bytes);
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
+  const uint64_t header_len = text.size();
+
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) fail(path, std::string("cannot create '") + tmp + "': " + std::strerror(errno));
+  try {
+    write_all(f, &header_len, sizeof header_len, tmp);  // little-endian host (static_assert above)
+    write_all(f, text.data(), text.size(), tmp);
+    for (size_t i = 0; i < specs.size(); ++i) {
+      at::Tensor t = produce(i).detach().to(at::kCPU).contiguous();
+      if (t.scalar_type() != specs[i].dtype || uint64_t(t.numel()) * t.element_size() != sizes[i])
+        throw RunError("safetensors: tensor '" + specs[i].name + "' does not match its declared dtype and shape");
+      write_all(f, t.data_ptr(), sizes[i], tmp);
+    }
+    if (std::fflush(f) != 0 || ::fsync(::fileno(f)) != 0)
+      throw RunError("safetensors: flushing '" + tmp + "' failed: " + std::strerror(errno));
+  } catch (...) {
+    std::fclose(f);
+    std::remove(tmp.c_str());
+    throw;
+  }
+  if (std::fclose(f) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    fail(path, "cannot finish writing (" + why + ")");
+  }
+}
+
+SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) fail(path, "does not exist");
+  if (!std::filesystem::is_regular_file(path, ec)) fail(path, "is not a regular file");
+  const uint64_t file_size = std::filesystem::file_size(path, ec);
+  if (ec) fail(path, "cannot read its size: " + ec.message());
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  try {
+    parse_header(file_size);
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+}
+
+SafetensorsReader::~SafetensorsReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void SafetensorsReader::read_bytes(void* dst, uint64_t offset, uint64_t bytes, const std::string& what) const {
+  auto* out = static_cast<char*>(dst);
+  while (bytes > 0) {
+    const ssize_t n = ::pread(fd_, out, bytes, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail(path_, "cannot read " + what + (n < 0 ? std::string(": ") + std::strerror(errno) : std::string()));
+    out += n;
+    offset += uint64_t(n);
+    bytes -= uint64_t(n);
+  }
+}
+
+void SafetensorsReader::parse_header(uint64_t file_size) {
+  const std::string& path = path_;
+  if (file_size < 8) fail(path, "truncated: " + std::to_string(file_size) + " bytes, less than the 8-byte header length");
+  uint64_t header_len = 0;
+  read_bytes(&header_len, 0, sizeof header_len, "the header length");
+  if (header_len > file_size - 8)
+    fail(path, "header length " + std::to_string(header_len) + " runs past the end of the file (" +
+                   std::to_string(file_size) + " bytes; truncated or not a safetensors file?)");
+  if (header_len > kMaxHeaderBytes) fail(path, "header length " + std::to_string(header_len) + " exceeds the 100 MiB limit");
+  std::string text(header_len, '\0');
+  read_bytes(text.data(), 8, header_len, "the header");
+
+  Json header;
+  try {
+    header = Json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, std::string("bad JSON header: ") + e.what());
+  }
+  if (!header.is_object()) fail(path, "bad JSON header: not an object");
+
+  std::vector<Entry> entries;
+  for (auto it = header.begin(); it != header.end(); ++it)
+    if (it.key() != "__metadata__") entries.push_back(parse_entry(path, it.key(), it.value()));
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const Entry& a, const Entry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+
+  const uint64_t data_size = file_size - 8 - header_len;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const Entry& e = entries[i];
+    if (e.end > data_size)
+      fail(path, "tensor '" + e.name + "': data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                     ") run past the end of the data (" + std::to_string(data_size) + " bytes; truncated file?)");
+    if (i > 0 && e.begin < entries[i - 1].end)
+      fail(path, "tensors '" + entries[i - 1].name + "' and '" + e.name + "' have overlapping data_offsets");
+  }
+  data_start_ = 8 + header_len;
+  for (const Entry& e : entries) {
+    int64_t numel = 1;
+    for (int64_t d : e.shape) numel *= d;
+    index_.emplace(e.name, tensors_.size());
+    tensors_.push_back({e.name, e.dtype, e.shape, numel});
+    offsets_.push_back(e.begin);
+  }
+}
+
+const SafetensorsReader::Info* SafetensorsReader::find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+at::Tensor SafetensorsReader::read(const std::string& name) const {
+  const Info* info = find(name);
+  if (!info) fail(path_, "has no tensor '" + name + "'");
+  at::Tensor t = read_range(name, 0, info->numel);
+  return t.view(info->shape);
+}
+
+at::Tensor SafetensorsReader::read_range(const std::string& name, int64_t begin, int64_t count) const {
+  const Info* info = find(name);
+  if (!info) fail(path_, "has no tensor '" + name + "'");
+  if (begin < 0 || count < 0 || begin + count > info->numel)
+    fail(path_, "tensor '" + name + "': elements [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
+                    ") are outside its " + std::to_string(info->numel));
+  at::Tensor t = at::empty({count}, at::TensorOptions(info->dtype));
+  const uint64_t elem = c10::elementSize(info->dtype);
+  read_bytes(t.data_ptr(), data_start_ + offsets_[index_.at(name)] + uint64_t(begin) * elem, uint64_t(count) * elem,
+             "the data of tensor '" + name + "'");
+  return t;
+}
+
+NamedTensors load_safetensors(const std::string& path) {
+  SafetensorsReader reader(path);
+  NamedTensors out;
+  for (const auto& info : reader.tensors()) out.emplace_back(info.name, reader.read(info.name));
+  return out;
+}
+
+}  // namespace accel::train

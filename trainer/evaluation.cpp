@@ -1,0 +1,30 @@
+#include "trainer/evaluation.hpp"
+
+#include <ATen/core/grad_mode.h>
+
+#include "trainer/models/builtin_ops.hpp"
+
+namespace accel::train {
+
+std::optional<double> evaluate(BuiltinModule& model, const Dataset& data, comm::Communicator& comm, int batch_size) {
+  int64_t batches = data.num_val_batches(batch_size);
+  if (batches == 0) return std::nullopt;
+  at::NoGradGuard no_grad;
+  double loss_sum = 0, tokens = 0;
+  // Every rank runs the same number of forwards (a sharded backend gathers parameters in each):
+  // a rank past the last batch repeats batch 0 with weight 0.
+  int64_t rounds = (batches + comm.size() - 1) / comm.size();
+  for (int64_t round = 0; round < rounds; ++round) {
+    int64_t i = round * comm.size() + comm.rank();
+    bool real = i < batches;
+    Batch b = data.val_batch(real ? i : 0, batch_size);
+    at::Tensor loss = token_cross_entropy(model.forward(b.x.to(comm.device())), b.y.to(comm.device()));
+    double n = real ? double(b.y.numel()) : 0.0;
+    loss_sum += loss.item<double>() * n;
+    tokens += n;
+  }
+  const std::vector<double> sums = comm::all_reduce_values(comm, {loss_sum, tokens}, comm::ReduceOp::Sum);
+  return sums[0] / sums[1];
+}
+
+}  // namespace accel::train

@@ -1,0 +1,29 @@
+// The built-in models as modules: spec parameters, init and the factory (see builtin_module.hpp).
+#include "trainer/models/builtin_module.hpp"
+
+#include "runtime/common/errors.hpp"
+#include "runtime/config/model_section.hpp"
+#include "trainer/models/gpt_module.hpp"
+#include "trainer/models/mlp_module.hpp"
+#include "trainer/models/spec_init.hpp"
+
+namespace accel::train {
+
+NamedTensors BuiltinModule::spec_parameters() const {
+  NamedTensors out;
+  for (const auto& p : named_parameters(/*recurse=*/true)) out.emplace_back(p.key(), p.value());
+  return out;
+}
+
+void BuiltinModule::initialize(uint64_t seed) { initialize_in_spec_order(spec_parameters(), n_layer_, seed); }
+
+std::shared_ptr<BuiltinModule> make_builtin_module(const config::ModelSection& section) {
+  config::check_model_section(section);
+  switch (section.name) {
+    case config::ModelName::gpt: return std::make_shared<GptModule>(section);
+    case config::ModelName::mlp: return std::make_shared<MlpModule>(section);
+  }
+  throw ConfigError(Diagnostic{"model.name", {}, "unknown model", config::to_string(section.name), "gpt | mlp", ""});
+}
+
+}  // namespace accel::train

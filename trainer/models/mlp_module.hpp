@@ -1,0 +1,28 @@
+// The `mlp` model of spec/training.md as a module: wte, then layer.{i} (accel::Unit<MlpLayerUnit>),
+// then the tied unembedding (logits = x @ wte^T).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <accel/unit.hpp>
+#include <torch/nn/modules/container/modulelist.h>
+
+#include "trainer/models/builtin_module.hpp"
+#include "trainer/models/layers.hpp"
+#include "trainer/models/mlp_layer_unit.hpp"
+
+namespace accel::train {
+
+class MlpModule : public BuiltinModule {
+ public:
+  explicit MlpModule(const config::ModelSection& section);
+  at::Tensor forward(const at::Tensor& idx) override;
+
+ private:
+  std::shared_ptr<TableLayer> wte_;
+  torch::nn::ModuleList layer_;
+  std::vector<accel::Unit<MlpLayerUnit>> layers_;
+};
+
+}  // namespace accel::train

@@ -1,0 +1,69 @@
+#include "trainer/run_report.hpp"
+
+#include <malloc.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/common/errors.hpp"
+#include "trainer/memory_probe.hpp"
+
+namespace accel::train {
+
+void StepCommCounter::add(const std::string& name, int size, const comm::CommStats& before,
+                          const comm::CommStats& after) {
+  auto it = std::find_if(groups_.begin(), groups_.end(), [&](const Group& g) { return g.name == name; });
+  if (it == groups_.end()) it = groups_.insert(groups_.end(), Group{name, size, {}});
+  for (size_t k = 0; k < it->total.per_kind.size(); ++k) {
+    it->total.per_kind[k].calls += after.per_kind[k].calls - before.per_kind[k].calls;
+    it->total.per_kind[k].payload_bytes += after.per_kind[k].payload_bytes - before.per_kind[k].payload_bytes;
+  }
+}
+
+nlohmann::json make_run_report(int rank, int world, const std::string& backend, const nlohmann::json& memory,
+                               const StepCommCounter& comm, int64_t steps, int64_t peak_rss_bytes) {
+  nlohmann::json per_kind = nlohmann::json::object();
+  nlohmann::json by_group = nlohmann::json::object();
+  const double n = steps > 0 ? double(steps) : 1.0;
+  double bus_total = 0;
+  for (size_t k = 0; k < size_t(comm::CollectiveKind::Count); ++k) {
+    auto kind = comm::CollectiveKind(k);
+    double calls = 0, payload = 0, bus = 0;
+    for (const auto& g : comm.groups()) {
+      calls += double(g.total.of(kind).calls);
+      payload += double(g.total.of(kind).payload_bytes);
+      bus += g.total.bus_bytes(kind, g.size);
+    }
+    if (calls == 0) continue;
+    per_kind[comm::to_string(kind)] = {{"calls", calls / n}, {"payload_bytes", payload / n}, {"bus_bytes", bus / n}};
+  }
+  for (const auto& g : comm.groups()) {
+    by_group[g.name] = {{"size", g.size}, {"bus_bytes", g.total.total_bus_bytes(g.size) / n}};
+    bus_total += g.total.total_bus_bytes(g.size);
+  }
+  return {{"rank", rank},
+          {"world_size", world},
+          {"backend", backend},
+          {"memory", memory},
+          {"comm_per_step", {{"steps", steps}, {"bus_bytes", bus_total / n}, {"by_kind", per_kind}, {"by_group", by_group}}},
+          {"peak_rss_bytes", peak_rss_bytes},
+          {"rss_bytes_at_end", resident_bytes_now()}};
+}
+
+int64_t resident_bytes_now() {
+  malloc_trim(0);
+  return probe_memory().rss_bytes;
+}
+
+void write_run_report(const std::string& output_dir, int rank, const nlohmann::json& report) {
+  std::filesystem::path dir = std::filesystem::path(output_dir) / "report";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::string path = (dir / ("rank_" + std::to_string(rank) + ".json")).string();
+  std::ofstream f(path);
+  f << report.dump(2) << '\n';
+  if (ec || !f) throw RunError("cannot write the run report " + path);
+}
+
+}  // namespace accel::train

@@ -1,0 +1,263 @@
+#include "trainer/trainer.hpp"
+
+#include <ATen/Parallel.h>
+#include <sys/resource.h>
+
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+
+#include <accel/accelerator.hpp>
+
+#include "api/accelerator_internals.hpp"
+#include "engine/backend.hpp"
+#include "engine/format/safetensors.hpp"
+#include "runtime/common/errors.hpp"
+#include "runtime/common/log.hpp"
+#include "runtime/worker/worker_context.hpp"
+#include "trainer/data/dataset.hpp"
+#include "trainer/evaluation.hpp"
+#include "trainer/fault_communicator.hpp"
+#include "trainer/fault_injection.hpp"
+#include "trainer/lr_schedule.hpp"
+#include "trainer/memory_probe.hpp"
+#include "trainer/models/builtin_module.hpp"
+#include "trainer/models/builtin_ops.hpp"
+#include "trainer/models/builtin_optimizer.hpp"
+#include "trainer/models/model_weights.hpp"
+#include "trainer/run_report.hpp"
+#include "trainer/step_metrics.hpp"
+#include "trainer/trainer_record.hpp"
+
+namespace accel::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+int64_t peak_rss_bytes() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return int64_t(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+// Rank 0 writes FILE, rank r FILE with ".rank<r>" before its extension.
+std::string trace_file_for_rank(const std::string& path, int rank) {
+  if (rank == 0) return path;
+  std::filesystem::path p(path);
+  return (p.parent_path() / (p.stem().string() + ".rank" + std::to_string(rank) + p.extension().string())).string();
+}
+
+class Trainer {
+ public:
+  Trainer(worker::WorkerContext& ctx, const TrainerOptions& options)
+      : ctx_(ctx),
+        job_(ctx.job.job),
+        t_(job_.training),
+        faults_(ctx.communicator->rank()),
+        fault_comm_(faults_.watches_collectives() ? make_fault_communicator(*ctx.communicator, faults_) : nullptr),
+        comm_(fault_comm_ ? *fault_comm_ : *ctx.communicator),
+        rank_(comm_.rank()),
+        world_(comm_.size()),
+        device_(comm_.device()),
+        options_(options) {}
+
+  void run();
+
+ private:
+  void build();
+  StepMetrics train_step(int64_t step);
+  // The peak the metrics report: allocated GPU memory on a GPU, resident host memory on the CPU.
+  int64_t peak_memory_bytes() const { return device_.is_cpu() ? peak_rss_bytes() : peak_device_bytes(device_); }
+  int64_t num_parameters() const;
+  void log(const std::string& line) const {
+    if (rank_ == 0) logging::info(line);
+  }
+
+  worker::WorkerContext& ctx_;
+  const config::JobConfig& job_;
+  const config::TrainingSection& t_;
+  FaultInjector faults_;
+  // In front of the world communicator only when ACCEL_FAULT arms a collective point.
+  std::unique_ptr<comm::Communicator> fault_comm_;
+  comm::Communicator& comm_;
+  int rank_, world_;
+  at::Device device_;  // the communicator's: cuda:LOCAL_RANK under device cuda
+  TrainerOptions options_;
+  // The built-in model as a torch module with accel::Unit<> layers, prepared through the public
+  // API like a user's (docs/design/0017): the Accelerator owns the engine.
+  std::shared_ptr<BuiltinModule> model_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<Dataset> data_;
+  std::unique_ptr<Accelerator> acc_;
+  PreparedOptimizer* step_optimizer_ = nullptr;
+  backends::Backend* engine_ = nullptr;
+  std::string resumed_dir_;  // the checkpoint load_state() read
+};
+
+void Trainer::build() {
+  worker::apply_thread_count();
+  model_ = make_builtin_module(job_.model);
+  // Initialised on the CPU (the spec's generator), then moved to this rank's device: a GPU run
+  // starts from the same values as a CPU run.
+  model_->initialize(uint64_t(t_.seed));
+  if (!t_.init_from.empty()) load_weights_into(model_->spec_parameters(), t_.init_from);
+  if (!device_.is_cpu()) model_->to(device_);
+  log_memory(rank_, world_, "model build");
+  data_ = make_dataset(job_.data, job_.model.vocab_size, t_.seq_len, uint64_t(t_.seed));
+  optimizer_ = make_builtin_optimizer(job_.optimizer, model_->spec_parameters());
+  // The Accelerator joins the world the worker joined, through comm_ (the fault injector in front
+  // when ACCEL_FAULT arms a collective).
+  acc_ = detail::AcceleratorInternals::attach(ctx_.job, comm_, ctx_.rendezvous.get());
+  step_optimizer_ = &acc_->prepare(*model_, *optimizer_);
+  engine_ = &detail::AcceleratorInternals::engine(*acc_);
+  log_memory(rank_, world_, "backend build");
+  // The trainer's state record (trainer_record.hpp): its data position, model and loop state.
+  detail::AcceleratorInternals::state_io(*acc_).use_record_format(
+      {kTrainerWriter, [this] { return trainer_record(job_, world_, *data_, nlohmann::json::object()); },
+       [this](const std::string& dir, const nlohmann::json& record) {
+         check_trainer_record(dir, record, *data_);
+         resumed_dir_ = dir;
+       },
+       [this](int64_t steps_done) { faults_.at("checkpoint_write", steps_done - 1); }});
+}
+
+int64_t Trainer::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& [name, p] : model_->spec_parameters()) n += p.numel();
+  return n;
+}
+
+StepMetrics Trainer::train_step(int64_t step) {
+  auto t0 = Clock::now();
+  faults_.begin_step(step);
+  const int G = t_.gradient_accumulation_steps;
+  at::Tensor loss_sum;  // fp64 on the device: no host sync per micro-step on a GPU
+  for (int m = 0; m < G; ++m) {
+    acc_->accumulate();
+    Batch batch = data_->train_batch(step, m, rank_, world_, t_.micro_batch_size, G);
+    at::Tensor loss = token_cross_entropy(model_->forward(batch.x.to(device_)), batch.y.to(device_));
+    // Mean over the global batch: micro loss / G here, the average over ranks in the engine.
+    acc_->backward(loss);
+    const at::Tensor micro = loss.detach().to(at::kDouble);
+    loss_sum = loss_sum.defined() ? loss_sum + micro : micro;
+  }
+  StepMetrics m;
+  m.step = step;
+  // The step (spec/training.md): the scheduled lr, the pre-clip global norm and clipping, the update.
+  // Under fp16 an overflowed step is skipped and the schedule counts applied steps (DeepSpeed's rule).
+  m.lr = learning_rate(job_.scheduler, job_.optimizer.lr, step - acc_->skipped_steps(), t_.max_steps);
+  set_learning_rate(*optimizer_, m.lr);
+  const double loss_scale = acc_->loss_scale();
+  m.grad_norm = acc_->clip_grad_norm(t_.max_grad_norm);
+  step_optimizer_->step();
+  if (job_.mixed_precision == config::MixedPrecision::fp16) {
+    m.loss_scale = loss_scale;
+    m.skipped = !step_optimizer_->step_was_applied();
+  }
+  m.loss = comm::all_reduce_value(comm_, loss_sum.item<double>() / G, comm::ReduceOp::Avg);
+  m.peak_mem_bytes = int64_t(comm::all_reduce_value(comm_, double(peak_memory_bytes()), comm::ReduceOp::Max));
+  m.tokens = int64_t(world_) * t_.micro_batch_size * G * t_.seq_len;
+  m.step_time_s = seconds_since(t0);
+  m.tokens_per_s = double(m.tokens) / m.step_time_s;
+  return m;
+}
+
+void Trainer::run() {
+  auto t_start = Clock::now();
+  build();
+  int64_t start = 0;
+  if (acc_->load_state()) {  // training.resume
+    start = acc_->step();
+    log("resumed from " + resumed_dir_ + " (" + std::to_string(start) + " steps done)");
+  }
+  log(data_->describe());
+  if (!options_.trace_path.empty() && !engine_->start_trace())
+    logging::warn("[rank " + std::to_string(rank_) + "] --trace: backend " + engine_->name() +
+              " has no per-unit schedule to record");
+  log("model " + std::string(config::to_string(job_.model.name)) + ": " + std::to_string(num_parameters()) +
+      " parameters; global batch " + std::to_string(world_) + " ranks x " + std::to_string(t_.micro_batch_size) +
+      " rows x " + std::to_string(t_.gradient_accumulation_steps) + " micro-steps x " + std::to_string(t_.seq_len) +
+      " tokens; " + std::to_string(at::get_num_threads()) + " thread(s) per rank");
+
+  const std::string& out = t_.output_dir;
+  std::unique_ptr<MetricsFile> metrics;
+  if (rank_ == 0) {
+    std::filesystem::create_directories(out);
+    metrics = std::make_unique<MetricsFile>(out + "/metrics.jsonl", start);
+  }
+  if (start >= t_.max_steps) {
+    log("nothing to train: the checkpoint already holds " + std::to_string(start) + " of training.max_steps " +
+        std::to_string(t_.max_steps) + " steps (set training.resume: never, or another output_dir, to train again)");
+    return;
+  }
+
+  std::optional<StepMetrics> first, last;
+  std::optional<double> last_eval;
+  double train_seconds = 0;
+  int64_t tokens = 0;
+  std::string last_checkpoint;
+  StepCommCounter step_comm;
+  std::vector<std::pair<std::string, const comm::Communicator*>> counted = {{"world", &comm_}};
+  for (const auto& group : engine_->group_communicators()) counted.push_back(group);
+  for (int64_t step = start; step < t_.max_steps; ++step) {
+    std::vector<comm::CommStats> before;
+    for (const auto& [name, c] : counted) before.push_back(c->stats());
+    StepMetrics m = train_step(step);
+    for (size_t i = 0; i < counted.size(); ++i)
+      step_comm.add(counted[i].first, counted[i].second->size(), before[i], counted[i].second->stats());
+    log_memory(rank_, world_, "step " + std::to_string(step + 1));
+    faults_.at("after_step", step);
+    train_seconds += m.step_time_s;
+    tokens += m.tokens;
+    bool final_step = step + 1 == t_.max_steps;
+    if (t_.eval_every > 0 && (step + 1) % t_.eval_every == 0) {
+      m.eval_loss = evaluate(*model_, *data_, comm_, t_.micro_batch_size);
+      if (m.eval_loss) last_eval = m.eval_loss;
+    }
+    if (metrics) metrics->append(m);
+    if ((step + 1) % t_.log_every == 0 || final_step || step == start)
+      log(format_step_line(m, t_.max_steps, options_.progress_bar));
+    if (!first) first = m;
+    last = m;
+    if (final_step || (t_.checkpoint_every > 0 && (step + 1) % t_.checkpoint_every == 0)) {
+      last_checkpoint = acc_->save_state();
+      log_memory(rank_, world_, "checkpoint " + std::to_string(step + 1));
+    }
+  }
+
+  if (!options_.trace_path.empty()) engine_->write_trace(trace_file_for_rank(options_.trace_path, rank_));
+  write_run_report(out, rank_, make_run_report(rank_, world_, engine_->name(), engine_->memory_report(), step_comm,
+                                               t_.max_steps - start, peak_rss_bytes()));
+  std::string weights;
+  if (t_.save_weights) {
+    // The engine's order (units, then their parameters), the order `accel merge-weights` writes a
+    // checkpoint in: the two files of the same state are byte-equal.
+    auto params = engine_->full_parameters();  // collective
+    if (rank_ == 0) {
+      weights = out + "/weights.safetensors";
+      save_safetensors(weights, params);
+    }
+  }
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "done: %lld steps in %.1f s (%.1f s training), %lld tokens, %.1fk tok/s; loss %.4f -> %.4f%s",
+                static_cast<long long>(t_.max_steps - start), seconds_since(t_start), train_seconds,
+                static_cast<long long>(tokens), double(tokens) / train_seconds / 1e3, first->loss, last->loss,
+                last_eval ? (", eval_loss " + std::to_string(*last_eval)).c_str() : "");
+  log(buf);
+  log("outputs: " + out + "/metrics.jsonl" + (weights.empty() ? "" : ", " + weights) + ", checkpoint " +
+      last_checkpoint);
+}
+
+}  // namespace
+
+void run_training(worker::WorkerContext& ctx, const TrainerOptions& options) {
+  // ACCEL_LOG_LEVEL (reserved for log verbosity): debug adds per-phase memory lines.
+  logging::configure_from_env();
+  Trainer(ctx, options).run();
+}
+
+}  // namespace accel::train
