@@ -66,6 +66,8 @@ struct Accelerator::State {
   TrainingConfig training;
   UnitPolicy policy;
   bool policy_set = false;
+  std::shared_ptr<backends::UnitSource> unit_source;  // the units' values, when not the parameters'
+
 
   torch::nn::Module* model = nullptr;
   api::TorchOptimizerKind kind = api::TorchOptimizerKind::adamw;
@@ -240,7 +242,7 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   // frozen): then the units have no boundary, and strategies that need one are refused there.
   const bool bounded = backends::has_unit_boundaries(specs);
   s.backend = backends::make_backend(bounded == wrapped ? resolved : plan::resolve_plan(job, plan::ModelFacts::user(bounded)),
-                                     *s.comm, std::move(specs), setup);
+                                     *s.comm, std::move(specs), setup, s.unit_source);
   s.backend->wait_parameters();
   const bool frees_parameters = resolved.frees_parameters();
   // Low precision (casts_inputs): the wrappers cast their floating inputs to bf16 (FSDP's
@@ -398,6 +400,11 @@ void Accelerator::log(int64_t step, const std::map<std::string, double>& values)
 api::StateIo& detail::AcceleratorInternals::state_io(Accelerator& acc) { return acc.state_->checkpoints(); }
 
 backends::Backend& detail::AcceleratorInternals::engine(Accelerator& acc) { return acc.state_->engine("the engine"); }
+
+void detail::AcceleratorInternals::set_unit_source(Accelerator& acc, std::shared_ptr<backends::UnitSource> source) {
+  if (acc.state_->backend) throw RunError("accel: a unit source must be set before prepare()");
+  acc.state_->unit_source = std::move(source);
+}
 
 // Checkpoints: the one checkpoint path, through state_io.cpp.
 std::string Accelerator::save_state(const std::string& root) {

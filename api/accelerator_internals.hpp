@@ -12,6 +12,7 @@
 #include "accel/accelerator.hpp"
 #include "api/state_io.hpp"
 #include "engine/backend.hpp"
+#include "engine/unit_source.hpp"
 #include "runtime/comm/communicator.hpp"
 #include "runtime/comm/rendezvous.hpp"
 #include "runtime/config/job_loader.hpp"
@@ -28,6 +29,9 @@ struct AcceleratorInternals {
   static api::StateIo& state_io(Accelerator& acc);
   // The engine prepare() built (RunError before prepare).
   static backends::Backend& engine(Accelerator& acc);
+  // Where prepare()'s engine takes the units' values from (the trainer's sharded initialization,
+  // docs/design/0023): the prepared model's parameters may then be placeholders. Before prepare().
+  static void set_unit_source(Accelerator& acc, std::shared_ptr<backends::UnitSource> source);
 };
 
 }  // namespace accel::detail

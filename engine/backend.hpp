@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/unit_source.hpp"
 #include "engine/unit_spec.hpp"
 #include "runtime/comm/communicator.hpp"
 #include "runtime/config/job.hpp"
@@ -132,8 +133,11 @@ at::ScalarType compute_dtype(const config::JobConfig& job);
 // name a module: strategies that free parameters between uses (ZeRO-3, FULL_SHARD, HYBRID_SHARD) and
 // activation checkpointing need them. With accel::Unit<> wrappers the fsdp wrap policy groups
 // consecutive units (NO_WRAP, SIZE_BASED_WRAP); without, the caller applied it to the module tree.
+// With a `source` (unit_source.hpp) the units' values come from it, computed by each rank, and the
+// parameters may be placeholders; the plan must then run the sharding engine.
 std::unique_ptr<Backend> make_backend(const plan::ResolvedPlan& plan, comm::Communicator& comm,
-                                      std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer);
+                                      std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer,
+                                      std::shared_ptr<UnitSource> source = nullptr);
 // The same for the job's plan, resolved for a prepared module (boundaries: has_unit_boundaries).
 std::unique_ptr<Backend> make_backend(const config::JobConfig& job, comm::Communicator& comm,
                                       std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer);

@@ -23,9 +23,11 @@ std::string prepared_module_refusal(const config::JobConfig& job, bool unit_boun
 }
 
 std::unique_ptr<Backend> make_backend(const plan::ResolvedPlan& plan, comm::Communicator& comm,
-                                      std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer) {
+                                      std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer,
+                                      std::shared_ptr<UnitSource> source) {
   if (!plan.refusals.empty()) throw RunError("backend " + plan.dialect + ": " + plan::describe(plan.refusals.front()));
   if (plan.engine == plan::Engine::replicated) {
+    if (source) throw RunError(plan.label + ": the replicated engine takes the model's own values, not a unit source");
     auto ddp = std::make_unique<DdpBackend>(comm, std::move(units), optimizer, plan.bucket_mb);
     ddp->set_label(plan.label);
     ddp->set_notes(join(plan.notes, "; "));
@@ -39,7 +41,7 @@ std::unique_ptr<Backend> make_backend(const plan::ResolvedPlan& plan, comm::Comm
   }
   const bool wrapped = std::any_of(units.begin(), units.end(), [](const UnitSpec& u) { return u.module != nullptr; });
   ShardingPolicy policy = sharding_policy(plan, numels, wrapped, comm.size());
-  return std::make_unique<ShardedEngine>(comm, std::move(units), optimizer, std::move(policy));
+  return std::make_unique<ShardedEngine>(comm, std::move(units), optimizer, std::move(policy), std::move(source));
 }
 
 std::unique_ptr<Backend> make_backend(const config::JobConfig& job, comm::Communicator& comm,

@@ -15,6 +15,7 @@
 #include "engine/format/safetensors.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
+#include "runtime/config/plan/resolve_plan.hpp"
 #include "runtime/worker/worker_context.hpp"
 #include "trainer/data/dataset.hpp"
 #include "trainer/evaluation.hpp"
@@ -26,6 +27,8 @@
 #include "trainer/models/builtin_ops.hpp"
 #include "trainer/models/builtin_optimizer.hpp"
 #include "trainer/models/model_weights.hpp"
+#include "trainer/models/placeholder.hpp"
+#include "trainer/models/spec_init_source.hpp"
 #include "trainer/run_report.hpp"
 #include "trainer/step_metrics.hpp"
 #include "trainer/trainer_record.hpp"
@@ -99,18 +102,29 @@ class Trainer {
 
 void Trainer::build() {
   worker::apply_thread_count();
-  model_ = make_builtin_module(job_.model);
-  // Initialised on the CPU (the spec's generator), then moved to this rank's device: a GPU run
-  // starts from the same values as a CPU run.
-  model_->initialize(uint64_t(t_.seed));
-  if (!t_.init_from.empty()) load_weights_into(model_->spec_parameters(), t_.init_from);
-  if (!device_.is_cpu()) model_->to(device_);
+  // Under strategies that partition parameters the model is never whole on a rank (design 0023):
+  // it is built of placeholders on this rank's device and the engine fills each unit's shard from
+  // the spec's initializer. Otherwise every rank holds the whole model anyway: it is initialized
+  // on the CPU (the spec's generator), then moved to this rank's device.
+  const bool sharded_init = plan::resolve_plan(job_, plan::ModelFacts::builtin()).frees_parameters() &&
+                            t_.init_from.empty();
+  if (sharded_init) {
+    PlaceholderScope placeholders(device_);
+    model_ = make_builtin_module(job_.model);
+  } else {
+    model_ = make_builtin_module(job_.model);
+    model_->initialize(uint64_t(t_.seed));
+    if (!t_.init_from.empty()) load_weights_into(model_->spec_parameters(), t_.init_from);
+    if (!device_.is_cpu()) model_->to(device_);
+  }
   log_memory(rank_, world_, "model build");
   data_ = make_dataset(job_.data, job_.model.vocab_size, t_.seq_len, uint64_t(t_.seed));
   optimizer_ = make_builtin_optimizer(job_.optimizer, model_->spec_parameters());
   // The Accelerator joins the world the worker joined, through comm_ (the fault injector in front
   // when ACCEL_FAULT arms a collective).
   acc_ = detail::AcceleratorInternals::attach(ctx_.job, comm_, ctx_.rendezvous.get());
+  if (sharded_init)
+    detail::AcceleratorInternals::set_unit_source(*acc_, make_spec_init_source(*model_, job_.model.n_layer, uint64_t(t_.seed)));
   step_optimizer_ = &acc_->prepare(*model_, *optimizer_);
   engine_ = &detail::AcceleratorInternals::engine(*acc_);
   log_memory(rank_, world_, "backend build");

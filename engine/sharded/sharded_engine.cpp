@@ -39,8 +39,26 @@ void check_grouping(const UnitGroups& groups, int units, const std::string& who)
 
 }  // namespace
 
+void ShardedEngine::fill_from_source(UnitSource& source, const std::vector<int>& unit_params, const FlatLayout& layout,
+                                     bool keeps, at::Tensor& flat) {
+  // A unit released after building needs only this rank's shard; a kept one, every value.
+  auto write = [&](int k, int64_t param_begin, int64_t flat_begin, int64_t count) {
+    if (count == 0) return;
+    const auto& [name, param] = params_[size_t(unit_params[size_t(k)])];
+    source.fill(name, param, param_begin, flat.narrow(0, flat_begin, count));
+  };
+  if (keeps) {
+    for (int k = 0; k < layout.num_params(); ++k) write(k, 0, layout.param_offset(k), layout.param_numel(k));
+    return;
+  }
+  const int64_t shard_begin = int64_t(shard_rank()) * layout.shard_numel();
+  for (const ShardSegment& seg : layout.segments(shard_rank()))
+    write(seg.param, seg.param_offset, shard_begin + seg.shard_offset, seg.numel);
+}
+
 ShardedEngine::ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> specs,
-                             const train::OptimizerSetup& optimizer, ShardingPolicy policy)
+                             const train::OptimizerSetup& optimizer, ShardingPolicy policy,
+                             std::shared_ptr<UnitSource> source)
     : comm_(comm), policy_(std::move(policy)) {
   check_unit_specs(specs, optimizer.groups.size(), policy_.label);
   params_ = all_parameters(specs);
@@ -58,7 +76,8 @@ ShardedEngine::ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> spe
     if (p.device() != device_ || p.device() != comm_.device())
       throw RunError(policy_.label + ": parameter '" + name + "' is on " + p.device().str() + ", but the job's ranks "
                      "compute on " + comm_.device().str() + " (move the model there before preparing it)");
-  broadcast_parameters(comm_, params_);
+  // From a source every rank computes its own values (and the parameters may be placeholders).
+  if (!source) broadcast_parameters(comm_, params_);
   if (const int g = policy_.shard_group_size; g > 0 && g < comm_.size()) {
     if (!policy_.shard_optimizer || comm_.size() % g != 0)
       throw RunError(policy_.label + ": shard groups of " + std::to_string(g) + " ranks need sharded states and a "
@@ -128,13 +147,17 @@ ShardedEngine::ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> spe
       if (params_[size_t(index)].second.requires_grad()) ++rt.needed;
     }
     FlatLayout layout(numels, shards);
+    bool keeps = !policy_.shard_params || layout.numel() < policy_.persistence_threshold || (rt.token_input && !rt.token_unit);
     // The masters start from the model's values: fp32 whatever the load dtype (DeepSpeed; FSDP
     // mixed), or the load dtype itself (FSDP precision_mode low).
     at::Tensor flat = unit_zeros(layout.padded_numel(), at::kFloat, device_);
-    for (size_t k = 0; k < rt.params.size(); ++k)
-      flat.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).copy_(params_[size_t(rt.params[k])].second.reshape(-1));
+    if (!source) {
+      for (size_t k = 0; k < rt.params.size(); ++k)
+        flat.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).copy_(params_[size_t(rt.params[k])].second.reshape(-1));
+    } else {
+      fill_from_source(*source, rt.params, layout, keeps, flat);
+    }
     at::Tensor my_shard = flat.narrow(0, int64_t(shard_rank()) * layout.shard_numel(), layout.shard_numel());
-    bool keeps = !policy_.shard_params || layout.numel() < policy_.persistence_threshold || (rt.token_input && !rt.token_unit);
     // A kept fp32 unit's master is its parameters' own shard, stepped in place and all-gathered from
     // there (zero 1-2, SHARD_GRAD_OP, persistent units): a second fp32 copy would hold the same
     // values. Not with offload (the master lives apart) nor in low precision (other dtypes).

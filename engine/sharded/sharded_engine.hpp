@@ -40,6 +40,7 @@
 #include "engine/sharded/nvme_param_store.hpp"
 #include "engine/sharded/sharded_optimizer.hpp"
 #include "engine/sharded/unit_param_buffers.hpp"
+#include "engine/unit_source.hpp"
 #include "engine/sharded/unit_trace.hpp"
 
 namespace accel::backends {
@@ -92,8 +93,10 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
  public:
   // `units` in forward order (api::prepared_units for a prepared module); their parameters become views
   // of the units' flat buffers (set_data: the tensors keep their identity).
+  // With a `source`, the units' values come from it (each rank computes its own; nothing is
+  // broadcast) and the parameters may be placeholders; without, from the parameters, rank 0's.
   ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer,
-                ShardingPolicy policy);
+                ShardingPolicy policy, std::shared_ptr<UnitSource> source = nullptr);
   ~ShardedEngine() override;
 
   std::string name() const override { return policy_.label; }
@@ -187,6 +190,10 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   UnitShardState& shard(int u) { return optimizer_->units()[size_t(u)]; }
 
   comm::Communicator& comm_;
+  // Writes the values `keeps` needs of one unit's flat buffer from `source` (unit_source.hpp).
+  void fill_from_source(UnitSource& source, const std::vector<int>& unit_params, const FlatLayout& layout, bool keeps,
+                        at::Tensor& flat);
+
   ShardingPolicy policy_;
   at::Device device_ = at::kCPU;  // the parameters', the communicator's
   std::unique_ptr<comm::Communicator> shard_group_;    // HYBRID_SHARD: this machine's ranks

@@ -3,10 +3,12 @@
 
 #include <ATen/ATen.h>
 
+#include "trainer/models/placeholder.hpp"
+
 namespace accel::train {
 
 namespace {
-at::Tensor zeros(at::IntArrayRef shape, at::ScalarType dtype) { return at::zeros(shape, at::TensorOptions(dtype)); }
+at::Tensor zeros(at::IntArrayRef shape, at::ScalarType dtype) { return new_parameter(shape, dtype); }
 }  // namespace
 
 LinearLayer::LinearLayer(int64_t in_features, int64_t out_features, at::ScalarType dtype) {

@@ -1,7 +1,8 @@
 // Parameter-owning leaf modules the units are built from: Linear (weight [out, in], bias [out]),
 // LayerNorm (weight, bias, eps 1e-5) and a lookup table ([rows, dim]). They exist so parameter
 // names follow the module tree ("attn.c_attn.weight") and so construction never touches any RNG:
-// parameters start as zeros in the requested dtype; values come from spec_init or a weights file.
+// parameters start as zeros in the requested dtype (placeholders inside a PlaceholderScope,
+// placeholder.hpp); values come from spec_init, a weights file or the engine's unit source.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,132 @@
+// Sharded initialization (docs/design/0023): a built-in model of placeholders, filled by the
+// engine from the spec initializer unit by unit, equals the whole-model init bit for bit after
+// preparing and after two training steps, at worlds 1-4, under every strategy that partitions
+// parameters; and the model never holds real values before the engine gives them.
+#include "tests/support/catch_with_torch.hpp"
+
+#include "engine/backend.hpp"
+#include "runtime/comm/fake_communicator.hpp"
+#include "runtime/config/plan/resolve_plan.hpp"
+#include "tests/comm/comm_test_support.hpp"
+#include "tests/engine/tiny_job.hpp"
+#include "tests/support/prepared_builtin.hpp"
+#include "trainer/models/builtin_optimizer.hpp"
+#include "trainer/models/placeholder.hpp"
+#include "trainer/models/spec_init_source.hpp"
+
+using namespace accel;
+using accel::test::PreparedBuiltin;
+
+namespace {
+
+at::Tensor tokens(int rows, int offset, int vocab, int seq) {
+  return (at::arange(int64_t(rows) * seq, at::kLong).view({rows, seq}) * 7 + offset) % vocab;
+}
+
+// Rank 0's full parameters after preparing and after two steps, for the model built whole and
+// initialized (`sharded` false) or built of placeholders and filled from the spec source.
+std::vector<train::NamedTensors> run(const config::JobConfig& job, int world, bool sharded) {
+  comm::FakeWorld fake(world);
+  std::vector<train::NamedTensors> seen;
+  auto errors = test::run_ranks(
+      world, [&](int r) { return fake.communicator(r); },
+      [&](comm::Communicator& comm) {
+        std::shared_ptr<train::BuiltinModule> module;
+        std::shared_ptr<backends::UnitSource> source;
+        if (sharded) {
+          train::PlaceholderScope scope(at::kCPU);
+          module = train::make_builtin_module(job.model);
+          for (const auto& [name, p] : module->spec_parameters())
+            if (!train::is_placeholder(p)) throw std::runtime_error(name + " was built with values");
+          source = train::make_spec_init_source(*module, job.model.n_layer, 77);
+        } else {
+          module = test::builtin_module(job.model, 77);
+        }
+        const plan::ResolvedPlan resolved = plan::resolve_plan(job, plan::ModelFacts::builtin());
+        PreparedBuiltin model(job, module, [&](std::vector<backends::UnitSpec> specs) {
+          return backends::make_backend(resolved, comm, std::move(specs), train::builtin_optimizer_setup(job.optimizer),
+                                        source);
+        });
+        auto& engine = model.engine();
+        std::vector<train::NamedTensors> mine{engine.full_parameters()};
+        for (int step = 0; step < 2; ++step) {
+          auto* hooks = engine.begin_micro_step(0, true);
+          const int r = comm.rank();
+          model.loss(model.forward(tokens(2, r + step, job.model.vocab_size, 8), hooks),
+                     tokens(2, r + step + 1, job.model.vocab_size, 8))
+              .backward();
+          engine.end_micro_step(true);
+          engine.clip_grad_norm(1.0);
+          engine.optimizer_step(1e-2);
+        }
+        mine.push_back(engine.full_parameters());
+        if (comm.rank() == 0) seen = std::move(mine);
+      });
+  REQUIRE(errors == test::no_errors(world));
+  return seen;
+}
+
+void check_equal(const std::vector<train::NamedTensors>& a, const std::vector<train::NamedTensors>& b) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    REQUIRE(a[i].size() == b[i].size());
+    for (size_t k = 0; k < a[i].size(); ++k) {
+      INFO((i == 0 ? "after prepare: " : "after two steps: ") << a[i][k].first);
+      CHECK(a[i][k].first == b[i][k].first);
+      CHECK(at::equal(a[i][k].second, b[i][k].second));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("sharded init: placeholders filled from the spec source equal the whole-model init, bit for bit",
+          "[sharded_init]") {
+  struct Case {
+    const char* name;
+    std::function<void(config::JobConfig&)> edit;
+  };
+  const std::vector<Case> cases = {
+      {"zero 3", [](config::JobConfig& j) { j.backend = config::Backend::deepspeed; j.deepspeed.zero_stage = 3; }},
+      {"zero 3, persistent small units", [](config::JobConfig& j) {
+         j.backend = config::Backend::deepspeed;
+         j.deepspeed.zero_stage = 3;
+         j.deepspeed.stage3_param_persistence_threshold = 5000;
+       }},
+      {"FULL_SHARD", [](config::JobConfig& j) { j.backend = config::Backend::fsdp; }},
+      {"FULL_SHARD bf16", [](config::JobConfig& j) {
+         j.backend = config::Backend::fsdp;
+         j.mixed_precision = config::MixedPrecision::bf16;
+       }},
+      {"FULL_SHARD mlp", [](config::JobConfig& j) {
+         j.backend = config::Backend::fsdp;
+         j.model.name = config::ModelName::mlp;
+         j.fsdp.transformer_layer_cls_to_wrap = "MlpLayer";
+       }},
+      {"zero 2 (nothing partitioned: every unit kept whole)",
+       [](config::JobConfig& j) { j.backend = config::Backend::deepspeed; j.deepspeed.zero_stage = 2; }},
+  };
+  for (const auto& c : cases)
+    for (int world : {1, 2, 3, 4}) {
+      config::JobConfig job = test::tiny_job();
+      job.model.n_layer = 3;
+      c.edit(job);
+      INFO(c.name << " at world " << world);
+      check_equal(run(job, world, /*sharded=*/true), run(job, world, /*sharded=*/false));
+    }
+}
+
+TEST_CASE("sharded init: the replicated engine refuses a unit source", "[sharded_init]") {
+  comm::FakeWorld fake(1);
+  auto comm = fake.communicator(0);
+  config::JobConfig job = test::tiny_job();
+  auto module = test::builtin_module(job.model, 1);
+  auto source = train::make_spec_init_source(*module, job.model.n_layer, 1);
+  const plan::ResolvedPlan resolved = plan::resolve_plan(job);
+  CHECK_THROWS_WITH(PreparedBuiltin(job, module,
+                                    [&](std::vector<backends::UnitSpec> specs) {
+                                      return backends::make_backend(resolved, *comm, std::move(specs),
+                                                                    train::builtin_optimizer_setup(job.optimizer), source);
+                                    }),
+                    Catch::Matchers::Contains("not a unit source"));
+}

@@ -1,0 +1,49 @@
+// The spec's initialization (spec_init.hpp) as a stream a rank reads slices from: the values of
+// any element range of any parameter, equal bit for bit to what initialize_in_spec_order writes
+// into the whole model with the same seed, without the model existing (docs/design/0023).
+// The generator is visited as the contract says: normal-initialized parameters in spec order, each
+// drawn whole in float64; constant-initialized ones draw nothing. A request for a normal parameter
+// after the stream went past it throws: values must not depend on the order units are built in.
+// Memory: the last drawn parameter's float64 draw (twice its fp32 size), in pages of its own, and
+// one chunk of a request's conversion.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainer/models/spec_init.hpp"
+
+namespace accel::train {
+
+struct SpecParam {
+  std::string name;            // the spec name ("h.3.attn.c_attn.weight")
+  std::vector<int64_t> sizes;  // its shape
+  at::ScalarType dtype = at::kFloat;  // the parameter's: values are rounded to it, as the model holds them
+};
+
+class SpecInitStream {
+ public:
+  // `params` in spec order (BuiltinModule::spec_parameters()'s names and shapes).
+  SpecInitStream(std::vector<SpecParam> params, int n_layer, uint64_t seed);
+
+  // The index of `name` in the spec order; throws std::invalid_argument for an unknown name.
+  size_t index_of(const std::string& name) const;
+
+  // Writes elements [begin, begin + dest.numel()) of parameter `index` (flattened, row-major) into
+  // `dest` (contiguous, any dtype and device): the float64 draw rounded to float32, then to the
+  // parameter's dtype, then to dest's, as a flat buffer built from the whole model holds them.
+  void fill(size_t index, int64_t begin, at::Tensor dest);
+
+ private:
+  std::vector<SpecParam> params_;
+  std::vector<InitRule> rules_;
+  at::Generator generator_;
+  size_t next_normal_ = 0;   // the first parameter whose normal draw has not been taken
+  size_t drawn_ = SIZE_MAX;  // the parameter `draw_` holds
+  at::Tensor draw_;          // its float64 draw, flat
+};
+
+}  // namespace accel::train
