@@ -104,13 +104,20 @@ void Trainer::build() {
   worker::apply_thread_count();
   // Under strategies that partition parameters the model is never whole on a rank (design 0023):
   // it is built of placeholders on this rank's device and the engine fills each unit's shard from
-  // the spec's initializer. Otherwise every rank holds the whole model anyway: it is initialized
-  // on the CPU (the spec's generator), then moved to this rank's device.
-  const bool sharded_init = plan::resolve_plan(job_, plan::ModelFacts::builtin()).frees_parameters() &&
-                            t_.init_from.empty();
+  // the spec's initializer, or from the slices of training.init_from it needs. Otherwise every rank
+  // holds the whole model anyway: it is initialized on the CPU (the spec's generator), then moved
+  // to this rank's device.
+  const bool sharded_init = plan::resolve_plan(job_, plan::ModelFacts::builtin()).frees_parameters();
+  std::shared_ptr<backends::UnitSource> source;
   if (sharded_init) {
-    PlaceholderScope placeholders(device_);
-    model_ = make_builtin_module(job_.model);
+    {
+      PlaceholderScope placeholders(device_);
+      model_ = make_builtin_module(job_.model);
+    }
+    if (t_.init_from.empty())
+      source = make_spec_init_source(*model_, job_.model.n_layer, uint64_t(t_.seed));
+    else
+      source = std::make_shared<WeightsFileSource>(model_->spec_parameters(), t_.init_from);
   } else {
     model_ = make_builtin_module(job_.model);
     model_->initialize(uint64_t(t_.seed));
@@ -123,8 +130,7 @@ void Trainer::build() {
   // The Accelerator joins the world the worker joined, through comm_ (the fault injector in front
   // when ACCEL_FAULT arms a collective).
   acc_ = detail::AcceleratorInternals::attach(ctx_.job, comm_, ctx_.rendezvous.get());
-  if (sharded_init)
-    detail::AcceleratorInternals::set_unit_source(*acc_, make_spec_init_source(*model_, job_.model.n_layer, uint64_t(t_.seed)));
+  if (source) detail::AcceleratorInternals::set_unit_source(*acc_, source);
   step_optimizer_ = &acc_->prepare(*model_, *optimizer_);
   engine_ = &detail::AcceleratorInternals::engine(*acc_);
   log_memory(rank_, world_, "backend build");

@@ -274,6 +274,7 @@ at::Tensor SafetensorsReader::read_range(const std::string& name, int64_t begin,
   const uint64_t elem = c10::elementSize(info->dtype);
   read_bytes(t.data_ptr(), data_start_ + offsets_[index_.at(name)] + uint64_t(begin) * elem, uint64_t(count) * elem,
              "the data of tensor '" + name + "'");
+  data_bytes_read_ += uint64_t(count) * elem;
   return t;
 }
 

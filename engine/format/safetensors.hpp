@@ -62,6 +62,8 @@ class SafetensorsReader {
   at::Tensor read(const std::string& name) const;
   // Elements [begin, begin + count) of the flattened tensor `name`, as a 1-D tensor of its dtype.
   at::Tensor read_range(const std::string& name, int64_t begin, int64_t count) const;
+  // Bytes of tensor data read so far (the header not counted): what a sliced load costs.
+  uint64_t data_bytes_read() const { return data_bytes_read_; }
 
  private:
   void parse_header(uint64_t file_size);
@@ -73,6 +75,7 @@ class SafetensorsReader {
   std::vector<Info> tensors_;
   std::vector<uint64_t> offsets_;  // byte offset of each tensor in the data section
   std::unordered_map<std::string, size_t> index_;
+  mutable uint64_t data_bytes_read_ = 0;
 };
 
 // The safetensors name of a torch dtype ("F32"), or "" when the format has none.

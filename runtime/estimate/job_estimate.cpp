@@ -35,8 +35,7 @@ std::string optimizer_text(const config::OptimizerSection& o) {
 std::string configured_row(const config::JobConfig& job, std::string& label, std::vector<std::string>& notes) {
   const plan::ResolvedPlan resolved = plan::resolve_plan(job);
   label = resolved.label;
-  if (job.backend == config::Backend::fsdp && resolved.estimate_row != config::to_string(job.fsdp.sharding_strategy))
-    notes.push_back("HYBRID_SHARD on one machine shards like FULL_SHARD; the FULL_SHARD row is this job.");
+  if (!resolved.estimate_note.empty()) notes.push_back(resolved.estimate_note);
   return resolved.estimate_row;
 }
 

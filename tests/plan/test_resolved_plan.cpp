@@ -35,6 +35,7 @@ std::string dump_groups(const plan::UnitGroups& groups) {
 std::string dump(const plan::ResolvedPlan& p) {
   std::ostringstream o;
   o << "dialect " << p.dialect << " | label " << p.label << " | row " << p.estimate_row << "\n";
+  if (!p.estimate_note.empty()) o << "estimate note " << p.estimate_note << "\n";
   o << "engine " << plan::to_string(p.engine) << " | shards " << plan::to_string(p.shards) << " | group_size "
     << p.shard_group_size << " | compute " << plan::to_string(p.compute) << " | master " << plan::to_string(p.master)
     << "\n";

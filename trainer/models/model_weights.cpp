@@ -1,7 +1,6 @@
 // A model's weights as safetensors (see model_weights.hpp).
 #include "trainer/models/model_weights.hpp"
 
-#include <map>
 #include <sstream>
 
 #include <ATen/ATen.h>
@@ -13,40 +12,54 @@
 namespace accel::train {
 
 namespace {
+
 std::string shape_text(at::IntArrayRef shape) {
   std::ostringstream out;
   out << shape;
   return out.str();
 }
-}  // namespace
 
-void load_weights_into(const NamedTensors& params, const std::string& path) {
-  std::map<std::string, at::Tensor> file;
-  for (auto& [name, tensor] : load_safetensors(path)) file.emplace(name, std::move(tensor));
-
-  const std::string where = "weights file '" + path + "'";
+// The file's header against the model: every parameter present with its shape and a floating
+// dtype, and no other name.
+void check_weights_file(const SafetensorsReader& reader, const NamedTensors& params) {
+  const std::string where = "weights file '" + reader.path() + "'";
   for (const auto& [name, param] : params) {
-    auto it = file.find(name);
-    if (it == file.end()) throw RunError(where + ": parameter '" + name + "' is missing");
-    const at::Tensor& t = it->second;
-    if (t.sizes() != param.sizes())
-      throw RunError(where + ": parameter '" + name + "' has shape " + shape_text(t.sizes()) + ", the model needs " +
+    const SafetensorsReader::Info* info = reader.find(name);
+    if (!info) throw RunError(where + ": parameter '" + name + "' is missing");
+    if (at::IntArrayRef(info->shape) != param.sizes())
+      throw RunError(where + ": parameter '" + name + "' has shape " + shape_text(info->shape) + ", the model needs " +
                      shape_text(param.sizes()));
-    if (!at::isFloatingType(t.scalar_type()))
-      throw RunError(where + ": parameter '" + name + "' has non-floating dtype " +
-                     safetensors_dtype_name(t.scalar_type()));
+    if (!at::isFloatingType(info->dtype))
+      throw RunError(where + ": parameter '" + name + "' has non-floating dtype " + safetensors_dtype_name(info->dtype));
   }
-  if (file.size() != params.size()) {
+  if (reader.tensors().size() != params.size()) {
     std::string extra;
-    for (const auto& [name, tensor] : file) {
+    for (const auto& info : reader.tensors()) {
       bool known = false;
-      for (const auto& p : params) known = known || p.first == name;
-      if (!known) extra += (extra.empty() ? "'" : ", '") + name + "'";
+      for (const auto& p : params) known = known || p.first == info.name;
+      if (!known) extra += (extra.empty() ? "'" : ", '") + info.name + "'";
     }
     throw RunError(where + ": names the model does not have: " + extra + " (is it a different model?)");
   }
+}
+
+}  // namespace
+
+void load_weights_into(const NamedTensors& params, const std::string& path) {
+  SafetensorsReader reader(path);
+  check_weights_file(reader, params);
   torch::NoGradGuard no_grad;
-  for (const auto& [name, param] : params) param.copy_(file.at(name));
+  for (const auto& [name, param] : params) param.copy_(reader.read(name));
+}
+
+WeightsFileSource::WeightsFileSource(const NamedTensors& params, const std::string& path) : reader_(path) {
+  check_weights_file(reader_, params);
+}
+
+void WeightsFileSource::fill(const std::string& name, const at::Tensor& param, int64_t begin, at::Tensor dest) {
+  torch::NoGradGuard no_grad;
+  // As load_weights_into would hold it in the parameter, then in the engine's buffer.
+  dest.view(-1).copy_(reader_.read_range(name, begin, dest.numel()).to(param.scalar_type()));
 }
 
 }  // namespace accel::train

@@ -56,6 +56,7 @@ struct ResolvedPlan {
   std::string dialect;       // the `backend:` value that made it: "ddp", "deepspeed", "fsdp"
   std::string label;         // "deepspeed zero_stage 2": logs, describe(), the checkpoint's layout record
   std::string estimate_row;  // the row of `accel estimate-memory` that is this job: "zero-2", "FULL_SHARD"
+  std::string estimate_note;  // why that row, when its name is not the job's own strategy
 
   Engine engine = Engine::replicated;
   Shards shards = Shards::none;

@@ -197,9 +197,11 @@ void check_fsdp_block(const JobConfig& j, JobChecker& c) {
 void resolve_fsdp(const plan::DialectInput& in, plan::ResolvedPlan& plan) {
   const JobConfig& job = in.job;
   plan_sharding(job, plan);
-  plan.estimate_row = job.fsdp.sharding_strategy == ShardingStrategy::HYBRID_SHARD && job.num_machines == 1
-                          ? "FULL_SHARD"
-                          : to_string(job.fsdp.sharding_strategy);
+  plan.estimate_row = to_string(job.fsdp.sharding_strategy);
+  if (job.fsdp.sharding_strategy == ShardingStrategy::HYBRID_SHARD && job.num_machines == 1) {
+    plan.estimate_row = "FULL_SHARD";
+    plan.estimate_note = "HYBRID_SHARD on one machine shards like FULL_SHARD; the FULL_SHARD row is this job.";
+  }
   check_wrap(job, plan, in.model.user_module);
   plan_precision(job, plan);
   plan_other_keys(job, plan);
