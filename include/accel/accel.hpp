@@ -1,4 +1,4 @@
-// accel as a library (docs/design/0015): include this one header.
+// accel as a library: include this one header.
 #pragma once
 
 #include "accel/accelerator.hpp"

@@ -1,4 +1,4 @@
-// accel as a library (docs/design/0015): your own torch::nn::Module and torch::optim optimizer,
+// accel as a library: your own torch::nn::Module and torch::optim optimizer,
 // trained with the data parallelism the job file names (ddp, deepspeed zero_stage 0-3, fsdp
 // NO_SHARD / SHARD_GRAD_OP / FULL_SHARD / HYBRID_SHARD), in a loop you write:
 //
@@ -173,7 +173,7 @@ class Accelerator {
   // steps it restored).
   void log(int64_t step, const std::map<std::string, double>& values);
 
-  // Checkpoints (docs/design/0015 "save_state and load_state"): the trainer's format and path.
+  // Checkpoints: the built-in trainer's format and path.
   //
   // Collective, at an optimizer-step boundary (after the prepared optimizer's step(); a call with
   // micro-steps accumulated since is refused). Writes <root>/step_N (N = step()) atomically and

@@ -4,7 +4,7 @@
 // seeded by (seed, epoch) and the same on every rank). So the rows of a global batch do not depend
 // on how it is split across ranks: world 2 with batches of 4 reads what world 1 reads with 8.
 // A tail of fewer than world x batch_size rows is dropped, on every rank alike.
-// Only torch and the standard library (docs/design/0015).
+// Only torch and the standard library.
 #pragma once
 
 #include <torch/data/samplers/base.h>

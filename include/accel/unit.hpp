@@ -1,4 +1,4 @@
-// accel::Unit<M>: a unit boundary the user puts around a block (docs/design/0015, design B), so that
+// accel::Unit<M>: a unit boundary the user puts around a block, so that
 // strategies which free parameters between uses (deepspeed zero_stage 3, fsdp FULL_SHARD and
 // HYBRID_SHARD) can run the user's own module:
 //
