@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -64,6 +65,25 @@ void write_run_report(const std::string& output_dir, int rank, const nlohmann::j
   std::ofstream f(path);
   f << report.dump(2) << '\n';
   if (ec || !f) throw RunError("cannot write the run report " + path);
+}
+
+double RunTimes::other_s() const {
+  return std::max(0.0, total_s - setup_s - training_s - evaluation_s - checkpoint_s - export_s);
+}
+
+nlohmann::json RunTimes::to_json() const {
+  return {{"setup", setup_s},          {"training", training_s}, {"evaluation", evaluation_s},
+          {"checkpoint", checkpoint_s}, {"export", export_s},     {"other", other_s()},
+          {"total", total_s}};
+}
+
+std::string RunTimes::describe() const {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "time: setup %.1f s, training %.1f s, evaluation %.1f s, checkpoints %.1f s, export %.1f s, other %.1f s "
+                "(of %.1f s)",
+                setup_s, training_s, evaluation_s, checkpoint_s, export_s, other_s(), total_s);
+  return buf;
 }
 
 }  // namespace accel::train

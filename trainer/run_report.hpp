@@ -1,7 +1,8 @@
 // The per-rank run report, <output_dir>/report/rank_<r>.json: what this rank's backend holds
 // (Backend::memory_report), what it sent per training step (communicator counters, evaluation and
-// checkpoints excluded), and its peak resident size. `scripts/bench_zero.py` reads these to set
-// measured memory and traffic beside `accel estimate-memory` and the ZeRO paper's theory.
+// checkpoints excluded), its peak resident size, and where the wall time went (time_s).
+// `scripts/bench_zero.py` reads these to set measured memory and traffic beside
+// `accel estimate-memory` and the ZeRO paper's theory.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,16 @@ class StepCommCounter {
 
  private:
   std::vector<Group> groups_;
+};
+
+// Where a run's wall time went (seconds): setup (model, engine, data, resume), the training steps,
+// evaluation, checkpoint saves, the weights export, and the rest (logging, metrics, the report).
+struct RunTimes {
+  double setup_s = 0, training_s = 0, evaluation_s = 0, checkpoint_s = 0, export_s = 0, total_s = 0;
+  double other_s() const;
+  nlohmann::json to_json() const;
+  // "time: setup 1.2 s, training 10.3 s, evaluation 0.5 s, checkpoints 2.1 s, export 0.3 s, other 0.1 s (of 14.5 s)"
+  std::string describe() const;
 };
 
 // comm_per_step sums every group: bus_bytes and by_kind (calls, payload and bus bytes, each group

@@ -193,6 +193,9 @@ void Trainer::run() {
     start = acc_->step();
     log("resumed from " + resumed_dir_ + " (" + std::to_string(start) + " steps done)");
   }
+  // Where the wall time goes, beside the steps themselves: the run log's last lines and the report.
+  RunTimes times;
+  times.setup_s = seconds_since(t_start);
   log(data_->describe());
   if (!options_.trace_path.empty() && !engine_->start_trace())
     logging::warn("[rank " + std::to_string(rank_) + "] --trace: backend " + engine_->name() +
@@ -234,7 +237,9 @@ void Trainer::run() {
     tokens += m.tokens;
     bool final_step = step + 1 == t_.max_steps;
     if (t_.eval_every > 0 && (step + 1) % t_.eval_every == 0) {
+      const auto t_eval = Clock::now();
       m.eval_loss = evaluate(*model_, *data_, comm_, t_.micro_batch_size);
+      times.evaluation_s += seconds_since(t_eval);
       if (m.eval_loss) last_eval = m.eval_loss;
     }
     if (metrics) metrics->append(m);
@@ -243,15 +248,16 @@ void Trainer::run() {
     if (!first) first = m;
     last = m;
     if (final_step || (t_.checkpoint_every > 0 && (step + 1) % t_.checkpoint_every == 0)) {
+      const auto t_save = Clock::now();
       last_checkpoint = acc_->save_state();
+      times.checkpoint_s += seconds_since(t_save);
       log_memory(rank_, world_, "checkpoint " + std::to_string(step + 1));
     }
   }
 
   if (!options_.trace_path.empty()) engine_->write_trace(trace_file_for_rank(options_.trace_path, rank_));
-  write_run_report(out, rank_, make_run_report(rank_, world_, engine_->name(), engine_->memory_report(), step_comm,
-                                               t_.max_steps - start, peak_rss_bytes()));
   std::string weights;
+  const auto t_export = Clock::now();
   if (t_.save_weights) {
     // The engine's order (units, then their parameters), the order `accel merge-weights` writes a
     // checkpoint in: the two files of the same state are byte-equal.
@@ -261,6 +267,13 @@ void Trainer::run() {
       save_safetensors(weights, params);
     }
   }
+  times.export_s = seconds_since(t_export);
+  times.training_s = train_seconds;
+  times.total_s = seconds_since(t_start);
+  nlohmann::json report = make_run_report(rank_, world_, engine_->name(), engine_->memory_report(), step_comm,
+                                          t_.max_steps - start, peak_rss_bytes());
+  report["time_s"] = times.to_json();
+  write_run_report(out, rank_, report);
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "done: %lld steps in %.1f s (%.1f s training), %lld tokens, %.1fk tok/s; loss %.4f -> %.4f%s",
@@ -268,6 +281,7 @@ void Trainer::run() {
                 static_cast<long long>(tokens), double(tokens) / train_seconds / 1e3, first->loss, last->loss,
                 last_eval ? (", eval_loss " + std::to_string(*last_eval)).c_str() : "");
   log(buf);
+  log(times.describe());
   log("outputs: " + out + "/metrics.jsonl" + (weights.empty() ? "" : ", " + weights) + ", checkpoint " +
       last_checkpoint);
 }

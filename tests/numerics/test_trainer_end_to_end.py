@@ -116,6 +116,23 @@ class _ReferenceBase(_Base):
                                                         self.init, world=world, micro=micro, accum=accum)
         return self._other_refs[name]
 
+    def _check_run_times(self, out, label):
+        """The report and the log say where the wall time went: every phase measured, none negative,
+        the phases adding up to the total (other: what no phase covers)."""
+        with open(os.path.join(out, "report", "rank_0.json")) as f:
+            times = json.load(f)["time_s"]
+        phases = ("setup", "training", "evaluation", "checkpoint", "export", "other")
+        self.assertEqual(sorted(times), sorted(phases + ("total",)), f"{label}: report time_s")
+        self.assertTrue(all(times[p] >= 0 for p in phases), f"{label}: {times}")
+        # The run evaluates and saves its final checkpoint, so those phases took time.
+        for phase in ("setup", "training", "evaluation", "checkpoint"):
+            self.assertGreater(times[phase], 0, f"{label}: {phase} took no time: {times}")
+        # Summed from the same rounded clock readings: equal up to float rounding (1e-6 s).
+        self.assertAlmostEqual(sum(times[p] for p in phases), times["total"], delta=1e-6, msg=f"{label}: {times}")
+        with open(os.path.join(out, "logs", "rank_0.log")) as f:
+            self.assertRegex(f.read(), r"time: setup [\d.]+ s, training [\d.]+ s, evaluation [\d.]+ s, "
+                                       r"checkpoints [\d.]+ s, export [\d.]+ s, other [\d.]+ s \(of [\d.]+ s\)")
+
     def _check_split(self, name, sets=(), machines=1):
         world, micro, accum = self.SPLITS[name]
         ref_dir = self._reference_of(name)
@@ -147,6 +164,7 @@ class _ReferenceBase(_Base):
               f"{cmp.stdout.strip()}\neval_loss: {len(ref_eval)} evals, max |deval| {d_eval:.3e}")
         self.assertEqual(cmp.returncode, 0, f"{label}: compare_runs over tolerance\n{cmp.stdout}{cmp.stderr}")
         self.assertLessEqual(d_eval, self.EVAL_TOL, f"{label}: eval_loss differs: {got_eval} vs {ref_eval}")
+        self._check_run_times(out, label)
         return out
 
 
