@@ -58,6 +58,9 @@ std::string metrics_line(int64_t step, const std::map<std::string, double>& valu
 
 struct Accelerator::State {
   config::LoadedJob job;
+  std::optional<at::ScalarType> compute_dtype;  // the job's, resolved at first use
+  // A worker `accel launch` started: the launcher's job, this rank's world and rendezvous.
+  void join_launched_world();
   std::unique_ptr<worker::WorkerContext> ctx;   // under accel launch
   std::unique_ptr<comm::Communicator> single;   // run directly: a world of one
   comm::Communicator* comm = nullptr;
@@ -113,13 +116,17 @@ void fill_training(const config::JobConfig& job, TrainingConfig& t) {
 
 }  // namespace
 
-Accelerator::Accelerator() : state_(std::make_unique<State>()) {
+void Accelerator::State::join_launched_world() {
   logging::configure_from_env();
   worker::apply_thread_count();
-  state_->ctx = std::make_unique<worker::WorkerContext>(worker::start_worker());
-  state_->job = state_->ctx->job;
-  state_->comm = state_->ctx->communicator.get();
-  state_->rendezvous = state_->ctx->rendezvous.get();
+  ctx = std::make_unique<worker::WorkerContext>(worker::start_worker());
+  job = ctx->job;
+  comm = ctx->communicator.get();
+  rendezvous = ctx->rendezvous.get();
+}
+
+Accelerator::Accelerator() : state_(std::make_unique<State>()) {
+  state_->join_launched_world();
   fill_training(state_->job.job, state_->training);
   current_comm = state_->comm;
 }
@@ -144,12 +151,7 @@ Accelerator::Accelerator(const std::string& job_file) : state_(std::make_unique<
   const char* launched = std::getenv("ACCEL_JOB");
   if (launched && *launched) {
     // Under accel launch the launcher's resolved job (the same file, with overrides) is the one.
-    logging::configure_from_env();
-    worker::apply_thread_count();
-    state_->ctx = std::make_unique<worker::WorkerContext>(worker::start_worker());
-    state_->job = state_->ctx->job;
-    state_->comm = state_->ctx->communicator.get();
-    state_->rendezvous = state_->ctx->rendezvous.get();
+    state_->join_launched_world();
   } else {
     config::LoadOptions options;
     options.file = job_file;
@@ -214,7 +216,7 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   const plan::ResolvedPlan resolved = plan::resolve_plan(job, plan::ModelFacts::user(wrapped));
   const bool casts_inputs = resolved.compute != plan::Dtype::fp32;
   if (casts_inputs) refuse_plain_batch_norm(model);
-  s.scaling = std::make_unique<backends::GradScaling>(job);
+  s.scaling = std::make_unique<backends::GradScaling>(resolved.loss_scaling);
   if (!resolved.refusals.empty()) throw RunError("accel: " + plan::describe(resolved.refusals.front()));
   s.kind = api::torch_optimizer_kind(optimizer);
   // The optimizer's groups: every trainable parameter of the model in exactly one.
@@ -270,7 +272,12 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
 
 std::string Accelerator::describe() const { return state_->backend ? state_->backend->describe() : "not prepared"; }
 
-torch::Dtype Accelerator::compute_dtype() const { return backends::compute_dtype(state_->job.job); }
+torch::Dtype Accelerator::compute_dtype() const {
+  // Programs call it for every batch (x.to(acc.compute_dtype())): the job's plan is resolved once.
+  State& s = *state_;
+  if (!s.compute_dtype) s.compute_dtype = backends::compute_dtype(s.job.job);
+  return *s.compute_dtype;
+}
 
 std::map<std::string, int64_t> Accelerator::memory_report() const {
   std::map<std::string, int64_t> out;

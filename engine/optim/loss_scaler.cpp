@@ -11,10 +11,7 @@
 namespace accel::train {
 
 std::optional<LossScalerSettings> loss_scaler_settings(const config::JobConfig& job) {
-  const std::optional<plan::LossScaling> scaling = plan::resolve_plan(job).loss_scaling;
-  if (!scaling) return std::nullopt;
-  return LossScalerSettings{scaling->static_scale, scaling->initial_scale_power, scaling->window, scaling->hysteresis,
-                            scaling->min_scale};
+  return plan::resolve_plan(job).loss_scaling;
 }
 
 LossScaler::LossScaler(const LossScalerSettings& settings)

@@ -23,16 +23,12 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/config/job.hpp"
+#include "runtime/config/plan/resolved_plan.hpp"
 
 namespace accel::train {
 
-struct LossScalerSettings {
-  double static_scale = 0;      // > 0: a static scale; 0: dynamic
-  int initial_scale_power = 16;
-  int64_t window = 1000;        // clean steps before the scale doubles
-  int hysteresis = 2;           // overflows tolerated before the scale halves
-  double min_scale = 1.0;       // the dynamic scale never goes below this (0: no bound)
-};
+// The scaler's settings are the resolved plan's (runtime/config/plan/resolved_plan.hpp).
+using LossScalerSettings = accel::plan::LossScaling;
 
 // The loss scaler a job asks for: none unless mixed_precision is fp16. deepspeed: its fp16 keys
 // (a static scale when loss_scale > 0); fsdp and ddp: torch GradScaler's defaults.

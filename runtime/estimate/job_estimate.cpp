@@ -32,8 +32,7 @@ std::string optimizer_text(const config::OptimizerSection& o) {
 }
 
 // Which row is the job's own, and how to name it: the plan's.
-std::string configured_row(const config::JobConfig& job, std::string& label, std::vector<std::string>& notes) {
-  const plan::ResolvedPlan resolved = plan::resolve_plan(job);
+std::string configured_row(const plan::ResolvedPlan& resolved, std::string& label, std::vector<std::string>& notes) {
   label = resolved.label;
   if (!resolved.estimate_note.empty()) notes.push_back(resolved.estimate_note);
   return resolved.estimate_row;
@@ -43,8 +42,8 @@ std::string configured_row(const config::JobConfig& job, std::string& label, std
 // (each group's sizes summed; the group holding the tied unit is the tied one). Under
 // SIZE_BASED_WRAP the model's units are those of the size rule (model_shape.hpp). Other backends'
 // jobs translate to TRANSFORMER_BASED_WRAP, one engine unit per model unit.
-MemoryInput fsdp_units(const config::JobConfig& job, const MemoryInput& in, std::vector<std::string>& notes) {
-  const plan::ResolvedPlan resolved = plan::resolve_plan(job);
+MemoryInput fsdp_units(const config::JobConfig& job, const plan::ResolvedPlan& resolved, const MemoryInput& in,
+                       std::vector<std::string>& notes) {
   const auto policy = resolved.wrap;
   if (resolved.grouping != plan::Grouping::wrap_policy || !in.units_known() ||
       policy == config::AutoWrapPolicy::TRANSFORMER_BASED_WRAP)
@@ -182,15 +181,16 @@ JobEstimate estimate_job(const config::JobConfig& job, const JobEstimateOptions&
       plans[i].live_units = 2;
       plans[i].reduce_bucket_units = 2;
     }
-  std::string own = configured_row(job, e.configured_label, e.notes);
-  const MemoryInput fsdp_in = fsdp_units(job, in, e.notes);
+  const plan::ResolvedPlan resolved = plan::resolve_plan(job);
+  std::string own = configured_row(resolved, e.configured_label, e.notes);
+  const MemoryInput fsdp_in = fsdp_units(job, resolved, in, e.notes);
   for (size_t i = 0; i < plans.size(); ++i) {
     plans[i].configured = plans[i].name == own;
     if (plans[i].configured) e.configured = int(i);
     e.strategies.push_back(estimate_memory(i >= 4 ? fsdp_in : in, plans[i]));  // rows 4+: the FSDP strategies
   }
 
-  if (plan::resolve_plan(job).master != plan::Dtype::fp32)
+  if (resolved.master != plan::Dtype::fp32)
     e.notes.push_back("fsdp.precision_mode low is not modelled: the FSDP rows count fp32 master, gradient and "
                       "state shards, as precision_mode mixed keeps them.");
   if (job.device != config::Device::cuda)

@@ -4,7 +4,6 @@
 // prefetch schedules are tested end to end (tests/numerics: FsdpStrategiesAgreement, FsdpSchedule).
 #include "tests/support/catch_with_torch.hpp"
 
-#include "engine/fsdp/fsdp_backend.hpp"
 #include "engine/fsdp/fsdp_policy.hpp"
 #include "tests/engine/tiny_job.hpp"
 #include "runtime/comm/fake_communicator.hpp"

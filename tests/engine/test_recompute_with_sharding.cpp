@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/fsdp/fsdp_backend.hpp"
 #include "engine/sharded/sharded_engine.hpp"
 #include "runtime/comm/fake_communicator.hpp"
 #include "tests/comm/comm_test_support.hpp"
