@@ -100,9 +100,10 @@ TEST_CASE("built-in models as modules: logits and loss match the Python referenc
     const double logits_diff = (logits - reference[0].second).abs().max().item<double>();
     const double loss_diff = std::abs(loss - reference[1].second.item<double>());
     INFO("max |logits - reference| = " << logits_diff << ", |loss - reference| = " << loss_diff);
-    // As in tests/train/model/test_python_reference.cpp: both sides compute in fp32 the same math
-    // in another op order; logits of O(1-10) round differently by ~1e-6 at most, while a mistake
-    // in the model moves them by 1e-2 or more.
+    // Both sides compute in fp32 the same math in another op order (fused vs written-out
+    // LayerNorm, GELU and cross-entropy; different matmul blockings); logits of O(1-10) round
+    // differently by ~1e-6 at most, while a mistake in the model (a mask, split or bias) moves
+    // them by 1e-2 or more.
     CHECK(logits_diff < 1e-5);
     CHECK(loss_diff < 1e-5);
     CHECK(logits.abs().max().item<double>() > 1.0);  // the comparison is not between tiny numbers

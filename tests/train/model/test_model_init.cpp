@@ -1,7 +1,7 @@
 // Seeded spec initialisation of the built-in models (BuiltinModule::initialize): the statistics of
 // each parameter kind, determinism (same seed -> bit-identical, different seed -> different), no
-// use of the global torch RNG, and bf16 as the rounded fp32 init. (Bit-exact reproduction by an independent Python implementation of the
-// documented RNG order is in test_python_reference.cpp.)
+// use of the global torch RNG, and bf16 as the rounded fp32 init. (Bit-exact reproduction by an
+// independent Python implementation of the documented RNG order: tests/api/test_builtin_modules.cpp.)
 #include "tests/support/catch_with_torch.hpp"
 
 #include <cmath>
