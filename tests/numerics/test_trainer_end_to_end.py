@@ -3,12 +3,11 @@
     ACCEL_BINARY=build/accel PYTHONDONTWRITEBYTECODE=1 \
         scripts/python -m unittest discover -s tests/numerics -p test_trainer_end_to_end.py -v
 
-- ReferenceAgreement: five (world, micro batch, accumulation) splits of one global batch of 8 rows
-  against one run of the independent Python reference (scripts/reference), within fp32 tolerance.
+- ReferenceAgreement: five (world, micro, accumulation) splits of one 8-row batch against one run of
+  the Python reference (scripts/reference) within fp32 tolerance; each run's time_s adds up.
 - ZeroStagesAgreement / FsdpStrategiesAgreement: the same for deepspeed zero_stage 1-3 and for fsdp
   FULL_SHARD, SHARD_GRAD_OP, NO_SHARD and HYBRID_SHARD (one engine, two dialects), over 6 steps.
-- SgdAgreement: optimizer.name sgd (momentum, weight decay, no clipping) under zero_stage 3 at
-  world 2 with accumulation 2, against the reference's SGD.
+- SgdAgreement: sgd (momentum, weight decay, no clipping) under zero 3, world 2, accumulation 2.
 - Determinism: the same job twice gives identical metrics and byte-identical weights.
 - RestartResume: a worker SIGKILLed mid-run, the launcher restarts the group, the workers resume from
   the last checkpoint, and the result equals an uninterrupted run's exactly.
@@ -116,23 +115,6 @@ class _ReferenceBase(_Base):
                                                         self.init, world=world, micro=micro, accum=accum)
         return self._other_refs[name]
 
-    def _check_run_times(self, out, label):
-        """The report and the log say where the wall time went: every phase measured, none negative,
-        the phases adding up to the total (other: what no phase covers)."""
-        with open(os.path.join(out, "report", "rank_0.json")) as f:
-            times = json.load(f)["time_s"]
-        phases = ("setup", "training", "evaluation", "checkpoint", "export", "other")
-        self.assertEqual(sorted(times), sorted(phases + ("total",)), f"{label}: report time_s")
-        self.assertTrue(all(times[p] >= 0 for p in phases), f"{label}: {times}")
-        # The run evaluates and saves its final checkpoint, so those phases took time.
-        for phase in ("setup", "training", "evaluation", "checkpoint"):
-            self.assertGreater(times[phase], 0, f"{label}: {phase} took no time: {times}")
-        # Summed from the same rounded clock readings: equal up to float rounding (1e-6 s).
-        self.assertAlmostEqual(sum(times[p] for p in phases), times["total"], delta=1e-6, msg=f"{label}: {times}")
-        with open(os.path.join(out, "logs", "rank_0.log")) as f:
-            self.assertRegex(f.read(), r"time: setup [\d.]+ s, training [\d.]+ s, evaluation [\d.]+ s, "
-                                       r"checkpoints [\d.]+ s, export [\d.]+ s, other [\d.]+ s \(of [\d.]+ s\)")
-
     def _check_split(self, name, sets=(), machines=1):
         world, micro, accum = self.SPLITS[name]
         ref_dir = self._reference_of(name)
@@ -164,7 +146,7 @@ class _ReferenceBase(_Base):
               f"{cmp.stdout.strip()}\neval_loss: {len(ref_eval)} evals, max |deval| {d_eval:.3e}")
         self.assertEqual(cmp.returncode, 0, f"{label}: compare_runs over tolerance\n{cmp.stdout}{cmp.stderr}")
         self.assertLessEqual(d_eval, self.EVAL_TOL, f"{label}: eval_loss differs: {got_eval} vs {ref_eval}")
-        self._check_run_times(out, label)
+        ts.check_run_times(self, out, label)
         return out
 
 

@@ -218,3 +218,21 @@ def ckpt_dir(run_dir, step):
 def read_latest(run_dir):
     with open(os.path.join(run_dir, "checkpoints", "latest")) as f:
         return f.read().strip()
+
+
+def check_run_times(test, out, label):
+    """The report and the log say where the wall time went: every phase measured, none negative,
+    the phases adding up to the total (other: what no phase covers)."""
+    with open(os.path.join(out, "report", "rank_0.json")) as f:
+        times = json.load(f)["time_s"]
+    phases = ("setup", "training", "evaluation", "checkpoint", "export", "other")
+    test.assertEqual(sorted(times), sorted(phases + ("total",)), f"{label}: report time_s")
+    test.assertTrue(all(times[p] >= 0 for p in phases), f"{label}: {times}")
+    # The run evaluates and saves its final checkpoint, so those phases took time.
+    for phase in ("setup", "training", "evaluation", "checkpoint"):
+        test.assertGreater(times[phase], 0, f"{label}: {phase} took no time: {times}")
+    # "other" is the total minus the measured phases: the sum is the total up to float rounding.
+    test.assertAlmostEqual(sum(times[p] for p in phases), times["total"], delta=1e-6, msg=f"{label}: {times}")
+    with open(os.path.join(out, "logs", "rank_0.log")) as f:
+        test.assertRegex(f.read(), r"time: setup [\d.]+ s, training [\d.]+ s, evaluation [\d.]+ s, "
+                                   r"checkpoints [\d.]+ s, export [\d.]+ s, other [\d.]+ s \(of [\d.]+ s\)")
