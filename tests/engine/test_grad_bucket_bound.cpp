@@ -76,6 +76,9 @@ Peak run(const config::JobConfig& job, std::chrono::milliseconds delay) {
           engine.end_micro_step(true);
           engine.optimizer_step(1e-3);
         }
+        // Both ranks drain their queues (a prefetch of the next step may still be in flight) before
+        // either tears its communicator down, so no rank waits on a peer that has left.
+        comm.barrier()->wait();
         if (comm.rank() != 0) return;
         seen.live_grads = engine.memory_report().value("live_grads_peak", int64_t(0));
         for (const auto& unit : model.units()) {
