@@ -22,6 +22,9 @@
 #include "runtime/common/log.hpp"
 #include "runtime/config/overrides.hpp"
 #include "api/accelerator_internals.hpp"
+#include "api/construction_stash.hpp"
+#include "accel/sharded_init.hpp"
+#include "engine/placeholder.hpp"
 #include "api/current_world.hpp"
 #include "api/metrics_log.hpp"
 #include "engine/grad_scaling.hpp"
@@ -70,7 +73,7 @@ struct Accelerator::State {
   UnitPolicy policy;
   bool policy_set = false;
   std::shared_ptr<backends::UnitSource> unit_source;  // the units' values, when not the parameters'
-
+  std::shared_ptr<api::ConstructionStash> stash;       // the slices an accel::ShardedInit scope kept
 
   torch::nn::Module* model = nullptr;
   api::TorchOptimizerKind kind = api::TorchOptimizerKind::adamw;
@@ -204,6 +207,20 @@ void refuse_plain_batch_norm(torch::nn::Module& model) {
   }
 }
 
+// A model left on the host of a GPU job (accel::ShardedInit): what is whole goes to the device one
+// tensor at a time; a placeholder gets device storage of one element, never its full shape (which
+// model->to() would allocate).
+void place_on_device(torch::nn::Module& model, const at::Device& device) {
+  at::NoGradGuard no_grad;
+  for (auto& p : model.parameters(/*recurse=*/true)) {
+    if (p.device() == device) continue;
+    p.set_data(backends::is_placeholder(p) ? backends::make_placeholder(p.sizes(), p.options().device(device))
+                                           : p.to(device));
+  }
+  for (auto& b : model.buffers(/*recurse=*/true))
+    if (b.defined() && b.device() != device) b.set_data(b.to(device));
+}
+
 }  // namespace
 
 PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
@@ -225,6 +242,11 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   setup.fused = train::use_fused_adamw(job.optimizer.fused, !s.comm->device().is_cpu());
   const auto& group_of = prepared_groups.group_of;
 
+  // A model built in an accel::ShardedInit scope may be on the host of a GPU job.
+  const bool from_stash = s.stash && s.stash->units_cut() > 0;
+  if (s.stash) place_on_device(model, s.comm->device());
+  if (from_stash && s.unit_source) throw RunError("accel: prepare(): two sources of starting values (accel::ShardedInit and another)");
+
   // Units by policy (frozen parameters in none).
   const UnitPolicy policy = s.policy_set ? s.policy : api::job_unit_policy(s.job, resolved, model);
   api::PreparedUnits units = api::prepared_units(model, policy, group_of, s.comm->device());
@@ -232,11 +254,12 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   const auto& boundaries = units.boundaries;  // the wrappers that are units
   if (specs.empty()) throw RunError("accel: the prepared module has no parameter that takes gradients");
 
-  // What the engines do not hold starts equal on every rank too: frozen parameters and buffers.
+  // What the engines do not hold starts equal on every rank too: frozen parameters and buffers; and
+  // when the engine fills from the stash (it broadcasts nothing then), what the scope kept whole.
   {
     at::NoGradGuard no_grad;
     for (const auto& p : model.named_parameters(/*recurse=*/true))
-      if (!p.value().requires_grad()) s.comm->broadcast(p.value(), 0)->wait();
+      if (!p.value().requires_grad() || (from_stash && !s.stash->holds(p.value()))) s.comm->broadcast(p.value(), 0)->wait();
     for (const auto& b : model.named_buffers(/*recurse=*/true))
       if (b.value().defined()) s.comm->broadcast(b.value(), 0)->wait();
   }
@@ -244,7 +267,9 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   // frozen): then the units have no boundary, and strategies that need one are refused there.
   const bool bounded = backends::has_unit_boundaries(specs);
   s.backend = backends::make_backend(bounded == wrapped ? resolved : plan::resolve_plan(job, plan::ModelFacts::user(bounded)),
-                                     *s.comm, std::move(specs), setup, s.unit_source);
+                                     *s.comm, std::move(specs), setup, from_stash ? s.stash : s.unit_source);
+  if (from_stash) s.stash->check_consumed();
+  s.stash.reset();
   s.backend->wait_parameters();
   const bool frees_parameters = resolved.frees_parameters();
   // Low precision (casts_inputs): the wrappers cast their floating inputs to bf16 (FSDP's
@@ -462,4 +487,43 @@ void all_reduce_sum(at::Tensor& tensor) {
 }
 
 }  // namespace detail
+}  // namespace accel
+
+namespace accel {
+namespace {
+
+thread_local api::ConstructionStash* open_stash = nullptr;  // this thread's accel::ShardedInit scope
+
+// The plan's partitioning as the scope needs it: how a unit is cut and which piece is this rank's
+// (the engine's shard group: every rank, or one machine's under HYBRID_SHARD).
+api::StashLayout stash_layout(const config::JobConfig& job, const comm::Communicator& comm) {
+  const plan::ResolvedPlan resolved = plan::resolve_plan(job, plan::ModelFacts::user(true));
+  api::StashLayout layout;
+  layout.partitions = resolved.frees_parameters() && resolved.refusals.empty();
+  const int g = resolved.shard_group_size;
+  const bool groups = g > 0 && g < comm.size();
+  layout.shards = groups ? g : comm.size();
+  layout.shard_rank = groups ? comm.rank() % g : comm.rank();
+  layout.persistence_threshold = resolved.persistence_threshold;
+  return layout;
+}
+
+}  // namespace
+
+ShardedInit::ShardedInit(Accelerator& acc) {
+  Accelerator::State& s = *acc.state_;
+  if (s.backend)
+    throw RunError("accel::ShardedInit: the model was prepared already; construct the model inside the scope, "
+                   "then call prepare()");
+  if (open_stash) throw RunError("accel::ShardedInit: a scope is open on this thread already (scopes do not nest)");
+  if (!s.stash) s.stash = std::make_shared<api::ConstructionStash>(*s.comm, stash_layout(s.job.job, *s.comm));
+  open_stash = s.stash.get();
+}
+
+ShardedInit::~ShardedInit() { open_stash = nullptr; }
+
+void detail::unit_constructed(torch::nn::Module& unit) {
+  if (open_stash) open_stash->take(unit);
+}
+
 }  // namespace accel

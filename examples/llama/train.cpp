@@ -62,7 +62,16 @@ torch::Tensor rotate(const torch::Tensor& x, const torch::Tensor& cos, const tor
 
 torch::nn::Linear linear(int64_t in, int64_t out) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false)); }
 
+// Each module draws its own initial values in its constructor: under accel::ShardedInit a block is
+// cut to this rank's slice as soon as it is built, so nothing may write its parameters afterwards.
+void init_normal(torch::nn::Module& m) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : m.named_parameters())
+    if (p.key().find("norm") == std::string::npos) torch::nn::init::normal_(p.value(), 0.0, 0.02);
+}
+
 struct BlockImpl : torch::nn::Module {
+  BlockImpl() { init_normal(*this); }
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& cos, const torch::Tensor& sin) {
     const int64_t B = x.size(0), T = x.size(1), D = kWidth / kHeads;
     torch::Tensor h = attention_norm(x);
@@ -97,12 +106,11 @@ TORCH_MODULE(TiedOutput);
 struct LlamaImpl : torch::nn::Module {
   LlamaImpl() {
     tok_embeddings = register_module("tok_embeddings", torch::nn::Embedding(kVocab, kWidth));
+    init_normal(*tok_embeddings);
     for (int64_t i = 0; i < kLayers; ++i) layers->push_back(blocks.emplace_back());  // layers.0.wq.weight, ...
     register_module("layers", layers);
     norm = register_module("norm", RMSNorm(kWidth));
     output = register_module("output", TiedOutput(tok_embeddings->weight));  // one tensor, two names
-    for (auto& p : named_parameters())
-      if (p.key().find("norm") == std::string::npos) torch::nn::init::normal_(p.value(), 0.0, 0.02);
     // Rotary angles per (position, channel pair): plain tensors, not buffers (nothing to save).
     const int64_t half = kWidth / kHeads / 2;
     torch::Tensor freq = torch::pow(10000.0, -torch::arange(half, torch::kFloat) / half);
@@ -143,7 +151,11 @@ int main(int argc, char** argv) try {
   accel::Accelerator acc;                           // accel: the job and the world
   const accel::TrainingConfig& t = acc.training();  // accel: training.* from the job
   torch::manual_seed(int64_t(t.seed));
-  Llama model;
+  Llama model{nullptr};
+  {
+    accel::ShardedInit sharded(acc);  // accel: under zero 3 / FULL_SHARD each layer keeps only this rank's slice
+    model = Llama();
+  }
 
   // Weight decay on the matrices only; the embedding (tied to the output) and the norms keep theirs.
   std::vector<torch::Tensor> decay, no_decay;

@@ -3,5 +3,6 @@
 
 #include "accel/accelerator.hpp"
 #include "accel/sampler.hpp"
+#include "accel/sharded_init.hpp"
 #include "accel/sync_batch_norm.hpp"
 #include "accel/unit.hpp"

@@ -111,7 +111,8 @@ class Accelerator {
   int world_size() const;
   bool is_main_process() const { return rank() == 0; }
   // Where this rank computes: its GPU (cuda:LOCAL_RANK) under device cuda, else the CPU. Move the
-  // model there before prepare() and each batch before its forward: model->to(acc.device()).
+  // model there before prepare() (a model built in an accel::ShardedInit scope stays on the host:
+  // prepare() places it) and each batch before its forward: model->to(acc.device()).
   torch::Device device() const;
   const TrainingConfig& training() const;
 
@@ -203,6 +204,7 @@ class Accelerator {
 
  private:
   friend class PreparedOptimizer;
+  friend class ShardedInit;
   friend struct detail::AcceleratorInternals;
   void optimizer_step(torch::optim::Optimizer& optimizer, bool& applied);
   struct State;

@@ -61,6 +61,14 @@ at::Tensor unit_post_forward(UnitTag& tag, torch::nn::Module& unit, at::Tensor y
 bool unit_recomputes(UnitTag& tag);
 at::Tensor unit_recompute(std::function<at::Tensor(const at::Tensor&)> body, const at::Tensor& x);
 [[noreturn]] void unit_output_unsupported(torch::nn::Module& unit);
+// Called right after a wrapper's module is constructed: inside an accel::ShardedInit scope on this
+// thread the library keeps this rank's slice of its parameters (sharded_init.hpp); otherwise nothing.
+void unit_constructed(torch::nn::Module& unit);
+
+// A member of every UnitImpl, so constructed after the wrapped module (its bases) is complete.
+struct ConstructionNotice {
+  explicit ConstructionNotice(torch::nn::Module& unit) { unit_constructed(unit); }
+};
 
 template <class T>
 inline constexpr bool is_tensor_v = std::is_same_v<std::decay_t<T>, at::Tensor>;
@@ -180,6 +188,9 @@ class UnitImpl : public Impl, public detail::UnitTag {
   decltype(auto) forward(A&&... args) {
     return detail::run_unit<Impl>(*this, std::index_sequence_for<A...>{}, std::forward<A>(args)...);
   }
+
+ private:
+  detail::ConstructionNotice constructed_{*this};
 };
 
 template <class Impl, class R, class C, class... P>
@@ -187,6 +198,9 @@ class UnitImpl<Impl, R (C::*)(P...)> : public Impl, public detail::UnitTag {
  public:
   using Impl::Impl;
   R forward(P... args) { return detail::run_unit<Impl>(*this, std::index_sequence_for<P...>{}, std::forward<P>(args)...); }
+
+ private:
+  detail::ConstructionNotice constructed_{*this};
 };
 
 template <class Impl, class R, class C, class... P>
@@ -194,6 +208,9 @@ class UnitImpl<Impl, R (C::*)(P...) const> : public Impl, public detail::UnitTag
  public:
   using Impl::Impl;
   R forward(P... args) { return detail::run_unit<Impl>(*this, std::index_sequence_for<P...>{}, std::forward<P>(args)...); }
+
+ private:
+  detail::ConstructionNotice constructed_{*this};
 };
 
 // The holder: Unit<Block> (a TORCH_MODULE holder) or Unit<BlockImpl>. Constructed with Block's

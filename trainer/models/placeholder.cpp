@@ -1,18 +1,10 @@
-// Placeholder parameters (see placeholder.hpp).
+// The placeholder scope of the built-in layers (see placeholder.hpp).
 #include "trainer/models/placeholder.hpp"
 
 namespace accel::train {
 namespace {
 thread_local std::optional<at::Device> active_device;
 }  // namespace
-
-at::Tensor make_placeholder(at::IntArrayRef shape, const at::TensorOptions& options) {
-  return at::zeros({1}, options).expand(shape);
-}
-
-bool is_placeholder(const at::Tensor& t) {
-  return t.defined() && t.numel() > 0 && int64_t(t.storage().nbytes()) < t.numel() * int64_t(t.element_size());
-}
 
 PlaceholderScope::PlaceholderScope(at::Device device) : previous_(active_device) { active_device = device; }
 PlaceholderScope::~PlaceholderScope() { active_device = previous_; }
