@@ -252,6 +252,10 @@ void SafetensorsReader::parse_header(uint64_t file_size) {
   }
 }
 
+namespace {
+thread_local uint64_t thread_bytes_read = 0;  // data_bytes_read_on_this_thread()
+}  // namespace
+
 const SafetensorsReader::Info* SafetensorsReader::find(const std::string& name) const {
   auto it = index_.find(name);
   return it == index_.end() ? nullptr : &tensors_[it->second];
@@ -275,8 +279,11 @@ at::Tensor SafetensorsReader::read_range(const std::string& name, int64_t begin,
   read_bytes(t.data_ptr(), data_start_ + offsets_[index_.at(name)] + uint64_t(begin) * elem, uint64_t(count) * elem,
              "the data of tensor '" + name + "'");
   data_bytes_read_ += uint64_t(count) * elem;
+  thread_bytes_read += uint64_t(count) * elem;
   return t;
 }
+
+uint64_t SafetensorsReader::data_bytes_read_on_this_thread() { return thread_bytes_read; }
 
 NamedTensors load_safetensors(const std::string& path) {
   SafetensorsReader reader(path);

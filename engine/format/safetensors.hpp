@@ -64,6 +64,9 @@ class SafetensorsReader {
   at::Tensor read_range(const std::string& name, int64_t begin, int64_t count) const;
   // Bytes of tensor data read so far (the header not counted): what a sliced load costs.
   uint64_t data_bytes_read() const { return data_bytes_read_; }
+  // The same, by every reader on the calling thread (a rank's, where ranks are threads): what a
+  // load costs when its readers are internal to it.
+  static uint64_t data_bytes_read_on_this_thread();
 
  private:
   void parse_header(uint64_t file_size);

@@ -234,6 +234,40 @@ TEST_CASE("zero shards written at world 2 resume at world 3 (padded) and 1, step
   check_restored_shards(*source, m, 2, 7);
 }
 
+TEST_CASE("resuming at another world size, a rank reads only the values of its own shards", "[reshard]") {
+  // Sliced loading (docs/design/0023 decision 4): each rank restores its shards with reads of
+  // exactly the real values they hold (padding is never read), in every kind, whatever the world
+  // that wrote them; all ranks together read each value once. A rank reading whole files would read
+  // every value of the checkpoint. (The step counts, 8 bytes per unit and writer, are read when the
+  // checkpoint is opened, before the count starts.)
+  accel::test::TempDir dir;
+  TinyModel m;
+  for (int written : {2, 3}) {
+    auto layout = write_zero_checkpoint(dir.path().string(), m, adamw(), written, 7);
+    auto source = CanonicalState::open(dir.path().string(), layout);
+    const int64_t kinds = 3;  // the master and the two moments
+    for (int world : {1, 2, 3, 4}) {
+      if (world == written) continue;  // the same world reads its own file (ShardedEngine::load_state)
+      uint64_t all_ranks = 0;
+      for (int r = 0; r < world; ++r) {
+        INFO("written at " << written << ", read at " << world << ", rank " << r);
+        ShardedOptimizer opt = make_shards(m, adamw(), world, r, false, 0);
+        int64_t own_values = 0;
+        for (size_t u = 0; u < m.units.size(); ++u)
+          for (const auto& seg : layout_of(m, u, world).segments(r)) own_values += seg.numel;
+        const uint64_t before = accel::train::SafetensorsReader::data_bytes_read_on_this_thread();
+        restore_shards(*source, opt.units(), m.params, "test");
+        const uint64_t read = accel::train::SafetensorsReader::data_bytes_read_on_this_thread() - before;
+        CHECK(read == uint64_t(own_values * kinds * 4));
+        all_ranks += read;
+      }
+      CHECK(all_ranks == uint64_t((6 + 3 + 4) * kinds * 4));
+    }
+    std::filesystem::remove_all(dir.path());
+    std::filesystem::create_directories(dir.path());
+  }
+}
+
 TEST_CASE("a replicated checkpoint resumes as shards, and shards resume a replicated optimizer", "[reshard]") {
   TinyModel m;
   SECTION("replicated -> zero at world 2") {
