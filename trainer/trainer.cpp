@@ -107,7 +107,11 @@ void Trainer::build() {
   // the spec's initializer, or from the slices of training.init_from it needs. Otherwise every rank
   // holds the whole model anyway: it is initialized on the CPU (the spec's generator), then moved
   // to this rank's device.
-  const bool sharded_init = plan::resolve_plan(job_, plan::ModelFacts::builtin()).frees_parameters();
+  // ACCEL_WHOLE_MODEL_INIT=1 (a benchmark switch) builds the model whole on every rank under every
+  // strategy, for scripts/bench_scale.py's before/after figures.
+  const char* whole = std::getenv("ACCEL_WHOLE_MODEL_INIT");
+  const bool sharded_init = plan::resolve_plan(job_, plan::ModelFacts::builtin()).frees_parameters() &&
+                            !(whole && std::string(whole) == "1");
   std::shared_ptr<backends::UnitSource> source;
   if (sharded_init) {
     {
@@ -196,6 +200,7 @@ void Trainer::run() {
   // Where the wall time goes, beside the steps themselves: the run log's last lines and the report.
   RunTimes times;
   times.setup_s = seconds_since(t_start);
+  const int64_t setup_peak_rss = peak_rss_bytes();  // the resident peak of building model and engine
   log(data_->describe());
   if (!options_.trace_path.empty() && !engine_->start_trace())
     logging::warn("[rank " + std::to_string(rank_) + "] --trace: backend " + engine_->name() +
@@ -273,6 +278,7 @@ void Trainer::run() {
   nlohmann::json report = make_run_report(rank_, world_, engine_->name(), engine_->memory_report(), step_comm,
                                           t_.max_steps - start, peak_rss_bytes());
   report["time_s"] = times.to_json();
+  report["setup_peak_rss_bytes"] = setup_peak_rss;
   write_run_report(out, rank_, report);
   char buf[512];
   std::snprintf(buf, sizeof buf,

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Benchmark: how large a GPT trains, in how much memory per rank, with how long a setup.
+
+For every model size, world size and variant it runs the built-in trainer under `accel launch` for
+--steps steps (micro batch 1 x --seq-len tokens, device cpu, no evaluation, checkpoint or export) and
+reads from the run report of every rank (<output_dir>/report/rank_<r>.json):
+  - the resident peak from process start to the end of setup (setup_peak_rss_bytes) and to the end
+    of the last step (peak_rss_bytes), the largest over the ranks;
+  - setup and training time (time_s), and the median step time (metrics.jsonl);
+and, beside them, `accel estimate-memory --json` for the same job: the configured row's per-rank
+bytes (device + host: on a CPU run both are RAM), set against the measured peak less the resident
+set of the same launch with a one-layer model of width 64 (libtorch, the runtime, the data).
+
+Variants: zero3 (deepspeed zero_stage 3, persistence threshold 0), full_shard (fsdp FULL_SHARD),
+zero3_cpu (parameters and optimizer offloaded to host memory), zero3_nvme (both to files under
+--nvme-dir). --before sets ACCEL_WHOLE_MODEL_INIT=1: every rank builds the whole model first, as
+the trainer did before sharded initialization (docs/design/0023). Prints a markdown table and
+writes --json; asserts nothing (tests do).
+
+  scripts/python scripts/bench_scale.py --sizes 8x512,12x1024 --worlds 2,4 --variants zero3,full_shard
+  scripts/python scripts/bench_scale.py --sizes 12x1536 --worlds 2 --variants zero3_nvme --before
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MIB = 1024 * 1024
+
+
+def gpt_params(n_layer: int, n_embd: int, vocab: int, seq: int) -> int:
+    # Blocks (attention and MLP weights and biases, two norms), tied embedding, positions, final norm.
+    return n_layer * (12 * n_embd * n_embd + 13 * n_embd) + vocab * n_embd + seq * n_embd + 2 * n_embd
+
+
+def backend_block(variant: str, nvme_dir: str) -> str:
+    if variant == "full_shard":
+        return "backend: fsdp\nfsdp: {sharding_strategy: FULL_SHARD}"
+    offload = ""
+    if variant == "zero3_cpu":
+        offload = ", offload_optimizer_device: cpu, offload_param_device: cpu"
+    elif variant == "zero3_nvme":
+        offload = (f", offload_optimizer_device: nvme, offload_optimizer_nvme_path: {nvme_dir}/optimizer"
+                   f", offload_param_device: nvme, offload_param_nvme_path: {nvme_dir}/params")
+    return f"backend: deepspeed\ndeepspeed: {{zero_stage: 3, stage3_param_persistence_threshold: 0{offload}}}"
+
+
+def write_job(a, d: str, variant: str, world: int, n_layer: int, n_embd: int) -> str:
+    job = os.path.join(d, "job.yaml")
+    heads = max(1, n_embd // 64)
+    with open(job, "w") as f:
+        f.write(f"""num_processes: {world}
+device: cpu
+{backend_block(variant, os.path.join(a.nvme_dir or d, "nvme"))}
+model: {{name: gpt, n_layer: {n_layer}, n_head: {heads}, n_embd: {n_embd}, vocab_size: {a.vocab_size}, block_size: {a.seq_len}}}
+data: {{kind: synthetic}}
+optimizer: {{name: adamw, lr: 1.0e-4}}
+training: {{max_steps: {a.steps}, micro_batch_size: 1, seq_len: {a.seq_len}, output_dir: {d}/run, resume: never,
+  save_weights: false, log_every: 1, eval_every: 0, checkpoint_every: 0}}
+""")
+    return job
+
+
+def estimate(a, job: str) -> dict:
+    path = job + ".estimate.json"
+    p = subprocess.run([a.accel, "estimate-memory", job, "--json", path], capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"accel estimate-memory failed:\n{p.stderr}")
+    with open(path) as f:
+        return next(r for r in json.load(f)["strategies"] if r["configured"])
+
+
+def run_one(a, variant: str, world: int, n_layer: int, n_embd: int, before: bool) -> dict:
+    with tempfile.TemporaryDirectory(prefix=f"bench_scale_{variant}_w{world}_", dir=a.tmp) as d:
+        job = write_job(a, d, variant, world, n_layer, n_embd)
+        est = estimate(a, job)
+        env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+        if before:
+            env["ACCEL_WHOLE_MODEL_INIT"] = "1"
+        t0 = time.monotonic()
+        p = subprocess.run([a.accel, "launch", job], env=env, capture_output=True, text=True, timeout=a.timeout)
+        wall = time.monotonic() - t0
+        row = {"variant": variant, "world": world, "n_layer": n_layer, "n_embd": n_embd, "before": before,
+               "params": gpt_params(n_layer, n_embd, a.vocab_size, a.seq_len), "wall_s": wall,
+               "estimate_bytes": est["bytes"]["device"] + est["bytes"]["host"], "estimate": est["bytes"]}
+        if p.returncode != 0:
+            row["failed"] = p.stderr[-2000:]
+            return row
+        reports = []
+        for r in range(world):
+            with open(os.path.join(d, "run", "report", f"rank_{r}.json")) as f:
+                reports.append(json.load(f))
+        with open(os.path.join(d, "run", "metrics.jsonl")) as f:
+            steps = [json.loads(line) for line in f if line.strip()]
+    row.update({
+        "setup_peak_rss_bytes": max(r["setup_peak_rss_bytes"] for r in reports),
+        "peak_rss_bytes": max(r["peak_rss_bytes"] for r in reports),
+        "setup_s": max(r["time_s"]["setup"] for r in reports),
+        "training_s": max(r["time_s"]["training"] for r in reports),
+        "step_time_s": statistics.median(s["step_time_s"] for s in steps),
+        "final_loss": steps[-1]["loss"],
+    })
+    return row
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--accel", default=os.path.join(ROOT, "build", "accel"))
+    p.add_argument("--sizes", default="8x512,12x1024", help="n_layer x n_embd, comma separated")
+    p.add_argument("--worlds", default="2,4")
+    p.add_argument("--variants", default="zero3,full_shard")
+    p.add_argument("--before", action="store_true", help="also run each case with the whole model built first")
+    p.add_argument("--steps", type=int, default=2)
+    p.add_argument("--seq-len", type=int, default=64)
+    p.add_argument("--vocab-size", type=int, default=32000)
+    p.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS per rank")
+    p.add_argument("--nvme-dir", default="", help="where zero3_nvme puts its files (default: the run's directory)")
+    p.add_argument("--tmp", default=None, help="where run directories go (default: the system's)")
+    p.add_argument("--timeout", type=int, default=3600)
+    p.add_argument("--json", default="")
+    a = p.parse_args()
+    sizes = [tuple(int(x) for x in s.split("x")) for s in a.sizes.split(",")]
+    rows = []
+    for world in [int(w) for w in a.worlds.split(",")]:
+        for variant in a.variants.split(","):
+            base = run_one(a, variant, world, 1, 64, False)  # what a rank holds besides the model
+            for n_layer, n_embd in sizes:
+                for before in ([False, True] if a.before else [False]):
+                    row = run_one(a, variant, world, n_layer, n_embd, before)
+                    row["base_peak_rss_bytes"] = base.get("peak_rss_bytes", 0)
+                    rows.append(row)
+                    print(json.dumps({k: v for k, v in row.items() if k != "estimate"}), flush=True)
+    print("\n| variant | world | model | params | init | setup peak MiB | peak MiB | estimate MiB | (peak - base) / estimate | setup s | step s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        model = f"{r['n_layer']}x{r['n_embd']}"
+        init = "whole" if r["before"] else "sharded"
+        if "failed" in r:
+            print(f"| {r['variant']} | {r['world']} | {model} | {r['params'] / 1e6:.0f}M | {init} | failed | | "
+                  f"{r['estimate_bytes'] / MIB:.0f} | | | |")
+            continue
+        ratio = (r["peak_rss_bytes"] - r["base_peak_rss_bytes"]) / r["estimate_bytes"] if r["estimate_bytes"] else 0
+        print(f"| {r['variant']} | {r['world']} | {model} | {r['params'] / 1e6:.0f}M | {init} | "
+              f"{r['setup_peak_rss_bytes'] / MIB:.0f} | {r['peak_rss_bytes'] / MIB:.0f} | {r['estimate_bytes'] / MIB:.0f} | "
+              f"{ratio:.2f} | {r['setup_s']:.1f} | {r['step_time_s']:.2f} |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"rows": rows, "args": vars(a)}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
