@@ -190,6 +190,11 @@ JobEstimate estimate_job(const config::JobConfig& job, const JobEstimateOptions&
     e.strategies.push_back(estimate_memory(i >= 4 ? fsdp_in : in, plans[i]));  // rows 4+: the FSDP strategies
   }
 
+  // Which bound the live gradients of the zero-2/3 and sharded FSDP rows follow (docs/design/0023).
+  e.notes.push_back("live gradients (zero-2, zero-3): full-gradient buffers waiting for their reduce-scatter hold "
+                    "at most deepspeed.reduce_bucket_size = " + std::to_string(ds.reduce_bucket_size) +
+                    " values (at least one unit; a backward waits for older reductions past it), plus the tied "
+                    "unit's, which accumulates through the whole backward; FSDP rows: two units plus the tied one.");
   if (resolved.master != plan::Dtype::fp32)
     e.notes.push_back("fsdp.precision_mode low is not modelled: the FSDP rows count fp32 master, gradient and "
                       "state shards, as precision_mode mixed keeps them.");

@@ -1,6 +1,7 @@
 // A job's memory estimate (runtime/estimate): unit sizes from model dimensions, the mapping of job
 // keys (world, precision, optimizer, offload, backend) onto strategy rows, the option errors, and
 // the table and JSON renderings.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "runtime/common/errors.hpp"
@@ -285,4 +286,17 @@ TEST_CASE("the table and the JSON carry the same figures", "[estimate]") {
   CHECK(human_bytes(int64_t(512)) == "512 B");
   CHECK(human_bytes(1.5 * 1024 * 1024) == "1.50 MiB");
   CHECK(human_bytes(int64_t(112) << 30) == "112 GiB");
+}
+
+TEST_CASE("the note on live gradients names the bound the job sets", "[estimate]") {
+  JobConfig job;
+  job.backend = config::Backend::deepspeed;
+  job.deepspeed.zero_stage = 3;
+  job.num_processes = 2;
+  job.deepspeed.reduce_bucket_size = 123456;
+  const auto e = estimate_job(job);
+  const auto note = std::find_if(e.notes.begin(), e.notes.end(),
+                                 [](const std::string& n) { return n.rfind("live gradients", 0) == 0; });
+  REQUIRE(note != e.notes.end());
+  CHECK(note->find("reduce_bucket_size = 123456 values") != std::string::npos);
 }
