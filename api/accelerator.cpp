@@ -21,11 +21,11 @@
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
 #include "runtime/config/overrides.hpp"
-#include "api/accelerator_internals.hpp"
 #include "api/construction_stash.hpp"
 #include "accel/sharded_init.hpp"
 #include "engine/placeholder.hpp"
 #include "api/current_world.hpp"
+#include "api/host.hpp"
 #include "api/metrics_log.hpp"
 #include "engine/grad_scaling.hpp"
 #include "api/state_io.hpp"
@@ -68,12 +68,13 @@ struct Accelerator::State {
   std::unique_ptr<comm::Communicator> single;   // run directly: a world of one
   comm::Communicator* comm = nullptr;
   comm::Rendezvous* rendezvous = nullptr;       // the launcher's store (null for a world of one)
-  bool internal = false;                        // accel's own trainer (attach): no hints for a user's program
+  // accel's own trainer (api/host.hpp): its options, and where prepare() puts the engine. Its
+  // Accelerator gives no hints meant for a user's program.
+  std::shared_ptr<detail::Host> host;
   TrainingConfig training;
   UnitPolicy policy;
   bool policy_set = false;
-  std::shared_ptr<backends::UnitSource> unit_source;  // the units' values, when not the parameters'
-  std::shared_ptr<api::ConstructionStash> stash;       // the slices an accel::ShardedInit scope kept
+  std::shared_ptr<api::ConstructionStash> stash;  // the slices an accel::ShardedInit scope kept
 
   torch::nn::Module* model = nullptr;
   api::TorchOptimizerKind kind = api::TorchOptimizerKind::adamw;
@@ -93,7 +94,10 @@ struct Accelerator::State {
   int64_t resumed_steps = 0;         // the steps load_state() restored
 
   api::StateIo& checkpoints() {
-    if (!io) io = std::make_unique<api::StateIo>(job, *comm, rendezvous);
+    if (!io) {
+      io = std::make_unique<api::StateIo>(job, *comm, rendezvous);
+      if (host && host->options.record_format) io->use_record_format(*host->options.record_format);
+    }
     return *io;
   }
   api::LoopPosition position() const {
@@ -134,20 +138,16 @@ Accelerator::Accelerator() : state_(std::make_unique<State>()) {
   current_comm = state_->comm;
 }
 
-Accelerator::Accelerator(std::unique_ptr<State> state) : state_(std::move(state)) {
+Accelerator::Accelerator(std::shared_ptr<detail::Host> host) : state_(std::make_unique<State>()) {
+  if (!host || !host->job || !host->comm)
+    throw RunError("accel: Accelerator(host) is accel's own trainer's (api::attach); construct it with "
+                   "Accelerator() or Accelerator(job_file)");
+  state_->job = *host->job;
+  state_->comm = host->comm;
+  state_->rendezvous = host->rendezvous;
+  state_->host = std::move(host);
   fill_training(state_->job.job, state_->training);
   current_comm = state_->comm;
-}
-
-std::unique_ptr<Accelerator> detail::AcceleratorInternals::attach(const config::LoadedJob& job,
-                                                                  comm::Communicator& comm,
-                                                                  comm::Rendezvous* rendezvous) {
-  auto state = std::make_unique<Accelerator::State>();
-  state->job = job;
-  state->comm = &comm;
-  state->rendezvous = rendezvous;
-  state->internal = true;
-  return std::unique_ptr<Accelerator>(new Accelerator(std::move(state)));
 }
 
 Accelerator::Accelerator(const std::string& job_file) : state_(std::make_unique<State>()) {
@@ -174,6 +174,7 @@ Accelerator::~Accelerator() {
   comm::Communicator* mine = state_->comm;
   current_comm.compare_exchange_strong(mine, nullptr);  // a later Accelerator's stays current
   if (state_->unit_sink) state_->unit_sink->detach();  // the model's wrappers become plain calls
+  if (state_->host) state_->host->engine = nullptr;     // its engine goes with it
 }
 
 int Accelerator::rank() const { return state_->comm->rank(); }
@@ -245,7 +246,8 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   // A model built in an accel::ShardedInit scope may be on the host of a GPU job.
   const bool from_stash = s.stash && s.stash->units_cut() > 0;
   if (s.stash) place_on_device(model, s.comm->device());
-  if (from_stash && s.unit_source) throw RunError("accel: prepare(): two sources of starting values (accel::ShardedInit and another)");
+  if (from_stash && s.host && s.host->options.unit_source)
+    throw RunError("accel: prepare(): two sources of starting values (accel::ShardedInit and the host's)");
 
   // Units by policy (frozen parameters in none).
   const UnitPolicy policy = s.policy_set ? s.policy : api::job_unit_policy(s.job, resolved, model);
@@ -266,10 +268,12 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   // The engine's plan is this one unless no wrapper became a unit (every parameter of the wrappers
   // frozen): then the units have no boundary, and strategies that need one are refused there.
   const bool bounded = backends::has_unit_boundaries(specs);
+  std::shared_ptr<backends::UnitSource> source = s.host ? s.host->options.unit_source : nullptr;
   s.backend = backends::make_backend(bounded == wrapped ? resolved : plan::resolve_plan(job, plan::ModelFacts::user(bounded)),
-                                     *s.comm, std::move(specs), setup, from_stash ? s.stash : s.unit_source);
+                                     *s.comm, std::move(specs), setup, from_stash ? s.stash : std::move(source));
   if (from_stash) s.stash->check_consumed();
   s.stash.reset();
+  if (s.host) s.host->engine = s.backend.get();
   s.backend->wait_parameters();
   const bool frees_parameters = resolved.frees_parameters();
   // Low precision (casts_inputs): the wrappers cast their floating inputs to bf16 (FSDP's
@@ -287,7 +291,7 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   if (rank() == 0) logging::info("accel: " + s.backend->describe());
   // A float input reaching a bf16 root layer fails in libtorch with a bare dtype mismatch: say
   // once, up front, what the program has to do.
-  if (rank() == 0 && casts_inputs && !s.internal)
+  if (rank() == 0 && casts_inputs && !s.host)
     logging::info(std::string("accel: mixed_precision bf16: the module's parameters are now bf16 (fp32 masters stay "
                               "with the optimizer); ") +
                   (wrapped ? "accel::Unit<> wrappers cast their floating inputs, " : "") +
@@ -427,15 +431,6 @@ void Accelerator::log(int64_t step, const std::map<std::string, double>& values)
         });
   }
   s.metrics->append(metrics_line(step, values));
-}
-
-api::StateIo& detail::AcceleratorInternals::state_io(Accelerator& acc) { return acc.state_->checkpoints(); }
-
-backends::Backend& detail::AcceleratorInternals::engine(Accelerator& acc) { return acc.state_->engine("the engine"); }
-
-void detail::AcceleratorInternals::set_unit_source(Accelerator& acc, std::shared_ptr<backends::UnitSource> source) {
-  if (acc.state_->backend) throw RunError("accel: a unit source must be set before prepare()");
-  acc.state_->unit_source = std::move(source);
 }
 
 // Checkpoints: the one checkpoint path, through state_io.cpp.

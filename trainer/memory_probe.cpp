@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/sharded/unit_block_allocator.hpp"
+#include "api/host.hpp"
 #include "runtime/common/log.hpp"
 
 namespace accel::train {
@@ -39,7 +39,7 @@ MemoryProbe probe_memory() {
   m.heap_in_use = int64_t(info.uordblks);
   m.heap_free = int64_t(info.fordblks);
   m.heap_mmapped = int64_t(info.hblkhd);
-  m.unit_blocks = backends::UnitBlockAllocator::instance().mapped_bytes();
+  m.unit_blocks = api::EngineView::unit_block_bytes();
   return m;
 }
 

@@ -10,9 +10,7 @@
 
 #include <accel/accelerator.hpp>
 
-#include "api/accelerator_internals.hpp"
-#include "engine/backend.hpp"
-#include "engine/format/safetensors.hpp"
+#include "api/host.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
 #include "runtime/config/plan/resolve_plan.hpp"
@@ -96,7 +94,7 @@ class Trainer {
   std::unique_ptr<Dataset> data_;
   std::unique_ptr<Accelerator> acc_;
   PreparedOptimizer* step_optimizer_ = nullptr;
-  backends::Backend* engine_ = nullptr;
+  api::EngineView engine_;  // the engine prepare() built: trace, counters, memory, full weights
   std::string resumed_dir_;  // the checkpoint load_state() read
 };
 
@@ -132,20 +130,22 @@ void Trainer::build() {
   data_ = make_dataset(job_.data, job_.model.vocab_size, t_.seq_len, uint64_t(t_.seed));
   optimizer_ = make_builtin_optimizer(job_.optimizer, model_->spec_parameters());
   // The Accelerator joins the world the worker joined, through comm_ (the fault injector in front
-  // when ACCEL_FAULT arms a collective).
-  acc_ = detail::AcceleratorInternals::attach(ctx_.job, comm_, ctx_.rendezvous.get());
-  if (source) detail::AcceleratorInternals::set_unit_source(*acc_, source);
+  // when ACCEL_FAULT arms a collective), with the unit source and the trainer's state record
+  // (trainer_record.hpp): its data position, model and loop state.
+  api::HostOptions host;
+  host.unit_source = source;
+  host.record_format = api::RecordFormat{
+      kTrainerWriter, [this] { return trainer_record(job_, world_, *data_, nlohmann::json::object()); },
+      [this](const std::string& dir, const nlohmann::json& record) {
+        check_trainer_record(dir, record, *data_);
+        resumed_dir_ = dir;
+      },
+      [this](int64_t steps_done) { faults_.at("checkpoint_write", steps_done - 1); }};
+  api::Attached attached = api::attach(ctx_.job, comm_, ctx_.rendezvous.get(), std::move(host));
+  acc_ = std::move(attached.accelerator);
+  engine_ = std::move(attached.engine);
   step_optimizer_ = &acc_->prepare(*model_, *optimizer_);
-  engine_ = &detail::AcceleratorInternals::engine(*acc_);
   log_memory(rank_, world_, "backend build");
-  // The trainer's state record (trainer_record.hpp): its data position, model and loop state.
-  detail::AcceleratorInternals::state_io(*acc_).use_record_format(
-      {kTrainerWriter, [this] { return trainer_record(job_, world_, *data_, nlohmann::json::object()); },
-       [this](const std::string& dir, const nlohmann::json& record) {
-         check_trainer_record(dir, record, *data_);
-         resumed_dir_ = dir;
-       },
-       [this](int64_t steps_done) { faults_.at("checkpoint_write", steps_done - 1); }});
 }
 
 int64_t Trainer::num_parameters() const {
@@ -202,8 +202,8 @@ void Trainer::run() {
   times.setup_s = seconds_since(t_start);
   const int64_t setup_peak_rss = peak_rss_bytes();  // the resident peak of building model and engine
   log(data_->describe());
-  if (!options_.trace_path.empty() && !engine_->start_trace())
-    logging::warn("[rank " + std::to_string(rank_) + "] --trace: backend " + engine_->name() +
+  if (!options_.trace_path.empty() && !engine_.start_trace())
+    logging::warn("[rank " + std::to_string(rank_) + "] --trace: backend " + engine_.name() +
               " has no per-unit schedule to record");
   log("model " + std::string(config::to_string(job_.model.name)) + ": " + std::to_string(num_parameters()) +
       " parameters; global batch " + std::to_string(world_) + " ranks x " + std::to_string(t_.micro_batch_size) +
@@ -229,7 +229,7 @@ void Trainer::run() {
   std::string last_checkpoint;
   StepCommCounter step_comm;
   std::vector<std::pair<std::string, const comm::Communicator*>> counted = {{"world", &comm_}};
-  for (const auto& group : engine_->group_communicators()) counted.push_back(group);
+  for (const auto& group : engine_.group_communicators()) counted.push_back(group);
   for (int64_t step = start; step < t_.max_steps; ++step) {
     std::vector<comm::CommStats> before;
     for (const auto& [name, c] : counted) before.push_back(c->stats());
@@ -260,22 +260,20 @@ void Trainer::run() {
     }
   }
 
-  if (!options_.trace_path.empty()) engine_->write_trace(trace_file_for_rank(options_.trace_path, rank_));
+  if (!options_.trace_path.empty()) engine_.write_trace(trace_file_for_rank(options_.trace_path, rank_));
   std::string weights;
   const auto t_export = Clock::now();
   if (t_.save_weights) {
     // The engine's order (units, then their parameters), the order `accel merge-weights` writes a
     // checkpoint in: the two files of the same state are byte-equal.
-    auto params = engine_->full_parameters();  // collective
-    if (rank_ == 0) {
-      weights = out + "/weights.safetensors";
-      save_safetensors(weights, params);
-    }
+    const std::string file = out + "/weights.safetensors";
+    engine_.save_full_parameters(file);  // collective; rank 0 writes
+    if (rank_ == 0) weights = file;
   }
   times.export_s = seconds_since(t_export);
   times.training_s = train_seconds;
   times.total_s = seconds_since(t_start);
-  nlohmann::json report = make_run_report(rank_, world_, engine_->name(), engine_->memory_report(), step_comm,
+  nlohmann::json report = make_run_report(rank_, world_, engine_.name(), engine_.memory_report(), step_comm,
                                           t_.max_steps - start, peak_rss_bytes());
   report["time_s"] = times.to_json();
   report["setup_peak_rss_bytes"] = setup_peak_rss;

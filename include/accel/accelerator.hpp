@@ -61,7 +61,7 @@ struct TrainingConfig {
 
 class Accelerator;
 namespace detail {
-struct AcceleratorInternals;  // accel's own loop reaches the checkpoint format through it (not public API)
+struct Host;  // accel's own trainer's side of an Accelerator (not public API)
 }
 
 // The prepared optimizer: call its step() and zero_grad(), not the wrapped optimizer's.
@@ -103,6 +103,9 @@ class Accelerator {
   // The job from `job_file`. Under `accel launch` (ACCEL_JOB set) the launcher's resolved job is
   // used instead; run directly, the job must ask for one process and runs as a world of one.
   explicit Accelerator(const std::string& job_file);
+  // accel's own trainer: over a world it has joined already, with its checkpoint record format. A
+  // program has no Host to give (its type is not in these headers); use the constructors above.
+  explicit Accelerator(std::shared_ptr<detail::Host> host);
   ~Accelerator();
   Accelerator(const Accelerator&) = delete;
   Accelerator& operator=(const Accelerator&) = delete;
@@ -204,11 +207,9 @@ class Accelerator {
 
  private:
   friend class PreparedOptimizer;
-  friend class ShardedInit;
-  friend struct detail::AcceleratorInternals;
+  friend class ShardedInit;  // the public construction scope (sharded_init.hpp) keeps its slices in the State
   void optimizer_step(torch::optim::Optimizer& optimizer, bool& applied);
   struct State;
-  explicit Accelerator(std::unique_ptr<State> state);  // detail::AcceleratorInternals::attach
   std::unique_ptr<State> state_;
 };
 

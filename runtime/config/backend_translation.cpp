@@ -117,7 +117,7 @@ size_t BackendTranslation::applied_count() const {
 
 std::optional<Backend> translation_source(const JobConfig&, const std::map<std::string, Location>& sources,
                                           Backend target) {
-  if (target == Backend::ddp) return std::nullopt;
+  if (target != Backend::deepspeed && target != Backend::fsdp) return std::nullopt;  // ddp, a registered dialect
   Backend source = target == Backend::fsdp ? Backend::deepspeed : Backend::fsdp;
   const std::string section = block_of(source), own = block_of(target);
   bool source_set = false, own_complete = true;

@@ -61,7 +61,8 @@ struct TranslatedJob {
 
 // The block a job running under `target` would be translated from, if any: the other of
 // deepspeed/fsdp when it holds an explicitly set key and `target`'s own block is not written in
-// full. ddp jobs are never translated.
+// full. ddp jobs, and jobs of a dialect registered from outside (it has no block), are never
+// translated.
 std::optional<Backend> translation_source(const JobConfig& job, const std::map<std::string, Location>& sources,
                                           Backend target);
 

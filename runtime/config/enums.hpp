@@ -1,5 +1,6 @@
 // The enumerated values of the job file, with their YAML spellings. One table per enum is the only
 // place a spelling lives: parsing, allowed-value lists in errors, dumps and the questionnaire use it.
+// `backend:` is not one of them: its values are the registered dialects (backend_name.hpp).
 #pragma once
 
 #include <optional>
@@ -8,9 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/config/backend_name.hpp"
+
 namespace accel::config {
 
-enum class Backend { ddp, deepspeed, fsdp };
 enum class Device { auto_, cpu, cuda };
 enum class CudaCollectives { nccl, gloo };
 enum class MixedPrecision { no, bf16, fp16 };
@@ -41,7 +43,6 @@ const EnumTable<E>& enum_table();
     return table;                                  \
   }
 
-ACCEL_ENUM_TABLE(Backend, {Backend::ddp, "ddp"}, {Backend::deepspeed, "deepspeed"}, {Backend::fsdp, "fsdp"})
 ACCEL_ENUM_TABLE(Device, {Device::auto_, "auto"}, {Device::cpu, "cpu"}, {Device::cuda, "cuda"})
 ACCEL_ENUM_TABLE(CudaCollectives, {CudaCollectives::nccl, "nccl"}, {CudaCollectives::gloo, "gloo"})
 ACCEL_ENUM_TABLE(MixedPrecision, {MixedPrecision::no, "no"}, {MixedPrecision::bf16, "bf16"},

@@ -48,15 +48,16 @@ Diagnostic range_error(const FieldSpec& f, const YAML::Node& node, const Locatio
 
 std::optional<std::string> match_enum(const FieldSpec& f, const YAML::Node& node) {
   std::string text = node.IsNull() ? "null" : node.Scalar();
-  for (const auto& a : f.allowed)
+  const std::vector<std::string> allowed = f.allowed_values();
+  for (const auto& a : allowed)
     if (a == text) return a;
-  for (const auto& a : f.allowed)  // FULL_SHARD and full_shard are the same name
+  for (const auto& a : allowed)  // FULL_SHARD and full_shard are the same name
     if (lower(a) == lower(text)) return a;
   // YAML reads a bare `no` as false and a bare `none`/`~` as null: accept them for the "off" value.
   auto t = lower(text);
   bool off_word = t == "false" || t == "no" || t == "none" || t == "null" || t == "~" || t.empty();
   if (off_word)
-    for (const auto& a : f.allowed)
+    for (const auto& a : allowed)
       if (a == "no" || a == "none") return a;
   return std::nullopt;
 }
@@ -84,7 +85,7 @@ std::optional<Value> parse_value(const FieldSpec& f, const YAML::Node& node, con
     if (node.IsNull() || node.IsScalar())
       if (auto v = match_enum(f, node)) return Value{*v};
     Diagnostic d{f.path, where, "unknown value", node_text(node), f.allowed_text(), ""};
-    auto guess = nearest(node.IsScalar() ? node.Scalar() : "", f.allowed);
+    auto guess = nearest(node.IsScalar() ? node.Scalar() : "", f.allowed_values());
     d.hint = guess.empty() ? "use one of the allowed values" : "did you mean '" + guess + "'?";
     errors.push_back(d);
     return std::nullopt;

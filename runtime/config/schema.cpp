@@ -52,10 +52,12 @@ std::string FieldSpec::type_name() const {
   return "?";
 }
 
+std::vector<std::string> FieldSpec::allowed_values() const { return allowed_from ? allowed_from() : allowed; }
+
 std::string FieldSpec::allowed_text() const {
   if (type == FieldType::Enum) {
     std::string s;
-    for (const auto& a : allowed) s += (s.empty() ? "" : " | ") + a;
+    for (const auto& a : allowed_values()) s += (s.empty() ? "" : " | ") + a;
     return s;
   }
   if (type == FieldType::Bool) return "true | false";

@@ -24,6 +24,8 @@ struct FieldSpec {
   FieldType type = FieldType::String;
   std::string doc;                   // meaning, unit, what disables it
   std::vector<std::string> allowed;  // Enum: the spellings; also accepted synonyms are not listed
+  // Set: the spellings are read when asked instead (backend: the dialects registered by then).
+  std::function<std::vector<std::string>()> allowed_from;
   std::optional<double> min, max;    // numeric range (per element for FloatList), inclusive
   bool max_exclusive = false;        // max itself is not allowed (betas < 1)
   size_t list_size = 0;              // FloatList: exact length
@@ -37,6 +39,7 @@ struct FieldSpec {
   std::string section() const;       // "deepspeed", or "" for top-level keys
   std::string leaf() const;          // "zero_stage"
   std::string env_var() const;       // "ACCEL_DEEPSPEED_ZERO_STAGE"
+  std::vector<std::string> allowed_values() const;  // Enum: allowed_from's, else allowed
   std::string allowed_text() const;  // "0 | 1 | 2 | 3", "integer >= 1", ...
   std::string type_name() const;     // "integer", "number", "boolean", ...
 };

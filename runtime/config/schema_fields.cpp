@@ -4,6 +4,7 @@
 // keys live in validate.cpp.
 #include <type_traits>
 
+#include "runtime/config/plan/resolve_plan.hpp"
 #include "runtime/config/schema.hpp"
 
 namespace accel::config {
@@ -59,6 +60,13 @@ struct Codec<E, std::enable_if_t<std::is_enum_v<E>>> {
   static Value to(E v) { return to_string(v); }
   static E from(const Value& v) { return *enum_from_string<E>(std::get<std::string>(v)); }
 };
+// `backend:` is held by name and allowed when a dialect of that name is registered.
+template <>
+struct Codec<Backend> {
+  static constexpr FieldType type = FieldType::Enum;
+  static Value to(const Backend& v) { return v.name; }
+  static Backend from(const Value& v) { return Backend{std::get<std::string>(v)}; }
+};
 
 // Fluent builder so each row of the table reads as one declaration.
 struct Field {
@@ -101,6 +109,7 @@ Field field(const char* path, Access access, std::string doc) {
   f.spec.get = [access](const JobConfig& job) { return Codec<T>::to(access(const_cast<JobConfig&>(job))); };
   f.spec.set = [access](JobConfig& job, const Value& v) { access(job) = Codec<T>::from(v); };
   if constexpr (std::is_enum_v<T>) f.spec.allowed = enum_names<T>();
+  if constexpr (std::is_same_v<T, Backend>) f.spec.allowed_from = plan::dialect_names;
   f.spec.int32 = std::is_same_v<T, int>;
   return f;
 }

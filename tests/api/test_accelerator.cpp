@@ -152,6 +152,10 @@ TEST_CASE("Accelerator at world 1: refusals name the key and the fix", "[api]") 
     accel::Accelerator acc(dir.write("job.yaml", job_text("backend: ddp", out)));
     CHECK_THROWS_WITH(acc.prepare(*net, partial), Catch::Matchers::Contains("in no param group"));
   }
+  // The constructor accel's own trainer uses (api/host.hpp) is no way in for a program: it has no
+  // Host to give.
+  CHECK_THROWS_WITH(accel::Accelerator(std::shared_ptr<accel::detail::Host>()),
+                    Catch::Matchers::Contains("Accelerator() or Accelerator(job_file)"));
 }
 
 TEST_CASE("Accelerator at world 1: set_unit_policy takes precedence over the job's policy", "[api][policy]") {

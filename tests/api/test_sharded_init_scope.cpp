@@ -16,7 +16,7 @@
 #include <mutex>
 
 #include "accel/accel.hpp"
-#include "api/accelerator_internals.hpp"
+#include "api/host.hpp"
 #include "runtime/comm/fake_communicator.hpp"
 #include "runtime/config/job_loader.hpp"
 #include "tests/comm/comm_test_support.hpp"
@@ -151,7 +151,7 @@ Outcome run(const std::string& job_text, int world, bool scoped, int layers = 4)
       world, [&](int r) { return fake.communicator(r); },
       [&](accel::comm::Communicator& comm) {
         this_rank = comm.rank();
-        auto acc = accel::detail::AcceleratorInternals::attach(job, comm, nullptr);
+        auto acc = accel::api::attach(job, comm, nullptr, {}).accelerator;
         Net net{nullptr};
         if (scoped) {
           accel::ShardedInit sharded(*acc);

@@ -92,8 +92,10 @@ std::string schema_violation(const config::JobConfig& job) {
     if (auto* d = std::get_if<double>(&v); d && f.type == config::FieldType::Float) bad = out_of_range(*d);
     if (auto* l = std::get_if<std::vector<double>>(&v))
       bad = (f.list_size && l->size() != f.list_size) || std::any_of(l->begin(), l->end(), out_of_range);
-    if (auto* s = std::get_if<std::string>(&v); s && f.type == config::FieldType::Enum)
-      bad = std::find(f.allowed.begin(), f.allowed.end(), *s) == f.allowed.end();
+    if (auto* s = std::get_if<std::string>(&v); s && f.type == config::FieldType::Enum) {
+      const auto allowed = f.allowed_values();
+      bad = std::find(allowed.begin(), allowed.end(), *s) == allowed.end();
+    }
     if (bad) return f.path + " = " + config::value_to_yaml(v) + ", outside " + f.allowed_text();
   }
   return {};

@@ -15,6 +15,7 @@ struct PrefetchPolicy {
   int64_t max_prefetch_numel = 0;       // and at most this many elements ahead (0: no element bound)
   int max_live_units = 0;               // 0: unlimited (FSDP limit_all_gathers: 2)
   int64_t max_live_numel = 0;           // 0: unlimited (DeepSpeed stage3_max_live_parameters)
+  friend bool operator==(const PrefetchPolicy&, const PrefetchPolicy&) = default;
 };
 
 }  // namespace accel::plan

@@ -58,8 +58,9 @@ struct Dialect {
 ResolvedPlan resolve_plan(const config::JobConfig& job, const ModelFacts& model = ModelFacts::builtin());
 ResolvedPlan resolve_plan(const config::LoadedJob& loaded, const ModelFacts& model = ModelFacts::builtin());
 
-// The registry: one line per dialect (dialect_registry.cpp); register_dialect adds one from
-// outside (a test's, a plugin's). find_dialect: nullptr for an unknown name.
+// The registry: one line per dialect (dialects/builtin_dialects.cpp); register_dialect adds one from
+// outside (a test's, a plugin's: tests/plan/toy_dialect) and `backend:` accepts its name from then
+// on (backend_name.hpp). find_dialect: nullptr for an unknown name.
 void register_dialect(Dialect dialect);
 const Dialect* find_dialect(const std::string& name);
 std::vector<std::string> dialect_names();

@@ -39,6 +39,7 @@ struct PlanIssue {
   std::string allowed;  // allowed values, if any
   std::string hint;     // how to fix it
   std::string value = {};  // the value at fault, when the message reads after it ("deepspeed.zero_stage 3: ...")
+  friend bool operator==(const PlanIssue&, const PlanIssue&) = default;
 };
 // "fsdp.auto_wrap_policy: NO_WRAP ... (allowed: ...); fix: ...", "deepspeed.zero_stage 3: ...".
 std::string describe(const PlanIssue& issue);
@@ -50,6 +51,7 @@ struct LossScaling {
   int64_t window = 1000;    // clean steps before the scale doubles
   int hysteresis = 2;       // overflows tolerated before the scale halves
   double min_scale = 1.0;   // the dynamic scale never goes below this (0: no bound)
+  friend bool operator==(const LossScaling&, const LossScaling&) = default;
 };
 
 struct ResolvedPlan {
@@ -92,6 +94,9 @@ struct ResolvedPlan {
   std::vector<std::string> notes;     // decisions worth a word in the start-up log
   std::vector<PlanIssue> warnings;    // set, accepted, and of no effect on this path
   std::vector<PlanIssue> refusals;    // not built: the job cannot run as written
+
+  // Field for field: two dialects that build the same engine compare equal but for dialect and label.
+  friend bool operator==(const ResolvedPlan&, const ResolvedPlan&) = default;
 };
 
 const char* to_string(Engine e);
