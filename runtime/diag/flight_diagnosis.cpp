@@ -286,15 +286,16 @@ class Diagnoser {
     return found;
   }
 
-  // A rank that exited or was killed without leaving records, and what its peers were in.
+  // A rank that exited, was killed or is stopped without leaving records, and what its peers were in.
   std::optional<Candidate> missing() const {
     std::optional<Candidate> found;
     for (const auto& [rank, f] : facts_) {
-      if (dumped_.count(rank) || (f.process != Facts::Killed && f.process != Facts::Exited)) continue;
+      if (dumped_.count(rank) || !hard_fact(&f)) continue;
       Candidate c;
       c.d.finding = Finding::Missing;
       c.d.ranks = {rank};
-      c.d.headline = "rank " + std::to_string(rank) + " " + f.how + " and left no records";
+      c.d.headline = "rank " + std::to_string(rank) + (f.process == Facts::Stopped ? " was " : " ") + f.how +
+                     " and left no records" + (f.process == Facts::Stopped ? " (a stopped process cannot write them)" : "");
       // The op the others were in: the earliest issued one still running, in a group it belongs to.
       const OpRecord* waited = nullptr;
       const GroupView* group = nullptr;
@@ -317,8 +318,14 @@ class Diagnoser {
         c.d.seq = waited->seq;
         c.d.op = waited->op;
         c.when = waited->issued_ns;
-        c.d.headline += "; " + rank_list(waiting) + " were in " + describe_op(*waited) + " (" + where(group->name, waited->seq) +
-                        "), waiting for it";
+        c.d.headline += "; " + rank_list(waiting) + (waiting.size() == 1 ? " was in " : " were in ") + describe_op(*waited) +
+                        " (" + where(group->name, waited->seq) + "), waiting for it";
+        const OpRecord* before = nullptr;  // the newest op the others completed before it
+        for (int other : waiting)
+          if (const OpRecord* rec = at(group->of.at(other), waited->seq - 1); rec && rec->state == OpState::Completed) before = rec;
+        if (before)
+          c.d.headline += "; the last op " + std::string(waiting.size() == 1 ? "it" : "they") + " completed is seq " +
+                          std::to_string(before->seq) + ", " + describe_op(*before);
       } else {
         c.d.headline += "; no other rank was in a collective";
       }
@@ -368,7 +375,9 @@ class Diagnoser {
     if (waited) {
       text += ", " + describe_op(*waited) + ", which " + rank_list(ahead) + " issued";
       if (waited->state != OpState::Completed && waited->started_ns)
-        text += " and " + std::string(waited->state == OpState::Failed ? "waited in for " : "have been in for ") +
+        text += " and " + std::string(waited->state == OpState::Failed ? "waited in for "
+                                      : ahead.size() == 1             ? "has been in for "
+                                                                      : "have been in for ") +
                 seconds((waited->ended_ns ? waited->ended_ns : now_) - waited->started_ns);
     }
     if (one) {

@@ -34,7 +34,7 @@ struct DiagnosisInput {
 enum class Finding {
   Diverged,    // at some sequence number a rank issued another op, size, dtype or root than its peers
   OtherGroup,  // a rank issued on another group the op its peers wait for on this one
-  Missing,     // a rank that exited or was killed left no records
+  Missing,     // a rank that exited, was killed or is stopped left no records
   Behind,      // a rank never issued the op its peers are in (stopped, slow, finished early)
   Late,        // every rank issued it, one long after the others
   InFlight,    // every rank is in the same op, none late: the op itself did not complete

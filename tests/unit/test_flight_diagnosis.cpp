@@ -199,6 +199,20 @@ TEST_CASE("flight diagnosis: a stopped rank is behind; what it issued after the 
                        "group world) after 5.0 s; last completed seq 5"));
 }
 
+TEST_CASE("flight diagnosis: a stopped rank the launcher could not ask: its peers' records name the op") {
+  Diagnosis d = diagnose(input({dump(0, history_then({op(6, "all_reduce", 1064, OpState::Failed)})),
+                                dump(2, history_then({op(6, "all_reduce", 1064, OpState::Running)}))},
+                               {facts(1, RankFacts::Process::Stopped, "stopped (process state T: SIGSTOP or SIGTSTP)")}));
+  CHECK(d.finding == Finding::Missing);
+  CHECK(d.ranks == std::vector<int>{1});
+  CHECK(d.op == "all_reduce");
+  CHECK(d.seq == 6);
+  CHECK(contains(d.headline, "rank 1 was stopped (process state T: SIGSTOP or SIGTSTP) and left no records (a stopped "
+                             "process cannot write them); ranks 0 and 2 were in all_reduce of 1064 float32 (4.16 KiB) (seq "
+                             "6 of group world), waiting for it; the last op they completed is seq 5, all_reduce of 1064 "
+                             "float32 (4.16 KiB)"));
+}
+
 TEST_CASE("flight diagnosis: a slow rank is behind, running outside any collective") {
   Diagnosis d = diagnose(input({dump(0, history_then({op(6, "all_reduce", 1064, OpState::Running)})),
                                 dump(1, history()), dump(2, history_then({op(6, "all_reduce", 1064, OpState::Running)}))},
