@@ -416,7 +416,7 @@ class Diagnoser {
     if (all_done) {
       c.d.finding = Finding::Agree;
       c.d.headline = "the ranks' collectives agree: " + rank_list(ranks) + " completed " + where(g.name, front) + ", " +
-                     describe_op(op) + "; the failure is not in a collective" +
+                     describe_op(op) + ", and none is in a collective" +
                      (silent.empty() ? "" : " (no records from " + rank_list(silent) + ")");
       return c;
     }
@@ -439,7 +439,7 @@ class Diagnoser {
     c.d.finding = Finding::InFlight;
     c.d.ranks = silent;
     c.d.headline = rank_list(ranks) + (ranks.size() == 1 ? " is" : " are") + " in " + where(g.name, front) + ", " +
-                   describe_op(op) + (silent.empty() ? ", none missing or late: the collective itself did not complete"
+                   describe_op(op) + (silent.empty() ? ", none missing or late"
                                                      : "; no records from " + rank_list(silent) +
                                                            " (not supervised here, or no answer): look at them first");
     return c;

@@ -37,8 +37,8 @@ enum class Finding {
   Missing,     // a rank that exited, was killed or is stopped left no records
   Behind,      // a rank never issued the op its peers are in (stopped, slow, finished early)
   Late,        // every rank issued it, one long after the others
-  InFlight,    // every rank is in the same op, none late: the op itself did not complete
-  Agree,       // every rank completed the same ops: the failure is not in a collective
+  InFlight,    // every rank is in the same op, none late (after a timeout: the op itself did not complete)
+  Agree,       // every rank completed the same ops and none is in one: the failure is elsewhere
   NoRecords,   // no rank left records
 };
 const char* to_string(Finding finding);

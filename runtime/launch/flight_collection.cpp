@@ -120,7 +120,10 @@ std::string FlightCollection::diagnose(const std::vector<flight::RankFacts>& fac
     }
     ::closedir(d);
   }
-  if (input.dumps.empty()) return "";
+  // Workers that recorded nothing (an NCCL communicator, a program that issued no collective) give
+  // no diagnosis: "no records" would only be noise under their error.
+  const bool any_group = std::any_of(input.dumps.begin(), input.dumps.end(), [](const auto& d) { return !d.groups.empty(); });
+  if (!any_group) return "";
   std::sort(input.dumps.begin(), input.dumps.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
   std::string text = flight::render(flight::diagnose(input)) + problems;
   std::ofstream out(diagnosis_file_);

@@ -44,7 +44,7 @@ class FlightCollection {
   bool complete();
 
   // Reads every rank<N>.json in the directory, diagnoses with `facts`, writes the diagnosis file.
-  // Returns the text to print, each line prefixed "[flight] "; "" when no rank left records.
+  // Returns the text to print, each line prefixed "[flight] "; "" when no rank recorded a collective.
   std::string diagnose(const std::vector<flight::RankFacts>& facts, int world);
 
  private:

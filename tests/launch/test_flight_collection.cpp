@@ -127,3 +127,31 @@ exec sleep 60
   CHECK_THAT(summary, Catch::Contains("rank 2 (pid ") && Catch::Contains("killed by signal 15 (SIGTERM)"));
   CHECK_THAT(summary, !Catch::Contains("SIGUSR2"));
 }
+
+TEST_CASE("flight collection: SIGINT to the launcher collects and diagnoses before the workers stop") {
+  // Both ranks are in op 3 (a hang the user gives up on); each answers SIGUSR2 with its records. The
+  // records name a third member, rank 2, of which no records are here.
+  TempDir dir;
+  dir.write("canned_rank0.json", canned_dump(0, 3, true));
+  dir.write("canned_rank1.json", canned_dump(1, 3, true));
+  const std::string body = R"(
+dump() { cp "$OUT_DIR/canned_rank$RANK.json" "$ACCEL_FLIGHT_DIR/.tmp$RANK" && mv "$ACCEL_FLIGHT_DIR/.tmp$RANK" "$ACCEL_FLIGHT_DIR/rank$RANK.json"; }
+trap dump USR2
+)" + publish_pid() + R"(
+while true; do sleep 60 & wait $!; done
+)";
+  LaunchPlan plan = script_plan(dir, body, 2);
+  plan.flight_dir = (dir.path() / "flight").string();
+  auto launcher = fork_launcher(dir, plan);
+  REQUIRE(wait_for_files(pid_files(dir, 2), 30s));
+  ::kill(launcher.pid, SIGINT);
+  const int status = wait_launcher(launcher, 30s);  // a hang bound, far above the second it takes
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  const std::string err = read_file(launcher.stderr_path);
+  INFO(err);
+  CHECK_THAT(err, Catch::Contains("[flight] diagnosis: ranks 0 and 1 are in seq 3 of group world, all_reduce of 8 float32 "
+                                  "(32 B); no records from rank 2 (not supervised here, or no answer): look at them first"));
+  CHECK_THAT(read_file(launcher.summary_path), Catch::StartsWith("interrupted by SIGINT"));
+  for (pid_t pid : read_pids(pid_files(dir, 2))) CHECK(wait_dead(pid, 10s));
+}

@@ -273,7 +273,8 @@ TEST_CASE("flight diagnosis: every rank in the same op, none late, and ranks tha
   Diagnosis agree = diagnose(input({dump(0, history()), dump(1, history()), dump(2, history())}));
   CHECK(agree.finding == Finding::Agree);
   CHECK(agree.ranks.empty());
-  CHECK(contains(agree.headline, "the failure is not in a collective"));
+  CHECK(contains(agree.headline, "the ranks' collectives agree: ranks 0, 1 and 2 completed seq 5 of group world, "
+                                 "all_reduce of 1064 float32 (4.16 KiB), and none is in a collective"));
   CHECK(agree.lines.size() == 3);
 
   CHECK(diagnose(input({})).finding == Finding::NoRecords);
