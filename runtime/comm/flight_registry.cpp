@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "runtime/common/wall_clock.hpp"
@@ -44,30 +46,82 @@ Registry& registry() {
 }
 
 std::atomic<int> g_recording{-1};  // -1: not read yet
-int g_signal_pipe = -1;            // the watcher's pipe, written by the handler
 
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::atoi(v) : fallback;
 }
 
+// What a handler asks the watcher for, one byte through the pipe.
+constexpr char kDumpRequest = 1;   // SIGUSR2: dump
+constexpr char kCrashRequest = 2;  // a fatal signal: dump, then acknowledge on g_ack_pipe
+// The fatal signals a crash dump is written for, with their names for the dump's reason.
+constexpr std::pair<int, const char*> kFatalSignals[] = {
+    {SIGABRT, "SIGABRT"}, {SIGSEGV, "SIGSEGV"}, {SIGBUS, "SIGBUS"}, {SIGFPE, "SIGFPE"}, {SIGILL, "SIGILL"}};
+// How long a crashing thread waits for its dump before the process dies of the signal: a dump takes
+// milliseconds; the bound is for one that cannot finish (a crash inside malloc, holding its lock).
+constexpr int kCrashDumpWaitMs = 2000;
+
+int g_signal_pipe = -1;              // the watcher reads requests here (the handlers write)
+int g_ack_pipe[2] = {-1, -1};        // the watcher acknowledges a crash dump here
+std::atomic<int> g_crash_signal{0};  // the first fatal signal taken
+static_assert(std::atomic<int>::is_always_lock_free, "used from signal handlers");
+
+void request_dump(char what) {
+  const ssize_t n = ::write(g_signal_pipe, &what, 1);  // non-blocking: a full pipe has a dump pending
+  (void)n;
+}
+
 extern "C" void on_flight_dump_signal(int) {
   const int saved = errno;
-  const char byte = 1;
-  const ssize_t n = ::write(g_signal_pipe, &byte, 1);  // non-blocking: a full pipe has a dump pending
-  (void)n;
+  request_dump(kDumpRequest);
   errno = saved;
 }
 
-// Installs the handler and starts the watcher, once; leaves a program's own SIGUSR2 handler alone.
+// SA_RESETHAND gave the signal its default action back, and it is blocked while this runs: the
+// raise() below ends the process with it once this returns, as if no handler had been there.
+extern "C" void on_fatal_signal(int signal) {
+  int first = 0;
+  if (g_crash_signal.compare_exchange_strong(first, signal)) {
+    request_dump(kCrashRequest);
+    pollfd ack{g_ack_pipe[0], POLLIN, 0};
+    ::poll(&ack, 1, kCrashDumpWaitMs);
+  }
+  ::raise(signal);
+}
+
+std::string crash_reason() {
+  const int signal = g_crash_signal.load();
+  for (const auto& [number, name] : kFatalSignals)
+    if (number == signal) return "fatal signal " + std::to_string(number) + " (" + name + ")";
+  return "fatal signal " + std::to_string(signal);
+}
+
+bool default_disposition(int signal) {
+  struct sigaction current {};
+  return sigaction(signal, nullptr, &current) == 0 && !(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_DFL;
+}
+
+void install(int signal, void (*handler)(int), int flags) {
+  struct sigaction action {};
+  action.sa_handler = handler;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = flags;
+  sigaction(signal, &action, nullptr);
+}
+
+// Starts the watcher and installs the handlers, once; a signal that already has a handler (the
+// program's own, a sanitizer's) keeps it.
 void start_signal_watcher() {
   static std::once_flag once;
   std::call_once(once, [] {
-    struct sigaction current {};
-    if (sigaction(kFlightDumpSignal, nullptr, &current) != 0) return;
-    if ((current.sa_flags & SA_SIGINFO) || current.sa_handler != SIG_DFL) return;
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return;
+    if (pipe2(g_ack_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+      ::close(fds[0]);
+      ::close(fds[1]);
+      return;
+    }
     fcntl(fds[1], F_SETFL, O_NONBLOCK);
     g_signal_pipe = fds[1];
     // The watcher runs with every signal blocked: they go to the process's other threads.
@@ -78,20 +132,22 @@ void start_signal_watcher() {
       char buf[64];
       for (;;) {
         const ssize_t n = ::read(fd, buf, sizeof buf);
-        if (n > 0)
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;
+        if (std::memchr(buf, kCrashRequest, static_cast<size_t>(n)) == nullptr) {
           dump_flight_records("signal");
-        else if (n < 0 && errno == EINTR)
           continue;
-        else
-          return;
+        }
+        dump_flight_records(crash_reason());
+        const char done = 1;
+        const ssize_t w = ::write(g_ack_pipe[1], &done, 1);
+        (void)w;
       }
     }).detach();
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    struct sigaction action {};
-    action.sa_handler = on_flight_dump_signal;
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESTART;
-    sigaction(kFlightDumpSignal, &action, nullptr);
+    if (default_disposition(kFlightDumpSignal)) install(kFlightDumpSignal, on_flight_dump_signal, SA_RESTART);
+    for (const auto& [signal, name] : kFatalSignals)
+      if (default_disposition(signal)) install(signal, on_fatal_signal, SA_RESETHAND);
   });
 }
 

@@ -1,7 +1,9 @@
 // The process's collective flight recorder: every communicator's FlightRing, and the dump of all
 // of them to <dir>/rank<R>.json that the launcher reads after a fault (docs/design/0025).
 // Dumps happen on a queue's first failed op, on SIGUSR2 (kFlightDumpSignal; the handler only writes
-// a byte to a pipe, a watcher thread dumps), and when a communicator closes.
+// a byte to a pipe, a watcher thread dumps), when a communicator closes, and on a fatal signal
+// (SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL: the handler asks the watcher for a dump and waits up to
+// 2 s for it, then the process dies of the signal as it would have).
 // Invariants: a dump reads the rings without stopping their writers (a queue thread stuck in a
 // collective does not block it); dump files appear whole (written aside, then renamed); without a
 // dump target nothing is written and no signal handler is installed. Torch-free.
@@ -34,8 +36,8 @@ void close_flight_ring(const std::shared_ptr<FlightRing>& ring);
 
 // Where dumps go: <dir>/rank<rank>.json; "" turns dumps off. Unless set here first, the first
 // open_flight_ring() reads ACCEL_FLIGHT_DIR, RANK and WORLD_SIZE (set by accel launch). A non-empty
-// dir installs the SIGUSR2 handler and its watcher thread, once per process, and only when SIGUSR2
-// has its default disposition (a program's own handler is left alone).
+// dir starts the watcher thread and installs the SIGUSR2 and fatal-signal handlers, once per
+// process, each only where the signal has its default disposition (a program's own handler stays).
 void set_flight_dump_target(const std::string& dir, int rank, int world);
 
 // Every registered ring's records, with this process's identity.

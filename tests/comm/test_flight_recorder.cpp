@@ -6,9 +6,13 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <thread>
@@ -215,4 +219,41 @@ TEST_CASE("flight recorder: ACCEL_FLIGHT_RECORDER=0's switch leaves communicator
   auto ring = open_flight_ring(world_of(1, 0));
   CHECK(ring != nullptr);
   close_flight_ring(ring);
+}
+
+// Run by the case below in a fresh process (exec of this binary): with the launcher's variables set,
+// record one op and abort, as a rank does when Gloo aborts on a peer's mismatched message.
+TEST_CASE("flight recorder: the crashing child of the fatal-signal case", "[.][flight_crash_child]") {
+  if (!std::getenv("ACCEL_FLIGHT_DIR")) return;  // only as that case's child
+  std::signal(SIGABRT, SIG_DFL);  // Catch's own handler would keep the recorder's away (it keeps a program's)
+  auto ring = open_flight_ring(world_of(4, 3));
+  OpQueue queue(3, 4, ring);
+  queue.submit(numbered(5), [] {})->wait();
+  std::abort();
+}
+
+TEST_CASE("flight recorder: a fatal signal dumps the records, then the process dies of it") {
+  accel::test::TempDir dir;
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    setenv("ACCEL_FLIGHT_DIR", dir.path().c_str(), 1);
+    setenv("RANK", "3", 1);
+    setenv("WORLD_SIZE", "4", 1);
+    execl("/proc/self/exe", "test_comm", "[flight_crash_child]", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT));
+  const std::string path = (dir.path() / "rank3.json").string();
+  REQUIRE(std::filesystem::exists(path));  // written before the process died
+  auto dump = accel::flight::rank_dump_from_json(accel::test::read_file(path), path);
+  CHECK(dump.reason == "fatal signal 6 (SIGABRT)");
+  CHECK(dump.rank == 3);
+  REQUIRE(dump.groups.size() == 1);
+  REQUIRE(dump.groups[0].records.size() == 1);
+  CHECK(dump.groups[0].records[0].count == 15);
+  CHECK(dump.groups[0].records[0].state == OpState::Completed);
 }
