@@ -67,6 +67,7 @@ void launch_job(const config::LoadedJob& loaded, const std::vector<std::string>&
   plan.master_port = j.main_process_port;
   plan.job_file = write_resolved_job(loaded);
   plan.log_dir = (fs::absolute(j.training.output_dir) / "logs").string();
+  plan.flight_dir = (fs::absolute(j.training.output_dir) / "flight").string();
   plan.max_restarts = j.max_restarts;
   plan.shutdown_grace = std::chrono::milliseconds(int64_t(j.shutdown_grace_s * 1000));
   plan.extra_env = extra_env;

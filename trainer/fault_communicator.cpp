@@ -1,5 +1,7 @@
 #include "trainer/fault_communicator.hpp"
 
+#include <thread>
+
 namespace accel::train {
 namespace {
 
@@ -15,7 +17,18 @@ class FaultCommunicator final : public comm::Communicator {
   at::Device device() const override { return inner_.device(); }
 
   comm::WorkPtr all_reduce(at::Tensor tensor, comm::ReduceOp op) override {
-    return forward("all_reduce", [&] { return inner_.all_reduce(std::move(tensor), op); });
+    switch (faults_.in_collective("all_reduce")) {
+      case FaultInjector::Action::Skip: return comm::completed_work();
+      case FaultInjector::Action::IssueBarrier: return issue([&] { return inner_.barrier(); });
+      case FaultInjector::Action::IssueHalf: {
+        const int64_t n = tensor.numel();
+        at::Tensor other = n > 1 ? tensor.view(-1).narrow(0, 0, n / 2) : at::zeros({2}, tensor.options());
+        return issue([&] { return inner_.all_reduce(other, op); });
+      }
+      case FaultInjector::Action::IssueLate: sleep_past_timeout(); break;
+      case FaultInjector::Action::Issue: break;
+    }
+    return issue([&] { return inner_.all_reduce(std::move(tensor), op); });
   }
   comm::WorkPtr reduce_scatter(at::Tensor input, at::Tensor output, comm::ReduceOp op) override {
     return forward("reduce_scatter", [&] { return inner_.reduce_scatter(std::move(input), std::move(output), op); });
@@ -35,7 +48,7 @@ class FaultCommunicator final : public comm::Communicator {
   }
 
   std::unique_ptr<comm::Communicator> split(int color) override {
-    faults_.in_collective("split");
+    if (faults_.in_collective("split") == FaultInjector::Action::IssueLate) sleep_past_timeout();
     std::unique_ptr<comm::Communicator> group = inner_.split(color);
     stats_ = inner_.stats();
     comm::Communicator& borrowed = *group;
@@ -44,12 +57,20 @@ class FaultCommunicator final : public comm::Communicator {
 
  private:
   template <typename Issue>
-  comm::WorkPtr forward(const char* op, Issue issue) {
-    faults_.in_collective(op);
-    comm::WorkPtr work = issue();
+  comm::WorkPtr forward(const char* op, Issue issue_op) {
+    if (faults_.in_collective(op) == FaultInjector::Action::IssueLate) sleep_past_timeout();
+    return issue(issue_op);
+  }
+
+  template <typename Issue>
+  comm::WorkPtr issue(Issue issue_op) {
+    comm::WorkPtr work = issue_op();
     stats_ = inner_.stats();  // counted by the wrapped communicator when issued
     return work;
   }
+
+  // slow_collective: later than any peer waits (the launcher stops this rank meanwhile).
+  void sleep_past_timeout() const { std::this_thread::sleep_for(2 * inner_.timeout()); }
 
   std::unique_ptr<comm::Communicator> owned_;
   comm::Communicator& inner_;

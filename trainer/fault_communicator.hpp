@@ -1,7 +1,8 @@
 // FaultCommunicator: a Communicator in front of another that tells the FaultInjector about every
-// collective before issuing it, so ACCEL_FAULT's hang_in_collective / die_in_collective points fire
-// inside a real collective of the real communicator (fault_injection.hpp).
-// Invariants: every op is forwarded unchanged, in order, to the wrapped communicator; stats() mirror
+// collective before issuing it, so ACCEL_FAULT's collective points fire inside a real collective of
+// the real communicator (fault_injection.hpp): it dies or stops there, issues late, or issues
+// another collective than its peers (none, a barrier, half the all_reduce).
+// Invariants: apart from the armed fault, every op is forwarded unchanged, in order, to the wrapped communicator; stats() mirror
 // the wrapped one's after each op; groups from split() are wrapped too, so a fault fires in whichever
 // group issues the step's first collective. The trainer uses it only when such a fault is armed.
 #pragma once

@@ -13,11 +13,15 @@
 namespace accel::train {
 namespace {
 
-constexpr std::array<const char*, 4> kPoints = {"after_step", "checkpoint_write", "die_in_collective",
-                                                "hang_in_collective"};
+constexpr std::array<const char*, 8> kPoints = {
+    "after_step",     "checkpoint_write", "die_in_collective",      "hang_in_collective",
+    "slow_collective", "skip_collective", "other_op_in_collective", "other_size_in_collective"};
 
-bool is_collective_point(const std::string& point) {
-  return point == "die_in_collective" || point == "hang_in_collective";
+bool is_collective_point(const std::string& point) { return point != "after_step" && point != "checkpoint_write"; }
+
+// The points that change what is issued fire at an all_reduce (whose size can be halved).
+bool mutates_all_reduce(const std::string& point) {
+  return point == "skip_collective" || point == "other_op_in_collective" || point == "other_size_in_collective";
 }
 
 std::string usage() {
@@ -61,14 +65,29 @@ void FaultInjector::at(const std::string& point, int64_t step) const {
 
 bool FaultInjector::watches_collectives() const { return armed_ && is_collective_point(point_); }
 
-void FaultInjector::in_collective(const char* op) const {
-  if (!watches_collectives() || current_step_ != step_ || fired_.exchange(true)) return;
-  const bool hang = point_ == "hang_in_collective";
-  // The line reaches the launcher before the signal: tests time the exit from it.
-  std::fprintf(stderr, "ACCEL_FAULT: %s this worker (%s) in %s of step %lld\n", hang ? "stopping" : "killing",
-               hang ? "SIGSTOP" : "SIGKILL", op, static_cast<long long>(step_));
+FaultInjector::Action FaultInjector::in_collective(const char* op) const {
+  if (!watches_collectives() || current_step_ != step_) return Action::Issue;
+  if (mutates_all_reduce(point_) && std::string(op) != "all_reduce") return Action::Issue;
+  if (fired_.exchange(true)) return Action::Issue;
+  const auto step = static_cast<long long>(step_);
+  if (point_ == "die_in_collective" || point_ == "hang_in_collective") {
+    const bool hang = point_ == "hang_in_collective";
+    // The line reaches the launcher before the signal: tests time the exit from it.
+    std::fprintf(stderr, "ACCEL_FAULT: %s this worker (%s) in %s of step %lld\n", hang ? "stopping" : "killing",
+                 hang ? "SIGSTOP" : "SIGKILL", op, step);
+    std::fflush(stderr);
+    ::kill(::getpid(), hang ? SIGSTOP : SIGKILL);
+    return Action::Issue;
+  }
+  const char* what = point_ == "slow_collective"          ? "delaying (twice the collective timeout)"
+                     : point_ == "skip_collective"        ? "skipping"
+                     : point_ == "other_op_in_collective" ? "issuing a barrier instead of"
+                                                          : "issuing half the elements of";
+  std::fprintf(stderr, "ACCEL_FAULT: %s %s of step %lld\n", what, op, step);
   std::fflush(stderr);
-  ::kill(::getpid(), hang ? SIGSTOP : SIGKILL);
+  if (point_ == "slow_collective") return Action::IssueLate;
+  if (point_ == "skip_collective") return Action::Skip;
+  return point_ == "other_op_in_collective" ? Action::IssueBarrier : Action::IssueHalf;
 }
 
 }  // namespace accel::train

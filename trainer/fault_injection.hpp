@@ -8,9 +8,16 @@
 //  - die_in_collective: SIGKILL as the rank issues its first collective of step <step> (its peers
 //    are inside that collective, waiting for it);
 //  - hang_in_collective: SIGSTOP there instead: the rank stays alive but never takes part, as a
-//    deadlocked or frozen process would; its peers fail after collective_timeout_s.
+//    deadlocked or frozen process would; its peers fail after collective_timeout_s;
+//  - slow_collective: the rank sleeps for twice the collective timeout there before it issues the
+//    collective: alive and running, but later than its peers wait;
+//  - skip_collective: the rank does not issue the first all_reduce of step <step> (its Work is
+//    complete at once), so it is one collective short of its peers;
+//  - other_op_in_collective: it issues a barrier instead of that all_reduce;
+//  - other_size_in_collective: it issues that all_reduce on half of the tensor (numel / 2).
 // The collective points fire through FaultCommunicator (fault_communicator.hpp), which the trainer
-// puts in front of its communicator only when one of them is armed.
+// puts in front of its communicator only when one of them is armed. Each prints an "ACCEL_FAULT: "
+// line before it acts (tests time the launcher's reaction from it).
 // Invariant: with ACCEL_FAULT unset this does nothing; a malformed value is a RunError at start; a
 // fault fires at most once per process.
 #pragma once
@@ -32,9 +39,11 @@ class FaultInjector {
   bool watches_collectives() const;
   // The trainer starts optimizer step `step`; the collectives issued from now on belong to it.
   void begin_step(int64_t step) { current_step_ = step; }
+  // What the communicator in front does with the collective being issued.
+  enum class Action { Issue, Skip, IssueBarrier, IssueHalf, IssueLate };
   // A collective `op` ("all_reduce", ...) is being issued: fires a collective fault armed for the
-  // current step, at the first collective of that step only.
-  void in_collective(const char* op) const;
+  // current step (die, hang: here; the others: the returned action), once per process.
+  Action in_collective(const char* op) const;
 
  private:
   bool armed_ = false;

@@ -47,6 +47,7 @@ SplitGroup exchange_split_colors(Communicator& parent, int color) {
   for (int q = 0; q < parent.size(); ++q) {
     if (colors[q] != color) continue;
     if (q == parent.rank()) g.rank = g.size;
+    g.members.push_back(q);
     ++g.size;
   }
   return g;

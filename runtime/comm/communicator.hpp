@@ -56,6 +56,7 @@ struct SplitGroup {
   int rank = 0;        // in the group
   int size = 1;        // of the group
   int sequence = 0;    // how many splits of the parent came before (unique names for the group)
+  std::vector<int> members;  // the parent ranks in the group, ascending (its rank order)
 };
 
 class Communicator;

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <vector>
 
+#include "runtime/comm/flight_registry.hpp"
 #include "runtime/comm/op_checks.hpp"
 #include "runtime/comm/op_queue.hpp"
 #include "runtime/comm/reduce_kernels.hpp"
@@ -167,8 +168,13 @@ void reduce_deposits(const Round& round, int64_t begin, int64_t n, ReduceOp op, 
 
 class FakeCommunicator final : public Communicator {
  public:
-  FakeCommunicator(std::shared_ptr<FakeWorldState> world, int rank)
-      : world_(std::move(world)), rank_(rank), size_(world_->size()), queue_(std::make_unique<OpQueue>(rank_, size_)) {}
+  // `group` names it in the flight records (the world: every rank, named "world").
+  FakeCommunicator(std::shared_ptr<FakeWorldState> world, int rank, FlightGroup group)
+      : world_(std::move(world)),
+        rank_(rank),
+        size_(world_->size()),
+        group_(std::move(group)),
+        queue_(std::make_unique<OpQueue>(rank_, size_, open_flight_ring(group_))) {}
   ~FakeCommunicator() override { queue_->shutdown(); }
 
   int rank() const override { return rank_; }
@@ -180,7 +186,7 @@ class FakeCommunicator final : public Communicator {
     check_all_reduce_args(tensor, rank_, size_);
     stats_.record(CollectiveKind::AllReduce, tensor_bytes(tensor));
     Deposit d = signature(CollectiveKind::AllReduce, op, 0, tensor);
-    return run("all_reduce", std::move(d), tensor, [this, tensor, op](const Round& round) mutable {
+    return run(flight_op("all_reduce", tensor), std::move(d), tensor, [this, tensor, op](const Round& round) mutable {
       reduce_deposits(round, 0, tensor.numel(), op, tensor);
       if (op == ReduceOp::Avg) finish_average(tensor, size_);
     });
@@ -190,7 +196,7 @@ class FakeCommunicator final : public Communicator {
     const ShardRange shard = check_reduce_scatter_args(input, output, rank_, size_);
     stats_.record(CollectiveKind::ReduceScatter, tensor_bytes(input));
     Deposit d = signature(CollectiveKind::ReduceScatter, op, 0, input);
-    return run("reduce_scatter", std::move(d), input, [this, output, op, shard](const Round& round) mutable {
+    return run(flight_op("reduce_scatter", input), std::move(d), input, [this, output, op, shard](const Round& round) mutable {
       reduce_deposits(round, shard.begin, shard.size(), op, output);
       if (op == ReduceOp::Avg) finish_average(output, size_);
     });
@@ -200,7 +206,7 @@ class FakeCommunicator final : public Communicator {
     check_all_gather_args(input, output, rank_, size_);
     stats_.record(CollectiveKind::AllGather, tensor_bytes(output));
     Deposit d = signature(CollectiveKind::AllGather, ReduceOp::Sum, 0, output);
-    return run("all_gather", std::move(d), input, [this, output](const Round& round) {
+    return run(flight_op("all_gather", output), std::move(d), input, [this, output](const Round& round) {
       for (int q = 0; q < size_; ++q) {
         const ShardRange r = shard_range(output.numel(), size_, q);
         if (r.size() == 0) continue;
@@ -215,7 +221,7 @@ class FakeCommunicator final : public Communicator {
     stats_.record(CollectiveKind::Broadcast, tensor_bytes(tensor));
     Deposit d = signature(CollectiveKind::Broadcast, ReduceOp::Sum, root, tensor);
     at::Tensor payload = rank_ == root ? tensor : at::Tensor();
-    return run("broadcast", std::move(d), payload, [this, tensor, root](const Round& round) {
+    return run(flight_op("broadcast", tensor, root), std::move(d), payload, [this, tensor, root](const Round& round) {
       if (rank_ == root || tensor.numel() == 0) return;
       std::memcpy(tensor.data_ptr(), round.deposits[root].data.data_ptr(),
                   static_cast<size_t>(tensor.numel() * tensor.element_size()));
@@ -226,14 +232,19 @@ class FakeCommunicator final : public Communicator {
     const SplitGroup g = exchange_split_colors(*this, color);
     auto group = world_->subgroup(g.sequence, g.color, g.size);
     group->claim(g.rank);
-    return std::make_unique<FakeCommunicator>(std::move(group), g.rank);
+    FlightGroup flight;
+    flight.name = group_.name + "/split" + std::to_string(g.sequence) + "/color" + std::to_string(g.color);
+    for (int parent_rank : g.members) flight.members.push_back(group_.members.at(static_cast<size_t>(parent_rank)));
+    flight.group_rank = g.rank;
+    flight.timeout_ms = group_.timeout_ms;
+    return std::make_unique<FakeCommunicator>(std::move(group), g.rank, std::move(flight));
   }
 
   WorkPtr barrier() override {
     stats_.record(CollectiveKind::Barrier, 0);
     Deposit d;
     d.kind = CollectiveKind::Barrier;
-    return run("barrier", std::move(d), at::Tensor(), [](const Round&) {});
+    return run(FlightOp{"barrier"}, std::move(d), at::Tensor(), [](const Round&) {});
   }
 
  private:
@@ -250,7 +261,7 @@ class FakeCommunicator final : public Communicator {
   // Queues the round: deposit a copy of `payload` (taken when the op runs, like a real transport
   // reading the buffer), wait for the peers, then `finish` computes this rank's output.
   template <typename Finish>
-  WorkPtr run(const char* op, Deposit deposit, at::Tensor payload, Finish finish) {
+  WorkPtr run(FlightOp op, Deposit deposit, at::Tensor payload, Finish finish) {
     return queue_->submit(op, [this, deposit = std::move(deposit), payload, finish]() mutable {
       const int64_t seq = next_seq_++;
       if (payload.defined()) deposit.data = payload.reshape(-1).clone();
@@ -269,6 +280,7 @@ class FakeCommunicator final : public Communicator {
   const int rank_;
   const int size_;
   int64_t next_seq_ = 0;  // touched only by the worker thread
+  const FlightGroup group_;
   std::unique_ptr<OpQueue> queue_;
 };
 
@@ -289,7 +301,11 @@ std::chrono::milliseconds FakeWorld::timeout() const { return state_->timeout();
 
 std::unique_ptr<Communicator> FakeWorld::communicator(int rank) {
   state_->claim(rank);
-  return std::make_unique<FakeCommunicator>(state_, rank);
+  FlightGroup group;
+  for (int r = 0; r < state_->size(); ++r) group.members.push_back(r);
+  group.group_rank = rank;
+  group.timeout_ms = state_->timeout().count();
+  return std::make_unique<FakeCommunicator>(state_, rank, std::move(group));
 }
 
 }  // namespace accel::comm

@@ -22,6 +22,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "runtime/comm/flight_registry.hpp"
 #include "runtime/comm/gloo_backend.hpp"
 #include "runtime/comm/op_checks.hpp"
 #include "runtime/comm/op_queue.hpp"
@@ -86,12 +87,17 @@ c10d::ReduceOp to_c10d(ReduceOp op) {
   return op == ReduceOp::Max ? c10d::ReduceOp(c10d::ReduceOp::MAX) : c10d::ReduceOp(c10d::ReduceOp::SUM);
 }
 
+// make_gloo_communicator() for any group: the world, or a group split() forms.
+std::unique_ptr<Communicator> make_gloo_group(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                                              std::chrono::milliseconds timeout, const std::string& bind_address,
+                                              const std::string& store_prefix, FlightGroup group);
+
 class GlooCommunicator final : public Communicator {
  public:
   // `store`, `bind_address` and `store_prefix` are kept to connect the groups split() forms.
   GlooCommunicator(c10::intrusive_ptr<c10d::Backend> backend, std::chrono::milliseconds timeout,
                    c10::intrusive_ptr<c10d::Store> store, std::string bind_address, std::string store_prefix,
-                   std::unique_ptr<ShmCollectives> shm)
+                   std::unique_ptr<ShmCollectives> shm, FlightGroup group)
       : backend_(std::move(backend)),
         rank_(backend_->getRank()),
         size_(backend_->getSize()),
@@ -100,7 +106,8 @@ class GlooCommunicator final : public Communicator {
         bind_address_(std::move(bind_address)),
         store_prefix_(std::move(store_prefix)),
         shm_(std::move(shm)),
-        queue_(std::make_unique<OpQueue>(rank_, size_)) {}
+        group_(std::move(group)),
+        queue_(std::make_unique<OpQueue>(rank_, size_, open_flight_ring(group_))) {}
 
   // The queue goes first: queued ops are cancelled and the running one (bounded by the timeout)
   // finishes before the backend and its connections are torn down.
@@ -115,7 +122,7 @@ class GlooCommunicator final : public Communicator {
   WorkPtr all_reduce(at::Tensor tensor, ReduceOp op) override {
     check_all_reduce_args(tensor, rank_, size_);
     stats_.record(CollectiveKind::AllReduce, tensor_bytes(tensor));
-    return enqueue("all_reduce", [this, tensor, op]() mutable {
+    return enqueue(flight_op("all_reduce", tensor), [this, tensor, op]() mutable {
       if (size_ > 1 && tensor.numel() > 0 && shm_) {
         on_shm([&] {
           shm_->all_reduce(tensor.data_ptr(), tensor.numel(), tensor.element_size(),
@@ -147,7 +154,7 @@ class GlooCommunicator final : public Communicator {
     // The ring clobbers its buffer: it may be `input` itself only when the caller gave it up and
     // `output` is not a view of it.
     const bool in_place = consume_input && input.is_contiguous() && !input.is_alias_of(output);
-    return enqueue("reduce_scatter", [this, input, output, op, numel, shard, in_place]() mutable {
+    return enqueue(flight_op("reduce_scatter", input), [this, input, output, op, numel, shard, in_place]() mutable {
       if (size_ == 1 || numel == 0) {
         output.view(-1).copy_(input.view(-1));
       } else if (shm_) {
@@ -169,7 +176,7 @@ class GlooCommunicator final : public Communicator {
     const ShardRange shard = check_all_gather_args(input, output, rank_, size_);
     const int64_t numel = output.numel();
     stats_.record(CollectiveKind::AllGather, tensor_bytes(output));
-    return enqueue("all_gather", [this, input, output, numel, shard]() mutable {
+    return enqueue(flight_op("all_gather", output), [this, input, output, numel, shard]() mutable {
       // Place our shard first; the ring then fills the others in place. A no-op copy when `input`
       // is already that slice of `output`.
       output.view(-1).narrow(0, shard.begin, shard.size()).copy_(input.view(-1));
@@ -185,7 +192,7 @@ class GlooCommunicator final : public Communicator {
   WorkPtr broadcast(at::Tensor tensor, int root) override {
     check_broadcast_args(tensor, root, rank_, size_);
     stats_.record(CollectiveKind::Broadcast, tensor_bytes(tensor));
-    return enqueue("broadcast", [this, tensor, root]() mutable {
+    return enqueue(flight_op("broadcast", tensor, root), [this, tensor, root]() mutable {
       if (size_ == 1 || tensor.numel() == 0) return;
       std::vector<at::Tensor> tensors{tensor};
       c10d::BroadcastOptions opts;
@@ -199,14 +206,21 @@ class GlooCommunicator final : public Communicator {
   // this split and color (the parent's prefix is fresh per launch attempt, so these are too).
   std::unique_ptr<Communicator> split(int color) override {
     const SplitGroup g = exchange_split_colors(*this, color);
-    return make_gloo_communicator(store_, g.rank, g.size, timeout_, bind_address_,
-                                  store_prefix_ + "/split" + std::to_string(g.sequence) + "/color" +
-                                      std::to_string(g.color));
+    FlightGroup group;
+    group.name = group_.name + "/split" + std::to_string(g.sequence) + "/color" + std::to_string(g.color);
+    for (int parent_rank : g.members)
+      group.members.push_back(parent_rank < static_cast<int>(group_.members.size()) ? group_.members[parent_rank]
+                                                                                  : parent_rank);
+    group.group_rank = g.rank;
+    group.timeout_ms = timeout_.count();
+    return make_gloo_group(store_, g.rank, g.size, timeout_, bind_address_,
+                           store_prefix_ + "/split" + std::to_string(g.sequence) + "/color" + std::to_string(g.color),
+                           std::move(group));
   }
 
   WorkPtr barrier() override {
     stats_.record(CollectiveKind::Barrier, 0);
-    return enqueue("barrier", [this]() {
+    return enqueue(FlightOp{"barrier"}, [this]() {
       if (size_ == 1) return;
       c10d::BarrierOptions opts;
       opts.timeout = timeout_;
@@ -217,8 +231,9 @@ class GlooCommunicator final : public Communicator {
  private:
   // Runs `fn` on the worker; torch's exceptions become CommErrors naming op, rank, world, timeout.
   template <typename Fn>
-  WorkPtr enqueue(const char* op, Fn fn) {
-    return queue_->submit(op, [this, op, fn = std::move(fn)]() mutable {
+  WorkPtr enqueue(FlightOp record, Fn fn) {
+    const char* op = record.op;
+    return queue_->submit(record, [this, op, fn = std::move(fn)]() mutable {
       try {
         fn();
       } catch (const CommError&) {
@@ -283,6 +298,7 @@ class GlooCommunicator final : public Communicator {
   const std::string store_prefix_;
   int next_tag_ = 0;  // touched only by the worker thread
   std::unique_ptr<ShmCollectives> shm_;  // null: every op over TCP
+  const FlightGroup group_;              // what the flight records call this group
   std::unique_ptr<OpQueue> queue_;
 };
 
@@ -338,17 +354,9 @@ std::unique_ptr<ShmCollectives> connect_shared_memory(const c10::intrusive_ptr<c
   return everyone ? std::move(shm) : nullptr;
 }
 
-}  // namespace
-
-std::string transport_of(const Communicator& comm) {
-  if (const auto* gloo = dynamic_cast<const GlooCommunicator*>(&comm)) return gloo->transport();
-  return comm.backend_name();
-}
-
-std::unique_ptr<Communicator> make_gloo_communicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                                                     std::chrono::milliseconds timeout,
-                                                     const std::string& bind_address,
-                                                     const std::string& store_prefix) {
+std::unique_ptr<Communicator> make_gloo_group(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                                              std::chrono::milliseconds timeout, const std::string& bind_address,
+                                              const std::string& store_prefix, FlightGroup group) {
   if (size < 1 || rank < 0 || rank >= size) {
     throw CommError("gloo communicator: rank " + std::to_string(rank) + " is out of range for world size " +
                     std::to_string(size));
@@ -379,7 +387,26 @@ std::unique_ptr<Communicator> make_gloo_communicator(c10::intrusive_ptr<c10d::St
                     " ms): " + exception_text(e));
   }
   return std::make_unique<GlooCommunicator>(std::move(backend), timeout, std::move(store), bind_address, store_prefix,
-                                            std::move(shm));
+                                            std::move(shm), std::move(group));
+}
+
+}  // namespace
+
+std::string transport_of(const Communicator& comm) {
+  if (const auto* gloo = dynamic_cast<const GlooCommunicator*>(&comm)) return gloo->transport();
+  return comm.backend_name();
+}
+
+std::unique_ptr<Communicator> make_gloo_communicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                                                     std::chrono::milliseconds timeout,
+                                                     const std::string& bind_address,
+                                                     const std::string& store_prefix) {
+  // The world: its ranks are the global ranks.
+  FlightGroup group;
+  for (int r = 0; r < size; ++r) group.members.push_back(r);
+  group.group_rank = rank;
+  group.timeout_ms = timeout.count();
+  return make_gloo_group(std::move(store), rank, size, timeout, bind_address, store_prefix, std::move(group));
 }
 
 }  // namespace accel::comm

@@ -28,9 +28,28 @@ constexpr size_t kLine = 64;
 constexpr size_t kPage = 4096;
 constexpr int kSpinChecks = 1000;  // a few microseconds before sleeping on the futex
 
+// A rank's arrivals, and the signature of the op it arrived in, by the arrival's parity: a peer can
+// be at most one arrival ahead of a rank that has not yet arrived, so the slot of arrival n stays
+// unchanged until every rank has passed it.
 struct alignas(kLine) ArrivalCounter {
   std::atomic<uint64_t> count;
+  std::atomic<uint64_t> signature[2];
 };
+
+// What every rank of one collective agrees on: its kind, element count and element size.
+enum class OpKind : uint64_t { AllReduce = 1, ReduceScatter = 2, AllGather = 3 };
+
+uint64_t signature_of(OpKind kind, int64_t count, size_t elem_size) {
+  return (static_cast<uint64_t>(kind) << 60) | (static_cast<uint64_t>(elem_size & 0xff) << 52) |
+         (static_cast<uint64_t>(count) & ((uint64_t{1} << 52) - 1));
+}
+
+std::string describe_signature(uint64_t signature) {
+  static const char* const kinds[] = {"an unknown op", "all_reduce", "reduce_scatter", "all_gather"};
+  const uint64_t kind = signature >> 60;
+  return std::string(kinds[kind < 4 ? kind : 0]) + " of " + std::to_string(signature & ((uint64_t{1} << 52) - 1)) +
+         " elements of " + std::to_string((signature >> 52) & 0xff) + " bytes";
+}
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
@@ -201,12 +220,13 @@ std::string ShmCollectives::failure_reason() const {
   return std::string(r, strnlen(r, sizeof(header_->reason)));
 }
 
-void ShmCollectives::barrier() {
+void ShmCollectives::barrier(uint64_t signature) {
   ArrivalCounter* arrivals = header_->arrivals();
   if (header_->failed.load(std::memory_order_acquire) != 0) {
     throw std::runtime_error("shared memory: an earlier collective failed: " + failure_reason());
   }
   ++arrivals_;
+  arrivals[rank_].signature[arrivals_ & 1].store(signature, std::memory_order_relaxed);
   arrivals[rank_].count.store(arrivals_, std::memory_order_release);
   header_->epoch.fetch_add(1, std::memory_order_seq_cst);
   if (header_->waiters.load(std::memory_order_seq_cst) != 0) futex_wake_all(&header_->epoch);
@@ -222,15 +242,29 @@ void ShmCollectives::barrier() {
       throw std::runtime_error("shared memory: the collective failed while this rank waited: " + failure_reason());
     }
   };
+  // Ranks that issued different ops (or sizes) meet at the same arrival: fail at once, naming both,
+  // instead of going on with each other's bytes. The acquire loads of the counts made the peers'
+  // signatures of this arrival visible.
+  auto check_signatures = [&] {
+    for (int r = 0; r < world_; ++r) {
+      const uint64_t theirs = arrivals[r].signature[arrivals_ & 1].load(std::memory_order_relaxed);
+      if (theirs == signature) continue;
+      const std::string what = "rank " + std::to_string(rank_) + " is in " + describe_signature(signature) +
+                               " but rank " + std::to_string(r) + " is in " + describe_signature(theirs) +
+                               " (every rank must issue the same collectives in the same order)";
+      mark_failed(what);
+      throw std::runtime_error("shared memory: " + what);
+    }
+  };
   for (int i = 0; i < kSpinChecks; ++i) {
-    if (all_arrived()) return;
+    if (all_arrived()) return check_signatures();
     check_failed();
     cpu_relax();
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   for (;;) {
     const uint32_t epoch = header_->epoch.load(std::memory_order_seq_cst);
-    if (all_arrived()) return;
+    if (all_arrived()) return check_signatures();
     check_failed();
     const auto left = deadline - std::chrono::steady_clock::now();
     if (left <= std::chrono::nanoseconds::zero()) {
@@ -251,6 +285,7 @@ void ShmCollectives::barrier() {
 }
 
 void ShmCollectives::all_reduce(void* data, int64_t count, size_t elem_size, Reduce reduce) {
+  const uint64_t signature = signature_of(OpKind::AllReduce, count, elem_size);
   auto* bytes = static_cast<char*>(data);
   const int64_t piece = static_cast<int64_t>(kSlotBytes / 2 / elem_size);
   for (int64_t offset = 0; offset < count; offset += piece) {
@@ -258,7 +293,7 @@ void ShmCollectives::all_reduce(void* data, int64_t count, size_t elem_size, Red
     const int half = next_half();
     char* mine = slot(rank_, half);
     std::memcpy(mine, bytes + offset * elem_size, static_cast<size_t>(len) * elem_size);
-    barrier();
+    barrier(signature);
     // This rank's share of the piece, summed over the slots in rank order into slot 0's copy of that
     // share: until the next barrier only this rank touches a share, in any slot.
     const ShardRange share = shard_range(len, world_, rank_);
@@ -267,12 +302,13 @@ void ShmCollectives::all_reduce(void* data, int64_t count, size_t elem_size, Red
       char* sum = slot(0, half) + at;
       for (int r = 1; r < world_; ++r) reduce(sum, sum, slot(r, half) + at, static_cast<size_t>(share.size()));
     }
-    barrier();
+    barrier(signature);
     std::memcpy(bytes + offset * elem_size, slot(0, half), static_cast<size_t>(len) * elem_size);
   }
 }
 
 void ShmCollectives::reduce_scatter(const void* input, void* output, int64_t count, size_t elem_size, Reduce reduce) {
+  const uint64_t signature = signature_of(OpKind::ReduceScatter, count, elem_size);
   const auto* in = static_cast<const char*>(input);
   auto* out = static_cast<char*>(output);
   // A piece gives every rank a region of `piece` elements in each slot half.
@@ -288,7 +324,7 @@ void ShmCollectives::reduce_scatter(const void* input, void* output, int64_t cou
       std::memcpy(mine + static_cast<size_t>(r * piece) * elem_size, in + (s.begin + offset) * elem_size,
                   static_cast<size_t>(len) * elem_size);
     }
-    barrier();
+    barrier(signature);
     const int64_t len = clamp_piece(own.size(), offset, piece);
     if (len == 0) continue;
     // Every rank's term in rank order, as all_reduce adds them, so both give the same bits. The
@@ -309,6 +345,7 @@ void ShmCollectives::reduce_scatter(const void* input, void* output, int64_t cou
 }
 
 void ShmCollectives::all_gather(void* output, int64_t count, size_t elem_size) {
+  const uint64_t signature = signature_of(OpKind::AllGather, count, elem_size);
   auto* out = static_cast<char*>(output);
   const int64_t piece = static_cast<int64_t>(kSlotBytes / 2 / elem_size);
   const ShardRange own = shard_range(count, world_, rank_);
@@ -316,7 +353,7 @@ void ShmCollectives::all_gather(void* output, int64_t count, size_t elem_size) {
     const int half = next_half();
     std::memcpy(slot(rank_, half), out + (own.begin + offset) * elem_size,
                 static_cast<size_t>(clamp_piece(own.size(), offset, piece)) * elem_size);
-    barrier();
+    barrier(signature);
     for (int r = 0; r < world_; ++r) {
       if (r == rank_) continue;
       const ShardRange s = shard_range(count, world_, r);

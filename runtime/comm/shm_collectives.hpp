@@ -3,7 +3,8 @@
 // meets its peers at a futex barrier, and reads theirs: the bytes of a ring, moved by memcpy instead
 // of the kernel's socket path, with no wake-ups of communication threads.
 // Invariants: every rank calls the same collectives with the same counts in the same order, from one
-// thread at a time; buffers are raw, contiguous and of one element size; each element of a reduction
+// thread at a time (a rank that arrives in another op or size fails the collective at once, naming
+// both); buffers are raw, contiguous and of one element size; each element of a reduction
 // is reduced once, by the rank that owns it, so all ranks end with the same bits; every wait on a
 // peer is bounded by the timeout and names the ranks that did not arrive; after a failure (a
 // timeout, or a peer's mark_failed) every later call throws at once, quoting the first failure.
@@ -68,8 +69,9 @@ class ShmCollectives {
   static size_t header_bytes(int world);
   static size_t segment_bytes(int world);
   char* slot(int rank, int half) const;
-  // Waits until every rank has arrived as often as this one; throws on timeout or a peer's failure.
-  void barrier();
+  // Waits until every rank has arrived as often as this one; throws on timeout, on a peer's failure,
+  // or when a peer arrived in an op of another `signature` (kind, count, element size).
+  void barrier(uint64_t signature);
   // The half the next piece uses (alternates, identically on every rank).
   int next_half() { return static_cast<int>(pieces_++ & 1); }
 

@@ -4,6 +4,7 @@
 //   RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK (= machine rank),
 //   MASTER_ADDR, MASTER_PORT, ACCEL_JOB (the resolved job file), ACCEL_RESTART_COUNT,
 //   ACCEL_RENDEZVOUS_FD (rank 0 only: the listening socket on MASTER_PORT, rendezvous_listener.hpp),
+//   ACCEL_FLIGHT_DIR (where flight records are dumped, when flight_dir is set),
 //   OMP_NUM_THREADS = max(1, cores / workers on this machine) unless the user set it.
 #pragma once
 
@@ -26,6 +27,8 @@ struct LaunchPlan {
   int master_port = 29500;               // 0: pick a free port on this machine (single machine only)
   std::string job_file;                  // exported as ACCEL_JOB
   std::string log_dir;                   // rank_<r>.log files go here (created)
+  std::string flight_dir;                // workers dump collective flight records here (ACCEL_FLIGHT_DIR,
+                                         // docs/design/0025); "" collects none
   int max_restarts = 0;                  // whole-group restarts after a failure
   std::chrono::milliseconds shutdown_grace{3000};  // SIGTERM -> SIGKILL delay
   std::map<std::string, std::string> extra_env;    // set in every worker (the contract variables win)

@@ -53,6 +53,10 @@ EnvMap worker_environment(const LaunchPlan& plan, int local_rank, int restart_co
   else
     env["ACCEL_JOB"] = plan.job_file;
   env["ACCEL_RESTART_COUNT"] = std::to_string(restart_count);
+  if (plan.flight_dir.empty())
+    env.erase("ACCEL_FLIGHT_DIR");  // an inherited one would collect this run's records into another's directory
+  else
+    env["ACCEL_FLIGHT_DIR"] = plan.flight_dir;
   return env;
 }
 

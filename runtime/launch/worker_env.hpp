@@ -26,7 +26,8 @@ int machine_local_world_size(const LaunchPlan& plan);
 // first: `base` (the launcher's environment), OMP_NUM_THREADS = max(1, cores / workers on this
 // machine) when neither `base` nor extra_env sets it, plan.extra_env, then the contract variables
 // RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT (the
-// resolved `master_port`), ACCEL_JOB (removed when plan.job_file is empty) and ACCEL_RESTART_COUNT.
+// resolved `master_port`), ACCEL_JOB (removed when plan.job_file is empty), ACCEL_RESTART_COUNT and
+// ACCEL_FLIGHT_DIR (removed when plan.flight_dir is empty).
 EnvMap worker_environment(const LaunchPlan& plan, int local_rank, int restart_count, int master_port,
                           const EnvMap& base, int cores);
 

@@ -3,6 +3,9 @@
 // every worker pipe, so an exit wakes the loop at once; each wake-up reaps with waitpid(pid, WNOHANG)
 // on our own pids only (other children of the host process are never touched). A slow tick bounds
 // the latency even if a SIGCHLD went to a thread that has it blocked.
+// Flight records (docs/design/0025): with plan.flight_dir set, the first failure or interrupt first
+// asks the live workers for their records and waits up to kCollectWait for them (relaying output
+// and reaping meanwhile), prints the diagnosis, and only then stops the group.
 #include "runtime/launch/worker_group.hpp"
 
 #include <poll.h>
@@ -14,6 +17,8 @@
 #include <cerrno>
 #include <optional>
 
+#include "runtime/common/wall_clock.hpp"
+#include "runtime/launch/flight_collection.hpp"
 #include "runtime/launch/process_state.hpp"
 #include "runtime/launch/rendezvous_listener.hpp"
 #include "runtime/launch/signal_names.hpp"
@@ -28,6 +33,10 @@ using std::chrono::milliseconds;
 constexpr milliseconds kTick{250};          // safety re-check of waitpid() while idle
 constexpr milliseconds kDrainGrace{500};    // after the last exit, wait this long for pipes to close
 constexpr size_t kReadChunk = 64 * 1024;
+// How long the launcher waits for the workers' flight records before it stops them: a dump takes
+// milliseconds; the margin is for a loaded machine. A second SIGINT/SIGTERM skips the wait.
+constexpr milliseconds kCollectWait{2000};
+constexpr milliseconds kCollectPoll{20};  // how often the dump files are checked meanwhile
 
 struct Stream {
   int fd = -1;
@@ -40,6 +49,11 @@ class WorkerGroup {
       : plan_(plan), setup_(setup), guard_(guard) {
     result_.workers.resize(static_cast<size_t>(plan.local_world_size));
     streams_.reserve(2 * result_.workers.size());  // relays point into workers: no reallocation
+    if (!plan.flight_dir.empty()) {
+      const std::string file = plan.machine_rank == 0 ? "diagnosis.txt"
+                                                      : "diagnosis.machine" + std::to_string(plan.machine_rank) + ".txt";
+      flight_.emplace(plan.flight_dir, plan.flight_dir + "/" + file);
+    }
   }
 
   // Only reached with live workers if an exception escaped run(): kill and reap them anyway.
@@ -57,6 +71,7 @@ class WorkerGroup {
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
   GroupResult run() {
+    prepare_flight();
     spawn_all();
     for (;;) {
       reap();
@@ -80,6 +95,7 @@ class WorkerGroup {
       worker.rank = plan_.rank_offset + static_cast<int>(i);
       EnvMap env = worker_environment(plan_, static_cast<int>(i), setup_.restart_count, setup_.master_port,
                                       setup_.base_env, setup_.cores);
+      if (!flight_) env.erase("ACCEL_FLIGHT_DIR");
       const bool hosts_store = worker.rank == 0 && setup_.rendezvous_fd >= 0;
       env.erase(kRendezvousFdVariable);  // an inherited number would name someone else's descriptor
       if (hosts_store) env[kRendezvousFdVariable] = std::to_string(setup_.rendezvous_fd);
@@ -111,6 +127,7 @@ class WorkerGroup {
       worker.reaped = true;
       worker.status_lost = r < 0;
       worker.wait_status = status;
+      if (collecting_) flight_->forget(worker.rank);  // a dump it wrote before it went still counts
       if (stopping_) {
         if (worker.stop_signal != SIGKILL)  // escalate() recorded when it gave up waiting
           worker.stop_time = std::chrono::duration_cast<milliseconds>(Clock::now() - stop_started_);
@@ -123,13 +140,20 @@ class WorkerGroup {
 
   void decide() {
     if (!stopping_) {
+      if (collecting_) {
+        if (flight_->complete() || Clock::now() >= collect_deadline_ || guard_.interrupt_count() >= 2) {
+          finish_collection();
+          begin_stop();
+        }
+        return;
+      }
       if (int sig = guard_.interrupt_signal()) {
         result_.end = GroupEnd::Interrupted;
         result_.interrupt_signal = sig;
-        begin_stop();
+        collect_or_stop();
       } else if (result_.first_failure >= 0) {
         result_.end = GroupEnd::WorkerFailed;
-        begin_stop();
+        collect_or_stop();
       }
       return;
     }
@@ -145,8 +169,7 @@ class WorkerGroup {
     stopping_ = true;
     stop_started_ = Clock::now();
     stop_deadline_ = stop_started_ + plan_.shutdown_grace;
-    for (WorkerRecord& worker : result_.workers)
-      if (worker.pid > 0 && !worker.reaped) worker.state_at_stop = process_state(worker.pid);
+    capture_states();
     for (WorkerRecord& worker : result_.workers) {
       if (worker.pid < 0) continue;
       killpg(worker.pid, SIGTERM);
@@ -154,6 +177,69 @@ class WorkerGroup {
       if (!worker.reaped) worker.stop_signal = SIGTERM;
     }
     if (plan_.shutdown_grace.count() <= 0) escalate();
+  }
+
+  // Each live worker's /proc state, once: before a flight collection continues stopped workers.
+  void capture_states() {
+    if (states_captured_) return;
+    states_captured_ = true;
+    for (WorkerRecord& worker : result_.workers)
+      if (worker.pid > 0 && !worker.reaped) worker.state_at_stop = process_state(worker.pid);
+  }
+
+  void prepare_flight() {
+    if (!flight_) return;
+    std::vector<int> ranks;
+    for (const WorkerRecord& worker : result_.workers) ranks.push_back(worker.rank);
+    const std::string problem = flight_->prepare(ranks);
+    if (problem.empty()) return;
+    write_all(STDERR_FILENO, "[flight] " + problem + ": no flight records are collected in this run\n");
+    flight_.reset();
+  }
+
+  // The first failure or interrupt: ask the live workers for their flight records before stopping
+  // them (decide() stops the group once they are in, or after kCollectWait). Stopped workers are not
+  // asked: continued, a frozen rank would go on with its collective and could fail on its own before
+  // the launcher's SIGTERM, which the summary reports as the frozen rank's end.
+  void collect_or_stop() {
+    capture_states();
+    std::vector<std::pair<int, pid_t>> live;
+    for (const WorkerRecord& worker : result_.workers) {
+      const bool stopped = worker.state_at_stop == 'T' || worker.state_at_stop == 't';
+      if (worker.pid > 0 && !worker.reaped && !stopped) live.emplace_back(worker.rank, worker.pid);
+    }
+    if (!flight_) return begin_stop();
+    flight_->request(live, realtime_ns());
+    collecting_ = true;
+    collect_deadline_ = Clock::now() + kCollectWait;
+  }
+
+  void finish_collection() {
+    collecting_ = false;
+    std::vector<flight::RankFacts> facts;
+    for (const WorkerRecord& worker : result_.workers) {
+      if (worker.pid < 0) continue;
+      flight::RankFacts f;
+      f.rank = worker.rank;
+      const std::string hang = describe_hang_state(worker.state_at_stop);
+      if (worker.reaped && worker.status_lost) {
+        f.process = flight::RankFacts::Process::Exited;
+        f.how = "ended (exit status lost)";
+      } else if (worker.reaped) {
+        f.process = WIFSIGNALED(worker.wait_status) ? flight::RankFacts::Process::Killed : flight::RankFacts::Process::Exited;
+        f.exit_code = WIFEXITED(worker.wait_status) ? WEXITSTATUS(worker.wait_status) : 0;
+        f.how = describe_wait_status(worker.wait_status);
+      } else if (!hang.empty()) {
+        f.process = flight::RankFacts::Process::Stopped;
+        f.how = hang;
+      } else {
+        f.process = flight::RankFacts::Process::Running;
+        f.how = "running";
+      }
+      facts.push_back(std::move(f));
+    }
+    const std::string text = flight_->diagnose(facts, plan_.world_size);
+    if (!text.empty()) write_all(STDERR_FILENO, text);
   }
 
   void escalate() {
@@ -191,6 +277,7 @@ class WorkerGroup {
       return std::chrono::ceil<milliseconds>(std::max(t - now, Clock::duration::zero()));
     };
     if (stopping_ && !escalated_) wait = std::min(wait, until(stop_deadline_));
+    if (collecting_) wait = std::min(wait, kCollectPoll);
     if (drain_deadline_) wait = std::min(wait, until(*drain_deadline_));
     return static_cast<int>(wait.count());
   }
@@ -240,6 +327,10 @@ class WorkerGroup {
   std::vector<Stream> streams_;
   bool stopping_ = false;
   bool escalated_ = false;
+  bool states_captured_ = false;
+  std::optional<FlightCollection> flight_;  // set when plan.flight_dir is
+  bool collecting_ = false;                 // waiting for flight records before stopping the group
+  Clock::time_point collect_deadline_{};
   bool swept_ = false;
   Clock::time_point stop_started_{};
   Clock::time_point stop_deadline_{};

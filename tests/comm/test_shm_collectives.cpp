@@ -190,3 +190,30 @@ TEST_CASE("shm: after mark_failed every later collective throws", "[shm]") {
                     Contains("an earlier collective failed: rank 1: its loss was NaN"));
   CHECK_THROWS_WITH(peer->all_gather(&x, 2, sizeof(float)), Contains("rank 1: its loss was NaN"));
 }
+
+TEST_CASE("shm: ranks in different ops or sizes fail at once, naming both", "[shm]") {
+  // Without the check these meet at the same barriers and go on with each other's bytes: the sizes
+  // below take one piece each, and all_reduce and all_gather both start with a barrier.
+  const auto start = std::chrono::steady_clock::now();
+  const auto sizes = run_world(3, 30s, [](ShmCollectives& c) {
+    std::vector<float> x(8, 1.0f);
+    c.all_reduce(x.data(), c.rank() == 1 ? 4 : 8, sizeof(float), add_floats);
+  });
+  const auto ops = run_world(2, 30s, [](ShmCollectives& c) {
+    std::vector<float> x(8, 1.0f);
+    if (c.rank() == 0) c.all_reduce(x.data(), 8, sizeof(float), add_floats);
+    else c.all_gather(x.data(), 8, sizeof(float));
+  });
+  const auto took = std::chrono::steady_clock::now() - start;
+  for (const auto& e : sizes) {
+    CAPTURE(e);
+    CHECK_THAT(e, Contains("all_reduce of 4 elements of 4 bytes"));
+    CHECK_THAT(e, Contains("all_reduce of 8 elements of 4 bytes"));
+  }
+  for (const auto& e : ops) {
+    CAPTURE(e);
+    CHECK_THAT(e, Contains("all_reduce of 8 elements of 4 bytes"));
+    CHECK_THAT(e, Contains("all_gather of 8 elements of 4 bytes"));
+  }
+  CHECK(took < 10s);  // at once, not after the 30 s timeout (a generous bound for a loaded machine)
+}

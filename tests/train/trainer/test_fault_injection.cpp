@@ -114,3 +114,49 @@ TEST_CASE("collective faults fire only on their rank, in the first attempt", "[t
   Child after_step = run_child("0:after_step:0", [] { return FaultInjector(0).watches_collectives() ? 4 : 0; });
   CHECK((WIFEXITED(after_step.status) && WEXITSTATUS(after_step.status) == 0));
 }
+
+namespace {
+
+// One step of one rank of a world of 1 with a 100 ms timeout: an all_reduce of 4 floats, then a
+// barrier. Exit code: 10 * (all_reduces the inner communicator counted) + (barriers it counted),
+// or 99 when the step took less than twice the timeout (asked for by `slow`).
+int one_step(bool slow) {
+  FaultInjector faults(0);
+  comm::FakeWorld world(1, std::chrono::milliseconds(100));
+  auto inner = world.communicator(0);
+  auto c = make_fault_communicator(*inner, faults);
+  faults.begin_step(0);
+  const auto start = std::chrono::steady_clock::now();
+  c->all_reduce(at::ones({4}), comm::ReduceOp::Sum)->wait();
+  c->barrier()->wait();
+  if (slow && std::chrono::steady_clock::now() - start < std::chrono::milliseconds(200)) return 99;
+  const auto& s = inner->stats();
+  return static_cast<int>(10 * s.of(comm::CollectiveKind::AllReduce).calls + s.of(comm::CollectiveKind::Barrier).calls);
+}
+
+int exit_code(const Child& c) { return WIFEXITED(c.status) ? WEXITSTATUS(c.status) : -1; }
+
+}  // namespace
+
+TEST_CASE("the flight recorder's faults change what the rank issues at the step's first all_reduce", "[trainer][fault]") {
+  Child skip = run_child("0:skip_collective:0", [] { return one_step(false); });
+  CHECK(exit_code(skip) == 1);  // no all_reduce reached the communicator, the barrier did
+  CHECK(skip.err == "ACCEL_FAULT: skipping all_reduce of step 0\n");
+  Child other_op = run_child("0:other_op_in_collective:0", [] { return one_step(false); });
+  CHECK(exit_code(other_op) == 2);  // a barrier instead of the all_reduce, then the step's own
+  CHECK(other_op.err == "ACCEL_FAULT: issuing a barrier instead of all_reduce of step 0\n");
+  Child other_size = run_child("0:other_size_in_collective:0", [] {
+    FaultInjector faults(0);
+    comm::FakeWorld world(1);
+    auto inner = world.communicator(0);
+    auto c = make_fault_communicator(*inner, faults);
+    faults.begin_step(0);
+    c->all_reduce(at::ones({4}), comm::ReduceOp::Sum)->wait();
+    return static_cast<int>(inner->stats().of(comm::CollectiveKind::AllReduce).payload_bytes);  // 2 floats
+  });
+  CHECK(exit_code(other_size) == 8);
+  CHECK(other_size.err == "ACCEL_FAULT: issuing half the elements of all_reduce of step 0\n");
+  Child slow = run_child("0:slow_collective:0", [] { return one_step(true); });
+  CHECK(exit_code(slow) == 11);  // issued unchanged, twice the timeout late
+  CHECK(slow.err == "ACCEL_FAULT: delaying (twice the collective timeout) all_reduce of step 0\n");
+}
