@@ -33,6 +33,7 @@
 #include "engine/optim/adamw_fused.hpp"
 #include "runtime/worker/worker_context.hpp"
 #include "runtime/common/strings.hpp"
+#include "runtime/tracking/trackers.hpp"
 
 namespace accel {
 namespace {
@@ -86,6 +87,7 @@ struct Accelerator::State {
   bool sync_ready = false;  // a sync micro-step's gradients are reduced and wait for the step
   int64_t steps = 0;
   std::unique_ptr<api::MetricsLog> metrics;  // metrics.jsonl, opened by the first log()
+  std::unique_ptr<tracking::Trackers> trackers;  // tracking.log_with, opened with metrics
   std::unique_ptr<api::StateIo> io;  // save_state / load_state (state_io.hpp), made at first use
   int64_t resumed_steps = 0;         // the steps load_state() restored
 
@@ -400,7 +402,10 @@ void Accelerator::log(int64_t step, const std::map<std::string, double>& values)
           if (!record.is_object() || !record.contains("step")) return std::nullopt;
           return record["step"].get<int64_t>();
         });
+    // The same records as metrics.jsonl: step <= N after a resume of N steps, none on a fresh start.
+    s.trackers = std::make_unique<tracking::Trackers>(s.job.job, s.resumed_steps > 0 ? s.resumed_steps + 1 : 0);
   }
+  s.trackers->log(step, {values.begin(), values.end()});  // first: a name MLflow refuses writes nothing
   s.metrics->append(metrics_line(step, values));
 }
 

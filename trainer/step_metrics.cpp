@@ -17,13 +17,27 @@ nlohmann::json to_json(const StepMetrics& m) {
                       {"tokens", m.tokens},
                       {"tokens_per_s", m.tokens_per_s},
                       {"step_time_s", m.step_time_s},
-                      {"peak_mem_bytes", m.peak_mem_bytes}};
+                      {"peak_mem_bytes", m.peak_mem_bytes},
+                      {"comm_bytes", m.comm_bytes}};
   if (m.eval_loss) j["eval_loss"] = *m.eval_loss;
   if (m.loss_scale) {
     j["loss_scale"] = *m.loss_scale;
     j["skipped"] = m.skipped;
   }
   return j;
+}
+
+std::vector<std::pair<std::string, double>> tracker_scalars(const StepMetrics& m) {
+  std::vector<std::pair<std::string, double>> v = {{"train/loss", m.loss},
+                                                   {"train/lr", m.lr},
+                                                   {"train/grad_norm", m.grad_norm}};
+  if (m.loss_scale) v.emplace_back("train/loss_scale", *m.loss_scale);
+  if (m.eval_loss) v.emplace_back("eval/loss", *m.eval_loss);
+  v.emplace_back("perf/tokens_per_s", m.tokens_per_s);
+  v.emplace_back("perf/step_time_s", m.step_time_s);
+  v.emplace_back("perf/peak_mem_bytes", double(m.peak_mem_bytes));
+  v.emplace_back("perf/comm_bytes", m.comm_bytes);
+  return v;
 }
 
 namespace {

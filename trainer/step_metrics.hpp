@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -23,12 +25,17 @@ struct StepMetrics {
   double step_time_s = 0;
   double tokens_per_s = 0;
   int64_t peak_mem_bytes = 0;  // max over ranks of each rank's peak
+  double comm_bytes = 0;       // this rank's bus bytes in the step, every communicator (comm_stats.hpp)
   std::optional<double> eval_loss;
   std::optional<double> loss_scale;  // fp16 only: the scale this step's loss was multiplied by
   bool skipped = false;              // fp16 only: the gradients overflowed, no optimizer step
 };
 
 nlohmann::json to_json(const StepMetrics& m);
+
+// The record's scalars under the trackers' names (docs/design/0024): train/loss, train/lr,
+// train/grad_norm, eval/loss, perf/tokens_per_s, ...; the optional ones only when present.
+std::vector<std::pair<std::string, double>> tracker_scalars(const StepMetrics& m);
 
 // The trainer's metrics.jsonl (api::MetricsLog with the trainer's conventions): records carry
 // the step index, so a run resumed after N steps keeps step < N.

@@ -170,7 +170,9 @@ class Accelerator {
   void save_model(const std::string& path);
   // Appends {"step": step, name: value...} to <output_dir>/metrics.jsonl (rank 0; the file is
   // started afresh by the first call of a run, or after load_state() keeps the records up to the
-  // steps it restored).
+  // steps it restored), and logs the values under their names to the job's trackers
+  // (tracking.log_with: TensorBoard, MLflow), which keep the same records. MLflow takes names of
+  // letters, digits, _ - . space : and / only; another name is refused (RunError) with it on.
   void log(int64_t step, const std::map<std::string, double>& values);
 
   // Checkpoints: the built-in trainer's format and path.
