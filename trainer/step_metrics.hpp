@@ -53,6 +53,7 @@ class MetricsFile {
   api::MetricsLog log_;
 };
 
+// The step's progress line (api/progress_line.hpp), as acc.print_progress() prints it for a user's loop:
 // "step   12/60 | loss 4.1234 | lr 1.00e-03 | grad_norm 0.532 | 12.3k tok/s | 85.1 ms | peak 312 MiB",
 // with " | eval_loss 4.2" on evaluation steps and " | loss_scale 65536" (", skipped: overflow") under fp16. With progress_bar, a bar and a percentage first.
 std::string format_step_line(const StepMetrics& m, int64_t total_steps, bool progress_bar);

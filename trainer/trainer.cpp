@@ -11,6 +11,7 @@
 #include <accel/accelerator.hpp>
 
 #include "api/accelerator_internals.hpp"
+#include "api/peak_memory.hpp"
 #include "engine/backend.hpp"
 #include "engine/format/safetensors.hpp"
 #include "runtime/common/errors.hpp"
@@ -74,7 +75,7 @@ class Trainer {
   void build();
   StepMetrics train_step(int64_t step);
   // The peak the metrics report: allocated GPU memory on a GPU, resident host memory on the CPU.
-  int64_t peak_memory_bytes() const { return device_.is_cpu() ? peak_rss_bytes() : peak_device_bytes(device_); }
+  int64_t peak_memory_bytes() const { return api::peak_memory_bytes(device_); }
   int64_t num_parameters() const;
   void log(const std::string& line) const {
     if (rank_ == 0) logging::info(line);

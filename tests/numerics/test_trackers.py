@@ -7,7 +7,8 @@ its tag at its step, and nothing else is; the resolved job is MLflow's params an
 `job` text. Then a resume from the step-3 checkpoint of that 6-step run, to 5 steps: both
 trackers keep exactly metrics.jsonl's records (steps 0-2 of the first run, 3-4 of the second).
 A flipped CRC byte is refused by TensorBoard's record reader.
-TrackersApi: examples/minimal's acc.log() at world 2 goes to the same trackers.
+TrackersApi: examples/minimal's acc.log() at world 2 goes to the same trackers, and its
+acc.print_progress() prints the trainer's progress line for each step.
 
 Tolerance: none for MLflow (values are written as %.17g, a float64 read back exactly); for
 TensorBoard, the float32 rounding of Summary.Value.simple_value, its only scalar type: each value is
@@ -176,6 +177,10 @@ class TrackersApi(_Checks):
             self.assertEqual([r["step"] for r in records], [1, 2, 3, 4])  # the example logs step() + 1
             tb, run = self.assertTrackersHold(out, records, {"loss": "loss", "grad_norm": "grad_norm"}, "accel")
             self.assertJobRecorded(out, tb, run)
+            # acc.print_progress(): rank 0 prints the trainer's line for every step (log_every 1).
+            for r in records:
+                self.assertIn(f"[rank 0] step {r['step']}/4 | loss {r['loss']:.4f} | lr 3.00e-03 | "
+                              f"grad_norm {r['grad_norm']:.3f} | ", proc.stdout)
 
 
 if __name__ == "__main__":
