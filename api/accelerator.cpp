@@ -8,6 +8,7 @@
 #include <torch/nn/modules/batchnorm.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +28,8 @@
 #include "api/current_world.hpp"
 #include "api/host.hpp"
 #include "api/metrics_log.hpp"
+#include "api/peak_memory.hpp"
+#include "api/progress_line.hpp"
 #include "engine/grad_scaling.hpp"
 #include "api/state_io.hpp"
 #include "api/prepared_units.hpp"
@@ -36,6 +39,7 @@
 #include "engine/optim/adamw_fused.hpp"
 #include "runtime/worker/worker_context.hpp"
 #include "runtime/common/strings.hpp"
+#include "runtime/tracking/trackers.hpp"
 
 namespace accel {
 namespace {
@@ -90,8 +94,19 @@ struct Accelerator::State {
   bool sync_ready = false;  // a sync micro-step's gradients are reduced and wait for the step
   int64_t steps = 0;
   std::unique_ptr<api::MetricsLog> metrics;  // metrics.jsonl, opened by the first log()
+  std::unique_ptr<tracking::Trackers> trackers;  // tracking.log_with, opened with metrics
   std::unique_ptr<api::StateIo> io;  // save_state / load_state (state_io.hpp), made at first use
   int64_t resumed_steps = 0;         // the steps load_state() restored
+  // What print_progress() reports of the last optimizer step: its first group's lr, the scale its
+  // loss was multiplied by, whether an fp16 overflow skipped it, the norm clip_grad_norm() returned.
+  struct LastStep {
+    double lr = 0, loss_scale = 1;
+    bool skipped = false;
+    std::optional<double> grad_norm;
+  } last_step;
+  std::optional<double> boundary_grad_norm;               // clip_grad_norm() at the open boundary
+  std::chrono::steady_clock::time_point progress_since;   // prepare(), load_state() or the last line
+  int64_t progress_lines = 0;                             // print_progress() calls so far
 
   api::StateIo& checkpoints() {
     if (!io) {
@@ -288,6 +303,7 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   if (s.unit_sink) s.unit_sink->refuse_second_use(resolved.activation_checkpointing && !frees_parameters);
   s.model = &model;
   s.prepared.reset(new PreparedOptimizer(*this, optimizer));
+  s.progress_since = std::chrono::steady_clock::now();
   if (rank() == 0) logging::info("accel: " + s.backend->describe());
   // A float input reaching a bf16 root layer fails in libtorch with a bare dtype mismatch: say
   // once, up front, what the program has to do.
@@ -361,7 +377,8 @@ double Accelerator::clip_grad_norm(double max_norm) {
   State& s = *state_;
   backends::Backend& engine = s.engine("clip_grad_norm()");
   if (!s.sync_ready) return 0.0;
-  return s.scaling->unscale_and_clip(engine, max_norm);
+  s.boundary_grad_norm = s.scaling->unscale_and_clip(engine, max_norm);
+  return *s.boundary_grad_norm;
 }
 
 void PreparedOptimizer::step() { acc_->optimizer_step(*optimizer_, applied_); }
@@ -375,8 +392,11 @@ void Accelerator::optimizer_step(torch::optim::Optimizer& optimizer, bool& appli
       api::current_group_hypers(s.kind, optimizer, engine.optimizer_setup().groups.size());
   s.sync_ready = false;
   ++s.steps;  // a skipped step counts too: step() is the loop's position
+  s.last_step = {groups.empty() ? 0.0 : groups.front().lr, s.scaling->scale(), false, s.boundary_grad_norm};
+  s.boundary_grad_norm.reset();
   if (s.scaling->skip_step(engine)) {  // fp16 overflow: the gradients are dropped, nothing moves
     engine.skip_step();
+    s.last_step.skipped = true;
     return;
   }
   engine.optimizer_step(groups);
@@ -429,7 +449,10 @@ void Accelerator::log(int64_t step, const std::map<std::string, double>& values)
           if (!record.is_object() || !record.contains("step")) return std::nullopt;
           return record["step"].get<int64_t>();
         });
+    // The same records as metrics.jsonl: step <= N after a resume of N steps, none on a fresh start.
+    s.trackers = std::make_unique<tracking::Trackers>(s.job.job, s.resumed_steps > 0 ? s.resumed_steps + 1 : 0);
   }
+  s.trackers->log(step, {values.begin(), values.end()});  // first: a name MLflow refuses writes nothing
   s.metrics->append(metrics_line(step, values));
 }
 
@@ -449,7 +472,39 @@ bool Accelerator::load_state(const std::string& dir) {
   s.scaling->restore(s.checkpoints().loaded_record().value("loss_scaling", nlohmann::json::object()));
   s.micro = *steps * s.accumulation();
   s.sync = true;  // as after the sync micro-step of the step it ended with
+  s.progress_since = std::chrono::steady_clock::now();  // the load is not the next step's time
   return true;
+}
+
+std::string Accelerator::print_progress(double loss, int64_t tokens) {
+  State& s = *state_;
+  s.engine("print_progress()");
+  if (s.open || s.sync_ready || s.micro % s.accumulation() != 0 || s.steps == 0)
+    throw RunError("accel: print_progress() between optimizer steps; call it after the prepared optimizer's step() "
+                   "at an accumulation boundary (acc.sync_gradients() was true for the micro-step before)");
+  const auto now = std::chrono::steady_clock::now();
+  api::StepProgress p;
+  p.done = s.steps;
+  p.total = s.training.max_steps;
+  p.loss = loss;
+  p.lr = s.last_step.lr;
+  p.grad_norm = s.last_step.grad_norm;
+  p.step_time_s = std::chrono::duration<double>(now - s.progress_since).count();
+  const double all_tokens = comm::all_reduce_value(*s.comm, double(tokens), comm::ReduceOp::Sum);
+  p.peak_mem_bytes = int64_t(
+      comm::all_reduce_value(*s.comm, double(api::peak_memory_bytes(s.comm->device())), comm::ReduceOp::Max));
+  p.tokens_per_s = p.step_time_s > 0 ? all_tokens / p.step_time_s : 0.0;
+  if (s.job.job.mixed_precision == config::MixedPrecision::fp16) {
+    p.loss_scale = s.last_step.loss_scale;
+    p.skipped = s.last_step.skipped;
+  }
+  // When the built-in trainer prints its line: every training.log_every steps, the first step this
+  // process takes and the last.
+  const bool due = s.progress_lines++ == 0 || p.done % s.job.job.training.log_every == 0 || p.done == p.total;
+  const std::string line = api::format_progress_line(p, /*progress_bar=*/false);
+  if (due && rank() == 0) logging::info(line);
+  s.progress_since = std::chrono::steady_clock::now();  // the line's collectives belong to no step
+  return line;
 }
 
 void Accelerator::register_for_checkpointing(const std::string& name, std::function<std::vector<torch::Tensor>()> save,

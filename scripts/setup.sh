@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Installs what accel needs. Idempotent: it asks apt only for missing packages and rebuilds the
-# Python environment only when scripts/python-requirements.lock changed; on a machine that has
-# everything it does nothing and takes about a second.
+# Installs what accel needs. Idempotent: it asks apt only for missing packages and creates the
+# Python environment only when it is absent (a changed scripts/python-requirements.lock installs into
+# the one there); on a machine that has everything it does nothing and takes about a second.
 #  1. Debian packages: the build, the C++ libraries, the test tools (the table in README.md).
 #  2. One Python environment outside the clone, ${ACCEL_VENV:-~/.cache/accel/venv-torch2.11}, so
 #     clean clones and CI reuse it: torch 2.11.0 (PyTorch's own libtorch, the CUDA 13.0 build that
-#     runs CPU code without a GPU), the peers deepspeed and accelerate, and the scripts' modules,
-#     every version pinned in scripts/python-requirements.lock. CMake finds libtorch through it.
+#     runs CPU code without a GPU), the peers deepspeed and accelerate, the trackers' own readers
+#     (tensorboard, mlflow-skinny: the tests read accel's event files and run store with them), and
+#     the scripts' modules, every version pinned in scripts/python-requirements.lock. CMake finds libtorch through it.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -53,9 +54,16 @@ if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want"
   echo "setup: Python environment $venv is up to date"
   exit 0
 fi
-echo "setup: creating the Python environment $venv (torch 2.11.0 and the peers; about 3 GB to download)"
-/usr/bin/python3 -m venv "$venv"
+# A changed lock installs into the environment that is there: pip adds what is missing and moves a
+# package whose pin changed, and leaves the rest (torch and its CUDA wheels are 3 GB).
+if [ -x "$venv/bin/python" ]; then
+  echo "setup: updating the Python environment $venv to scripts/python-requirements.lock"
+else
+  echo "setup: creating the Python environment $venv (torch 2.11.0 and the peers; about 3 GB to download)"
+  /usr/bin/python3 -m venv "$venv"
+fi
 "$venv/bin/pip" install --no-input --disable-pip-version-check -q -r "$lock"
-"$venv/bin/python" -c 'import torch, deepspeed, accelerate; print("setup: torch", torch.__version__,
-  "| deepspeed", deepspeed.__version__, "| accelerate", accelerate.__version__)' 2>&1 | grep '^setup:'
+"$venv/bin/python" -c 'import torch, deepspeed, accelerate, tensorboard, mlflow; print("setup: torch", torch.__version__,
+  "| deepspeed", deepspeed.__version__, "| accelerate", accelerate.__version__, "| tensorboard",
+  tensorboard.__version__, "| mlflow-skinny", mlflow.__version__)' 2>&1 | grep '^setup:'
 echo "$want" > "$stamp"

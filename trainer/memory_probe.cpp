@@ -1,6 +1,5 @@
 #include "trainer/memory_probe.hpp"
 
-#include <ATen/DeviceAccelerator.h>
 #include <malloc.h>
 
 #include <cstdio>
@@ -52,12 +51,6 @@ std::string describe_memory(int rank, int world, const std::string& phase, const
 void log_memory(int rank, int world, const std::string& phase) {
   if (!logging::debug_enabled()) return;
   logging::debug(describe_memory(rank, world, phase, probe_memory()));
-}
-
-int64_t peak_device_bytes(const at::Device& device) {
-  if (device.is_cpu()) return 0;
-  const auto stats = at::accelerator::getDeviceStats(device.index());
-  return stats.allocated_bytes[size_t(c10::CachingAllocator::StatType::AGGREGATE)].peak;
 }
 
 }  // namespace accel::train

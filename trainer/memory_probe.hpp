@@ -4,8 +4,6 @@
 // rank. Reading costs a /proc read and a heap walk: call it at phase boundaries, not per unit.
 #pragma once
 
-#include <c10/core/Device.h>
-
 #include <cstdint>
 #include <string>
 
@@ -24,11 +22,6 @@ MemoryProbe probe_memory();
 
 // "[rank r/w] memory after <phase>: rss ..., peak ...; heap in use ..., free ..., mmapped ...; unit blocks ..."
 std::string describe_memory(int rank, int world, const std::string& phase, const MemoryProbe& m);
-
-// The high-water mark of memory allocated on `device` through its caching allocator (what
-// torch.cuda.max_memory_allocated reports): the model states and activations of a GPU run. 0 on
-// the CPU (use peak_rss_bytes there).
-int64_t peak_device_bytes(const at::Device& device);
 
 // Logs describe_memory at debug level; nothing is read unless debug logging is on.
 void log_memory(int rank, int world, const std::string& phase);

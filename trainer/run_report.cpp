@@ -12,14 +12,18 @@
 
 namespace accel::train {
 
-void StepCommCounter::add(const std::string& name, int size, const comm::CommStats& before,
-                          const comm::CommStats& after) {
+double StepCommCounter::add(const std::string& name, int size, const comm::CommStats& before,
+                            const comm::CommStats& after) {
   auto it = std::find_if(groups_.begin(), groups_.end(), [&](const Group& g) { return g.name == name; });
   if (it == groups_.end()) it = groups_.insert(groups_.end(), Group{name, size, {}});
+  comm::CommStats issued;
   for (size_t k = 0; k < it->total.per_kind.size(); ++k) {
-    it->total.per_kind[k].calls += after.per_kind[k].calls - before.per_kind[k].calls;
-    it->total.per_kind[k].payload_bytes += after.per_kind[k].payload_bytes - before.per_kind[k].payload_bytes;
+    issued.per_kind[k].calls = after.per_kind[k].calls - before.per_kind[k].calls;
+    issued.per_kind[k].payload_bytes = after.per_kind[k].payload_bytes - before.per_kind[k].payload_bytes;
+    it->total.per_kind[k].calls += issued.per_kind[k].calls;
+    it->total.per_kind[k].payload_bytes += issued.per_kind[k].payload_bytes;
   }
+  return issued.total_bus_bytes(size);
 }
 
 nlohmann::json make_run_report(int rank, int world, const std::string& backend, const nlohmann::json& memory,

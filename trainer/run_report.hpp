@@ -24,8 +24,9 @@ class StepCommCounter {
     int size = 1;
     comm::CommStats total;
   };
-  // Adds what communicator `name` (of `size` ranks) issued between `before` and `after`.
-  void add(const std::string& name, int size, const comm::CommStats& before, const comm::CommStats& after);
+  // Adds what communicator `name` (of `size` ranks) issued between `before` and `after`; returns
+  // its bus bytes (comm_stats.hpp).
+  double add(const std::string& name, int size, const comm::CommStats& before, const comm::CommStats& after);
   const std::vector<Group>& groups() const { return groups_; }
 
  private:

@@ -1,11 +1,9 @@
 #include "trainer/step_metrics.hpp"
 
-#include <cstdio>
 #include <optional>
-#include <sstream>
 
+#include "api/progress_line.hpp"
 #include "runtime/common/errors.hpp"
-#include "runtime/common/human_bytes.hpp"
 
 namespace accel::train {
 
@@ -17,13 +15,27 @@ nlohmann::json to_json(const StepMetrics& m) {
                       {"tokens", m.tokens},
                       {"tokens_per_s", m.tokens_per_s},
                       {"step_time_s", m.step_time_s},
-                      {"peak_mem_bytes", m.peak_mem_bytes}};
+                      {"peak_mem_bytes", m.peak_mem_bytes},
+                      {"comm_bytes", m.comm_bytes}};
   if (m.eval_loss) j["eval_loss"] = *m.eval_loss;
   if (m.loss_scale) {
     j["loss_scale"] = *m.loss_scale;
     j["skipped"] = m.skipped;
   }
   return j;
+}
+
+std::vector<std::pair<std::string, double>> tracker_scalars(const StepMetrics& m) {
+  std::vector<std::pair<std::string, double>> v = {{"train/loss", m.loss},
+                                                   {"train/lr", m.lr},
+                                                   {"train/grad_norm", m.grad_norm}};
+  if (m.loss_scale) v.emplace_back("train/loss_scale", *m.loss_scale);
+  if (m.eval_loss) v.emplace_back("eval/loss", *m.eval_loss);
+  v.emplace_back("perf/tokens_per_s", m.tokens_per_s);
+  v.emplace_back("perf/step_time_s", m.step_time_s);
+  v.emplace_back("perf/peak_mem_bytes", double(m.peak_mem_bytes));
+  v.emplace_back("perf/comm_bytes", m.comm_bytes);
+  return v;
 }
 
 namespace {
@@ -48,39 +60,20 @@ MetricsFile::MetricsFile(std::string path, int64_t keep_before)
 
 void MetricsFile::append(const StepMetrics& m) { log_.append(to_json(m).dump()); }
 
-static std::string human_rate(double per_s) {
-  char buf[32];
-  if (per_s >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", per_s / 1e6);
-  else if (per_s >= 1e3) std::snprintf(buf, sizeof buf, "%.1fk", per_s / 1e3);
-  else std::snprintf(buf, sizeof buf, "%.0f", per_s);
-  return buf;
-}
-
 std::string format_step_line(const StepMetrics& m, int64_t total_steps, bool progress_bar) {
-  std::ostringstream s;
-  int64_t done = m.step + 1;
-  if (progress_bar) {
-    constexpr int kWidth = 20;
-    int filled = total_steps > 0 ? int(kWidth * done / total_steps) : kWidth;
-    char pct[16];
-    std::snprintf(pct, sizeof pct, "%3lld%% ", static_cast<long long>(total_steps > 0 ? 100 * done / total_steps : 100));
-    s << "[" << std::string(filled, '#') << std::string(kWidth - filled, '.') << "] " << pct;
-  }
-  int width = int(std::to_string(total_steps).size());
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "step %*lld/%lld | loss %.4f | lr %.2e | grad_norm %.3f | %s tok/s | %.1f ms | peak %s",
-                width, static_cast<long long>(done), static_cast<long long>(total_steps), m.loss, m.lr, m.grad_norm,
-                human_rate(m.tokens_per_s).c_str(), m.step_time_s * 1e3, human_bytes(m.peak_mem_bytes).c_str());
-  s << buf;
-  if (m.eval_loss) {
-    std::snprintf(buf, sizeof buf, " | eval_loss %.4f", *m.eval_loss);
-    s << buf;
-  }
-  if (m.loss_scale) {
-    std::snprintf(buf, sizeof buf, " | loss_scale %g%s", *m.loss_scale, m.skipped ? ", skipped: overflow" : "");
-    s << buf;
-  }
-  return s.str();
+  api::StepProgress p;
+  p.done = m.step + 1;
+  p.total = total_steps;
+  p.loss = m.loss;
+  p.lr = m.lr;
+  p.grad_norm = m.grad_norm;
+  p.tokens_per_s = m.tokens_per_s;
+  p.step_time_s = m.step_time_s;
+  p.peak_mem_bytes = m.peak_mem_bytes;
+  p.eval_loss = m.eval_loss;
+  p.loss_scale = m.loss_scale;
+  p.skipped = m.skipped;
+  return api::format_progress_line(p, progress_bar);
 }
 
 }  // namespace accel::train

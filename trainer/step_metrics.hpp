@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -23,12 +25,17 @@ struct StepMetrics {
   double step_time_s = 0;
   double tokens_per_s = 0;
   int64_t peak_mem_bytes = 0;  // max over ranks of each rank's peak
+  double comm_bytes = 0;       // this rank's bus bytes in the step, every communicator (comm_stats.hpp)
   std::optional<double> eval_loss;
   std::optional<double> loss_scale;  // fp16 only: the scale this step's loss was multiplied by
   bool skipped = false;              // fp16 only: the gradients overflowed, no optimizer step
 };
 
 nlohmann::json to_json(const StepMetrics& m);
+
+// The record's scalars under the trackers' names (docs/design/0024): train/loss, train/lr,
+// train/grad_norm, eval/loss, perf/tokens_per_s, ...; the optional ones only when present.
+std::vector<std::pair<std::string, double>> tracker_scalars(const StepMetrics& m);
 
 // The trainer's metrics.jsonl (api::MetricsLog with the trainer's conventions): records carry
 // the step index, so a run resumed after N steps keeps step < N.
@@ -46,6 +53,7 @@ class MetricsFile {
   api::MetricsLog log_;
 };
 
+// The step's progress line (api/progress_line.hpp), as acc.print_progress() prints it for a user's loop:
 // "step   12/60 | loss 4.1234 | lr 1.00e-03 | grad_norm 0.532 | 12.3k tok/s | 85.1 ms | peak 312 MiB",
 // with " | eval_loss 4.2" on evaluation steps and " | loss_scale 65536" (", skipped: overflow") under fp16. With progress_bar, a bar and a percentage first.
 std::string format_step_line(const StepMetrics& m, int64_t total_steps, bool progress_bar);

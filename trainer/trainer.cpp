@@ -11,9 +11,11 @@
 #include <accel/accelerator.hpp>
 
 #include "api/host.hpp"
+#include "api/peak_memory.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
 #include "runtime/config/plan/resolve_plan.hpp"
+#include "runtime/tracking/trackers.hpp"
 #include "runtime/worker/worker_context.hpp"
 #include "trainer/data/dataset.hpp"
 #include "trainer/evaluation.hpp"
@@ -71,7 +73,7 @@ class Trainer {
   void build();
   StepMetrics train_step(int64_t step);
   // The peak the metrics report: allocated GPU memory on a GPU, resident host memory on the CPU.
-  int64_t peak_memory_bytes() const { return device_.is_cpu() ? peak_rss_bytes() : peak_device_bytes(device_); }
+  int64_t peak_memory_bytes() const { return api::peak_memory_bytes(device_); }
   int64_t num_parameters() const;
   void log(const std::string& line) const {
     if (rank_ == 0) logging::info(line);
@@ -212,9 +214,11 @@ void Trainer::run() {
 
   const std::string& out = t_.output_dir;
   std::unique_ptr<MetricsFile> metrics;
+  std::unique_ptr<tracking::Trackers> trackers;  // tracking.log_with; the records metrics.jsonl keeps
   if (rank_ == 0) {
     std::filesystem::create_directories(out);
     metrics = std::make_unique<MetricsFile>(out + "/metrics.jsonl", start);
+    trackers = std::make_unique<tracking::Trackers>(job_, start);
   }
   if (start >= t_.max_steps) {
     log("nothing to train: the checkpoint already holds " + std::to_string(start) + " of training.max_steps " +
@@ -235,7 +239,7 @@ void Trainer::run() {
     for (const auto& [name, c] : counted) before.push_back(c->stats());
     StepMetrics m = train_step(step);
     for (size_t i = 0; i < counted.size(); ++i)
-      step_comm.add(counted[i].first, counted[i].second->size(), before[i], counted[i].second->stats());
+      m.comm_bytes += step_comm.add(counted[i].first, counted[i].second->size(), before[i], counted[i].second->stats());
     log_memory(rank_, world_, "step " + std::to_string(step + 1));
     faults_.at("after_step", step);
     train_seconds += m.step_time_s;
@@ -248,6 +252,7 @@ void Trainer::run() {
       if (m.eval_loss) last_eval = m.eval_loss;
     }
     if (metrics) metrics->append(m);
+    if (trackers) trackers->log(m.step, tracker_scalars(m));
     if ((step + 1) % t_.log_every == 0 || final_step || step == start)
       log(format_step_line(m, t_.max_steps, options_.progress_bar));
     if (!first) first = m;

@@ -187,13 +187,17 @@ int main(int argc, char** argv) try {
     acc.backward(loss);  // accel: was loss.backward()
     ++position;
     loss_sum += loss.item<double>();
-    if (acc.sync_gradients()) {                  // accel: an optimizer step follows
+    const bool boundary = acc.sync_gradients();  // accel: an optimizer step follows
+    double mean = 0;
+    if (boundary) {
       double norm = acc.clip_grad_norm(1.0);     // accel: global norm, over the shards
-      double mean = acc.reduce_mean(loss_sum / t.gradient_accumulation_steps);
+      mean = acc.reduce_mean(loss_sum / t.gradient_accumulation_steps);
       acc.log(acc.step() + 1, {{"loss", mean}, {"grad_norm", norm}, {"lr", learning_rate(acc.step(), t.max_steps)}});
       loss_sum = 0;
     }
     opt.step();  // applies at accumulation boundaries only
+    // accel: the trainer's progress line; rank 0 prints it every training.log_every steps
+    if (boundary) acc.print_progress(mean, batch.data.numel() * t.gradient_accumulation_steps);
     if (!opt.step_was_applied()) continue;
     if (save_every > 0 && acc.step() % save_every == 0) acc.save_state();  // accel: a checkpoint
     if (acc.step() == stop_after) {

@@ -37,14 +37,18 @@ int main() try {
     torch::Tensor loss = torch::mse_loss(net->forward(batch.data), batch.target);
     acc.backward(loss);                                      // accel: was loss.backward()
     loss_sum += loss.item<double>();
-    if (acc.sync_gradients()) {                              // accel: an optimizer step follows
+    const bool boundary = acc.sync_gradients();              // accel: an optimizer step follows
+    double mean = 0;
+    if (boundary) {
       double norm = acc.clip_grad_norm(1.0);                 // accel: global norm, over the shards
-      double mean = acc.reduce_mean(loss_sum / t.gradient_accumulation_steps);
+      mean = acc.reduce_mean(loss_sum / t.gradient_accumulation_steps);
       acc.log(acc.step() + 1, {{"loss", mean}, {"grad_norm", norm}});  // accel: metrics.jsonl
       loss_sum = 0;
     }
     opt.step();  // applies at accumulation boundaries only
     opt.zero_grad();
+    // accel: the trainer's progress line (rows as its tokens); rank 0 prints every training.log_every steps
+    if (boundary) acc.print_progress(mean, int64_t(t.micro_batch_size) * t.gradient_accumulation_steps);
   }
   acc.save_model(t.output_dir + "/model.safetensors");     // accel: full weights, your names
 } catch (const std::exception& e) {

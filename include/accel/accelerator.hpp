@@ -174,8 +174,23 @@ class Accelerator {
   void save_model(const std::string& path);
   // Appends {"step": step, name: value...} to <output_dir>/metrics.jsonl (rank 0; the file is
   // started afresh by the first call of a run, or after load_state() keeps the records up to the
-  // steps it restored).
+  // steps it restored), and logs the values under their names to the job's trackers
+  // (tracking.log_with: TensorBoard, MLflow), which keep the same records. MLflow takes names of
+  // letters, digits, _ - . space : and / only; another name is refused (RunError) with it on.
   void log(int64_t step, const std::map<std::string, double>& values);
+
+  // The built-in trainer's progress line for the optimizer step just taken, printed by rank 0 when
+  // the trainer prints its own: every training.log_every steps, the first step this process takes
+  // and step training.max_steps. "step 12/60 | loss 4.1234 | lr 1.00e-03 | grad_norm 0.532 |
+  // 12.3k tok/s | 85.1 ms | peak 312 MiB", with " | loss_scale 65536" under fp16. Call it once per
+  // optimizer step, after the prepared optimizer's step() at an accumulation boundary (elsewhere:
+  // RunError). `loss`: the step's loss as you log it (acc.reduce_mean of each rank's); `tokens`:
+  // this rank's tokens in the step, summed over the ranks. The lr is the first param group's at the
+  // step, grad_norm what clip_grad_norm() returned at it (left out when not called), the time the
+  // wall time since the last call (since prepare() or load_state() for the first), the peak the
+  // largest over the ranks (allocated GPU memory, or resident host memory on the CPU). Collective.
+  // Returns the line, on every rank.
+  std::string print_progress(double loss, int64_t tokens);
 
   // Checkpoints: the built-in trainer's format and path.
   //

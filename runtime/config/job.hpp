@@ -107,6 +107,12 @@ struct TrainingSection {
   bool save_weights = true;
 };
 
+// Trackers rank 0 writes beside metrics.jsonl (docs/design/0024); names as Accelerate's log_with.
+struct TrackingSection {
+  std::vector<std::string> log_with;  // tensorboard, mlflow, all; empty: none
+  std::string project_name = "accel";  // the MLflow experiment's name
+};
+
 struct JobConfig {
   Backend backend = Backend::ddp;
   int num_processes = 1;
@@ -131,6 +137,7 @@ struct JobConfig {
   OptimizerSection optimizer;
   SchedulerSection scheduler;
   TrainingSection training;
+  TrackingSection tracking;
 };
 
 }  // namespace accel::config

@@ -1,5 +1,6 @@
 #include "runtime/config/job_builder.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -62,6 +63,28 @@ std::optional<std::string> match_enum(const FieldSpec& f, const YAML::Node& node
   return std::nullopt;
 }
 
+// A StringList element outside f.allowed: "unknown value" at the element itself.
+bool check_element(const FieldSpec& f, const YAML::Node& item, const Location& list_where, std::string& text,
+                   std::vector<Diagnostic>& errors) {
+  if (f.allowed.empty()) return true;
+  for (const auto& a : f.allowed)
+    if (lower(a) == lower(text)) {
+      text = a;
+      return true;
+    }
+  Location where = list_where;
+  if (where.origin == Location::Origin::File) where = node_location(where.file, item);
+  Diagnostic d{f.path, where, "unknown value", text, f.allowed_text(), ""};
+  if (std::find(f.not_built.begin(), f.not_built.end(), lower(text)) != f.not_built.end()) {
+    d.hint = "'" + text + "' is not built in accel; use one of the allowed values";
+  } else {
+    auto guess = nearest(text, f.allowed);
+    d.hint = guess.empty() ? "use one of the allowed values" : "did you mean '" + guess + "'?";
+  }
+  errors.push_back(d);
+  return false;
+}
+
 }  // namespace
 
 Location node_location(const std::string& file, const YAML::Node& node) {
@@ -104,19 +127,27 @@ std::optional<Value> parse_value(const FieldSpec& f, const YAML::Node& node, con
     return std::nullopt;
   }
   if (f.type == FieldType::StringList) {
-    if (node.IsScalar()) return Value{std::vector<std::string>{node.Scalar()}};  // a single word
+    if (node.IsScalar()) {  // a single word
+      std::string text = node.Scalar();
+      if (!check_element(f, node, where, text, errors)) return std::nullopt;
+      return Value{std::vector<std::string>{text}};
+    }
     if (!node.IsSequence()) {
       errors.push_back(type_error(f, node, where, "expected a " + f.type_name()));
       return std::nullopt;
     }
     std::vector<std::string> list;
+    bool ok = true;
     for (const auto& item : node) {
       if (!item.IsScalar()) {
         errors.push_back(type_error(f, node, where, "expected a " + f.type_name()));
         return std::nullopt;
       }
-      list.push_back(item.Scalar());
+      std::string text = item.Scalar();
+      ok = check_element(f, item, where, text, errors) && ok;
+      list.push_back(text);
     }
+    if (!ok) return std::nullopt;
     return Value{list};
   }
   if (f.type == FieldType::FloatList) {

@@ -60,6 +60,11 @@ std::string FieldSpec::allowed_text() const {
     for (const auto& a : allowed_values()) s += (s.empty() ? "" : " | ") + a;
     return s;
   }
+  if (type == FieldType::StringList && !allowed.empty()) {
+    std::string s;
+    for (const auto& a : allowed) s += (s.empty() ? "" : " | ") + a;
+    return "list of " + s;
+  }
   if (type == FieldType::Bool) return "true | false";
   if (type == FieldType::Int || type == FieldType::Float || type == FieldType::FloatList) {
     std::string what = type == FieldType::Int ? "integer" : "number";

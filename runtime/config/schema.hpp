@@ -23,9 +23,12 @@ struct FieldSpec {
   std::string path;                  // "deepspeed.zero_stage"
   FieldType type = FieldType::String;
   std::string doc;                   // meaning, unit, what disables it
-  std::vector<std::string> allowed;  // Enum: the spellings; also accepted synonyms are not listed
+  std::vector<std::string> allowed;  // Enum: the spellings (accepted synonyms are not listed);
+                                     // StringList: what each element may be (empty: anything)
   // Set: the spellings are read when asked instead (backend: the dialects registered by then).
   std::function<std::vector<std::string>()> allowed_from;
+  std::vector<std::string> not_built;  // values the tools accel follows accept and accel does not
+                                       // build: refused with a fix that says so
   std::optional<double> min, max;    // numeric range (per element for FloatList), inclusive
   bool max_exclusive = false;        // max itself is not allowed (betas < 1)
   size_t list_size = 0;              // FloatList: exact length

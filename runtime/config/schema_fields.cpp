@@ -93,6 +93,12 @@ struct Field {
     spec.max_exclusive = true;
     return *this;
   }
+  // A list each of whose elements must be one of `names`.
+  Field& one_of(std::vector<std::string> names, std::vector<std::string> not_built = {}) {
+    spec.allowed = std::move(names);
+    spec.not_built = std::move(not_built);
+    return *this;
+  }
   Field& size(size_t n) {
     spec.list_size = n;
     return *this;
@@ -301,6 +307,16 @@ std::vector<FieldSpec> build_schema() {
                                   "the path of a checkpoint directory."),
       field(KEY(training.init_from), "Optional safetensors file with full weights to start from.").input_path(),
       field(KEY(training.save_weights), "Write <output_dir>/weights.safetensors (full, unsharded) at the end."),
+
+      // ---- tracking: trackers rank 0 writes, names as Accelerate's log_with ------------------
+      field(KEY(tracking.log_with), "Trackers that get each step's metrics and the resolved job as "
+                                    "hyper-parameters, written by rank 0 into output_dir: tensorboard (event "
+                                    "files in tensorboard/), mlflow (a file store in mlruns/), all (both). "
+                                    "acc.log() writes to them too. Empty: none.")
+          .one_of({"tensorboard", "mlflow", "all"},
+                  {"wandb", "comet_ml", "aim", "clearml", "dvclive", "swanlab", "trackio"}),
+      field(KEY(tracking.project_name), "The MLflow experiment the run is filed under (Accelerate's "
+                                        "init_trackers project_name); the run is named after output_dir."),
   };
 
   std::vector<FieldSpec> specs;

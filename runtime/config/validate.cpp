@@ -1,5 +1,6 @@
 #include "runtime/config/validate.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <unistd.h>
@@ -111,6 +112,16 @@ void check_paths(const JobConfig& j, JobChecker& c) {
     c.error("deepspeed.offload_param_nvme_path", "directory " + why, "", "choose a directory on a fast local disk");
 }
 
+// MLflow files the run under an experiment of this name; it takes any text but an empty one.
+void check_tracking(const JobConfig& j, JobChecker& c) {
+  const auto& names = j.tracking.log_with;
+  const bool mlflow = std::find(names.begin(), names.end(), "mlflow") != names.end() ||
+                      std::find(names.begin(), names.end(), "all") != names.end();
+  if (mlflow && j.tracking.project_name.empty())
+    c.error("tracking.project_name", "is empty, and MLflow needs an experiment name", "a non-empty name",
+            c.about("tracking.log_with") + "; set a name, or leave the key out for 'accel'");
+}
+
 }  // namespace
 
 void validate_job(const JobConfig& job, const std::map<std::string, Location>& sources, bool paths,
@@ -122,6 +133,7 @@ void validate_job(const JobConfig& job, const std::map<std::string, Location>& s
   for (const std::string& name : plan::dialect_names())
     if (const plan::Dialect* dialect = plan::find_dialect(name); dialect->check_block) dialect->check_block(job, c);
   check_model_and_training(job, c);
+  check_tracking(job, c);
   if (paths) check_paths(job, c);
 }
 

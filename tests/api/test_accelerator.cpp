@@ -320,3 +320,33 @@ TEST_CASE("DistributedSampler: a global batch does not depend on how it is split
 }
 
 ACCEL_ASSERT_CHECK_IS_CATCH();
+
+TEST_CASE("Accelerator at world 1: print_progress gives the trainer's line of the step just taken", "[api]") {
+  accel::test::TempDir dir;
+  accel::Accelerator acc(dir.write("job.yaml", "num_processes: 1\ntraining:\n  gradient_accumulation_steps: 2\n"
+                                               "  max_steps: 3\n  output_dir: " + (dir.path() / "run").string() + "\n"));
+  auto net = small_net();
+  torch::optim::AdamW adamw(net->parameters(), torch::optim::AdamWOptions(2.5e-3));
+  auto& opt = acc.prepare(*net, adamw);
+  using Catch::Matchers::Contains;
+  CHECK_THROWS_WITH(acc.print_progress(1.0, 8), Contains("print_progress() between optimizer steps"));  // no step yet
+  acc.backward(net->forward(torch::ones({4, 3})).pow(2).mean());
+  opt.step();  // the first micro-step of two: no optimizer step
+  CHECK_THROWS_WITH(acc.print_progress(1.0, 8), Contains("print_progress() between optimizer steps"));
+  acc.backward(net->forward(torch::ones({4, 3})).pow(2).mean());
+  const double norm = acc.clip_grad_norm(1.0);
+  opt.step();
+  char norm_text[32];
+  std::snprintf(norm_text, sizeof norm_text, "%.3f", norm);
+  const std::string line = acc.print_progress(0.125, 8);
+  CHECK_THAT(line, Catch::Matchers::StartsWith("step 1/3 | loss 0.1250 | lr 2.50e-03 | grad_norm " + std::string(norm_text) +
+                                               " | "));
+  CHECK_THAT(line, Contains(" tok/s | ") && Contains(" ms | peak ") && !Contains("loss_scale"));
+  // Without clip_grad_norm() at the step, the line leaves the norm out.
+  for (int i = 0; i < 2; ++i) {
+    acc.backward(net->forward(torch::ones({4, 3})).pow(2).mean());
+    opt.step();
+  }
+  CHECK_THAT(acc.print_progress(0.25, 8), Catch::Matchers::StartsWith("step 2/3 | loss 0.2500 | lr 2.50e-03 | ") &&
+                                              !Contains("grad_norm"));
+}

@@ -52,7 +52,8 @@ TEST_CASE("run report: counts are differences between snapshots", "[run_report]"
   const CommStats before = with(CollectiveKind::ReduceScatter, 5, 100);
   CommStats after = before;
   after.record(CollectiveKind::ReduceScatter, 400);
-  counter.add("world", 2, before, after);
+  // The step's own bus bytes (metrics.jsonl's comm_bytes): 400 x (2-1)/2, not the 900 counted since start.
+  CHECK(counter.add("world", 2, before, after) == 200.0);
   const auto report = make_run_report(1, 2, "deepspeed", nlohmann::json::object(), counter, 1, 0);
   CHECK_THAT(report["comm_per_step"]["bus_bytes"].get<double>(), WithinRel(200.0, 1e-12));
   CHECK_THAT(report["comm_per_step"]["by_kind"]["reduce_scatter"]["calls"].get<double>(), WithinRel(1.0, 1e-12));

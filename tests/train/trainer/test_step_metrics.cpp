@@ -68,6 +68,22 @@ TEST_CASE("metrics.jsonl: a line cut short by a crash is dropped, other garbage 
   CHECK_THROWS_WITH(MetricsFile(bad, 3), Catch::Matchers::Contains("other.jsonl:1: not a metrics record"));
 }
 
+TEST_CASE("the trackers get each field of the record under its tag, the optional ones when present", "[trainer][metrics]") {
+  using Scalars = std::vector<std::pair<std::string, double>>;
+  StepMetrics m = record(3);
+  m.comm_bytes = 4096;
+  CHECK(accel::train::tracker_scalars(m) == Scalars{{"train/loss", 4.7}, {"train/lr", 1e-3}, {"train/grad_norm", 0.5},
+                                                    {"perf/tokens_per_s", 102400}, {"perf/step_time_s", 0.01},
+                                                    {"perf/peak_mem_bytes", 1 << 20}, {"perf/comm_bytes", 4096}});
+  CHECK(to_json(m)["comm_bytes"] == 4096.0);
+  m.eval_loss = 3.25;
+  m.loss_scale = 65536;
+  const Scalars all = accel::train::tracker_scalars(m);
+  CHECK(all[3] == std::pair<std::string, double>{"train/loss_scale", 65536});
+  CHECK(all[4] == std::pair<std::string, double>{"eval/loss", 3.25});
+  CHECK(all.size() == 9);
+}
+
 TEST_CASE("the step line carries every metric; the progress bar only when asked", "[trainer][metrics]") {
   StepMetrics m = record(11);
   m.eval_loss = 3.25;
