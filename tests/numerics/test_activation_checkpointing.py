@@ -81,6 +81,8 @@ class ActivationCheckpointingAgreement(unittest.TestCase):
         self.assertEqual(len(a), self.STEPS)
         self.assertEqual([r["step"] for r in a if "eval_loss" in r], [3, 7])
         pair = f"{strategy} with recompute vs {stored_strategy} without"
+        if stored_strategy != strategy:  # another strategy moves other bytes; the numbers must still agree
+            a, b = ([{k: v for k, v in r.items() if k != "comm_bytes"} for r in rs] for rs in (a, b))
         self.assertEqual(ts.without_timing(a), ts.without_timing(b), f"metrics differ: {pair}")
         self.assertEqual(ts.read_bytes(os.path.join(stored, "weights.safetensors")),
                          ts.read_bytes(os.path.join(recomputed, "weights.safetensors")),
