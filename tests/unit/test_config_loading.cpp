@@ -5,6 +5,7 @@
 #include "runtime/config/dump.hpp"
 #include "runtime/config/job_loader.hpp"
 #include "support/temp_dir.hpp"
+#include "unit/load_job_test_support.hpp"
 
 using namespace accel;
 using namespace accel::config;
@@ -12,22 +13,8 @@ using accel::test::TempDir;
 
 namespace {
 
-LoadedJob load(const std::string& file, std::vector<std::string> sets = {}, Environment env = {}) {
-  LoadOptions o;
-  o.file = file;
-  o.set_overrides = std::move(sets);
-  o.environment = std::move(env);
-  return load_job(o);
-}
-
-std::string error_text(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using accel::test::error_text;
+using accel::test::load;
 
 }  // namespace
 
