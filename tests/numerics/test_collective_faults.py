@@ -12,11 +12,8 @@ Run: ACCEL_BINARY=build/accel python -m unittest -v test_collective_faults (from
 """
 import os
 import re
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 import unittest
 
 sys.dont_write_bytecode = True
@@ -24,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import trainer_test_support as ts  # noqa: E402
 from test_trainer_end_to_end import _Base  # noqa: E402  (assertLaunch, assertSameMetrics, tmpdir)
+from watched_launch import job_processes, watched_launch  # noqa: E402
 
 TIMEOUT_S = 5  # collective_timeout_s of the faulted jobs: small, so a hang ends quickly
 GRACE_S = 2    # shutdown_grace_s
@@ -39,58 +37,11 @@ def fault_job(out, tokens, world, steps, **kw):
     return job
 
 
-def job_processes(run_dir):
-    """Pids of live processes started for this run: their environment names its resolved job."""
-    needle = ("ACCEL_JOB=" + os.path.join(run_dir, "job.resolved.yaml")).encode()
-    pids = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-        if needle in env:
-            pids.append(int(name))
-    return pids
-
-
 def timed_launch(job_path, run_dir, env_extra):
-    """`accel launch JOB` with the output read live. Returns (CompletedProcess, seconds from the
-    ACCEL_FAULT line to the launcher's exit, pids of the run's processes seen while it ran)."""
-    p = subprocess.Popen([ts.ACCEL, "launch", job_path], cwd=os.path.dirname(job_path),
-                         env=ts.clean_env(env_extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    fault_at, seen, out, err = [], set(), [], []
-
-    def read_err():
-        for line in p.stderr:
-            if "ACCEL_FAULT:" in line and not fault_at:
-                fault_at.append(time.monotonic())
-            err.append(line)
-
-    def watch_processes():  # the workers live for seconds (start-up, steps): a 100 ms poll sees them
-        while p.poll() is None:
-            seen.update(job_processes(run_dir))
-            time.sleep(0.1)
-
-    readers = [threading.Thread(target=read_err), threading.Thread(target=lambda: out.extend(p.stdout)),
-               threading.Thread(target=watch_processes)]
-    for t in readers:
-        t.start()
-    try:
-        p.wait(timeout=ts.PROC_TIMEOUT_S)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        exited = time.monotonic()
-        for t in readers:
-            t.join()
-        p.stdout.close()
-        p.stderr.close()
-    proc = subprocess.CompletedProcess(p.args, p.returncode, "".join(out), "".join(err))
-    return proc, (exited - fault_at[0]) if fault_at else None, seen
+    """`accel launch JOB` watched. Returns (CompletedProcess, seconds from the ACCEL_FAULT line to the
+    launcher's exit, pids of the run's processes seen while it ran)."""
+    proc, times, seen = watched_launch(job_path, run_dir, env_extra, {"fault": lambda line: "ACCEL_FAULT:" in line})
+    return proc, (times["exit"] - times["fault"]) if "fault" in times else None, seen
 
 
 class CollectiveFaultStops(_Base):

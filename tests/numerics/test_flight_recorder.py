@@ -9,18 +9,15 @@ Each case prints its time and diagnosis to stderr (the fault matrix).
 Run: ACCEL_BINARY=build/accel python -m unittest -v test_flight_recorder (from tests/numerics).
 """
 import os
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 import unittest
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import trainer_test_support as ts  # noqa: E402
-from test_collective_faults import job_processes  # noqa: E402
+from watched_launch import job_processes, watched_launch  # noqa: E402
 
 TIMEOUT_S = 3  # collective_timeout_s: short, so every case ends within seconds
 GRACE_S = 2    # shutdown_grace_s
@@ -37,41 +34,10 @@ def run_with_fault(tokens, out, world, fault):
     job["collective_timeout_s"] = TIMEOUT_S
     job["shutdown_grace_s"] = GRACE_S
     job_path = ts.write_job(os.path.join(os.path.dirname(out), "job.yaml"), job)
-    p = subprocess.Popen([ts.ACCEL, "launch", job_path], cwd=os.path.dirname(job_path),
-                         env=ts.clean_env({"ACCEL_FAULT": fault}), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
-    marks, seen, out_lines, err_lines = {}, set(), [], []
-
-    def read_err():
-        for line in p.stderr:
-            now = time.monotonic()
-            if "ACCEL_FAULT:" in line:
-                marks.setdefault("fault", now)
-            if line.startswith("[flight] diagnosis:"):
-                marks.setdefault("diagnosis", now)
-            err_lines.append(line)
-
-    def watch_processes():  # 100 ms polls see the workers, which live for seconds
-        while p.poll() is None:
-            seen.update(job_processes(out))
-            time.sleep(0.1)
-
-    threads = [threading.Thread(target=read_err), threading.Thread(target=lambda: out_lines.extend(p.stdout)),
-               threading.Thread(target=watch_processes)]
-    for t in threads:
-        t.start()
-    try:
-        p.wait(timeout=ts.PROC_TIMEOUT_S)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        for t in threads:
-            t.join()
-        p.stdout.close()
-        p.stderr.close()
-    proc = subprocess.CompletedProcess(p.args, p.returncode, "".join(out_lines), "".join(err_lines))
-    elapsed = marks["diagnosis"] - marks["fault"] if "fault" in marks and "diagnosis" in marks else None
+    proc, times, seen = watched_launch(job_path, out, {"ACCEL_FAULT": fault}, {
+        "fault": lambda line: "ACCEL_FAULT:" in line,
+        "diagnosis": lambda line: line.startswith("[flight] diagnosis:")})
+    elapsed = times["diagnosis"] - times["fault"] if "fault" in times and "diagnosis" in times else None
     return proc, elapsed, seen
 
 
