@@ -124,10 +124,21 @@ for t in world1_fp32_every_strategy world1_every_op_through_nccl world2_on_one_g
     step "engine_$t" 170 "$python" test_cuda_engine.py -v "CudaEngine.test_$t") &
 done
 smoke_job="$work/smoke.yaml"
+# examples/llama builds its model in accel::ShardedInit and leaves it on the host: prepare() places
+# the slices and the root on the device (docs/design/0023). An llm.c token file of random tokens.
+"$python" -c 'import array, random, sys
+r = random.Random(0)
+with open(sys.argv[1], "wb") as f:
+    array.array("i", [20240520, 1, 40000] + [0] * 253).tofile(f)
+    array.array("H", [r.randrange(256) for _ in range(40000)]).tofile(f)' "$work/tokens.bin"
+llama_job="$work/llama.yaml"
+printf 'program: [%s, %s]\nbackend: deepspeed\ndeepspeed: {zero_stage: 3, stage3_param_persistence_threshold: 0}\nmain_process_port: 0\ncollective_timeout_s: 60\ntraining: {max_steps: 3, micro_batch_size: 4, output_dir: %s}\n' \
+  "$stage/bin/accel_example_llama" "$work/tokens.bin" "$work/llama" >"$llama_job"
 if [ $rehearse -eq 1 ]; then
   printf 'backend: ddp\ndevice: cpu\nmain_process_port: 0\ncollective_timeout_s: 60\n' >"$smoke_job"
   step smoke_test_cpu_world2 90 "$accel" test "$smoke_job" --set num_processes=2 &
   step smoke_bench_comm_cpu_world2 90 "$accel" bench comm "$smoke_job" --set num_processes=2 --json "$logs/bench_comm.json" &
+  step smoke_llama_sharded_init 120 "$accel" launch "$llama_job" --set device=cpu --set num_processes=2 &
 else
   printf 'backend: ddp\ndevice: cuda\nmain_process_port: 0\ncollective_timeout_s: 60\n' >"$smoke_job"
   step smoke_test_nccl_world1 90 "$accel" test "$smoke_job" --set num_processes=1 &
@@ -135,6 +146,9 @@ else
   step smoke_test_staged_world2 90 "$accel" test "$smoke_job" --set num_processes=2 --set cuda_collectives=gloo &
   ACCEL_NCCL_ISSUE_AT_WORLD_ONE=1 step smoke_bench_comm_nccl_world1 90 "$accel" bench comm "$smoke_job" \
     --set num_processes=1 --json "$logs/bench_comm.json" &
+  step smoke_llama_sharded_init 120 "$accel" launch "$llama_job" --set device=cuda --set num_processes=1 &
+  step smoke_llama_sharded_init_staged_world2 120 "$accel" launch "$llama_job" --set device=cuda --set num_processes=2 \
+    --set cuda_collectives=gloo &
 fi
 wait
 

@@ -2,7 +2,7 @@
 # Stages what a lent GPU machine needs into one git-ignored folder, built here: the device has the
 # same torch wheel but no compiler time to spare (a lease is 15 minutes in all, see
 # scripts/gpu_run.sh). The folder holds
-#   bin/   accel, accel-worker, test_cuda_communicators (debug info stripped)
+#   bin/   accel, accel-worker, test_cuda_communicators, accel_example_llama (debug info stripped)
 #   lib/   libaccel.so.*, and the non-torch shared libraries they link (yaml-cpp, spdlog, fmt, ...)
 #   torch_build.txt   the torch version and git revision the binaries were built against
 #   manifest.txt      every file and its size
@@ -21,11 +21,11 @@ if [ "${1:-}" = "--no-build" ]; then
   shift
 fi
 stage="${1:-$root/.gpu-stage}"
-programs=(accel accel-worker tests/gpu/test_cuda_communicators)
+programs=(accel accel-worker tests/gpu/test_cuda_communicators examples/llama/accel_example_llama)
 
 if [ $do_build -eq 1 ]; then
   [ -f "$build/CMakeCache.txt" ] || { echo "gpu_stage: $build is not configured: run scripts/build.sh first" >&2; exit 2; }
-  cmake --build "$build" -j "$(nproc)" --target accel accel-worker test_cuda_communicators
+  cmake --build "$build" -j "$(nproc)" --target accel accel-worker test_cuda_communicators accel_example_llama
 fi
 for p in "${programs[@]}"; do
   [ -x "$build/$p" ] || { echo "gpu_stage: $build/$p is not built (cmake --build $build --target $(basename "$p"))" >&2; exit 2; }
@@ -39,7 +39,8 @@ done
 
 # The shared libraries the programs resolve here, less the C/C++ runtime (the device has its own,
 # as new or newer), torch's, CUDA's and NVIDIA's (the device's wheel and driver provide them).
-ldd "$build/accel" "$build/accel-worker" "$build/tests/gpu/test_cuda_communicators" |
+ldd "$build/accel" "$build/accel-worker" "$build/tests/gpu/test_cuda_communicators" \
+    "$build/examples/llama/accel_example_llama" |
   awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
   while read -r name path; do
     case "$name" in

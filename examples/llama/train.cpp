@@ -56,7 +56,8 @@ TORCH_MODULE(RMSNorm);
 // Rotates the two halves of each head's channels by position-dependent angles.
 torch::Tensor rotate(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
   const int64_t half = x.size(-1) / 2;
-  torch::Tensor a = x.slice(-1, 0, half), b = x.slice(-1, half), c = cos.to(x.scalar_type()), s = sin.to(x.scalar_type());
+  torch::Tensor a = x.slice(-1, 0, half), b = x.slice(-1, half), c = cos.to(x.device(), x.scalar_type()),
+                s = sin.to(x.device(), x.scalar_type());
   return torch::cat({a * c - b * s, a * s + b * c}, -1);
 }
 
@@ -182,8 +183,9 @@ int main(int argc, char** argv) try {
   for (auto& batch : *loader) {
     if (seen++ < position) continue;  // consumed before the resume
     for (auto& group : adamw.param_groups()) group.options().set_lr(learning_rate(acc.step(), t.max_steps));
-    torch::Tensor logits = model->forward(batch.data);
-    torch::Tensor loss = torch::cross_entropy_loss(logits.view({-1, kVocab}).to(torch::kFloat), batch.target.view(-1));
+    torch::Tensor logits = model->forward(batch.data.to(acc.device()));  // accel: this rank's device
+    torch::Tensor loss =
+        torch::cross_entropy_loss(logits.view({-1, kVocab}).to(torch::kFloat), batch.target.to(acc.device()).view(-1));
     acc.backward(loss);  // accel: was loss.backward()
     ++position;
     loss_sum += loss.item<double>();
