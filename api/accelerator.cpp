@@ -22,9 +22,8 @@
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
 #include "runtime/config/overrides.hpp"
+#include "api/accelerator_state.hpp"
 #include "api/construction_stash.hpp"
-#include "accel/sharded_init.hpp"
-#include "engine/placeholder.hpp"
 #include "api/current_world.hpp"
 #include "api/host.hpp"
 #include "api/metrics_log.hpp"
@@ -62,69 +61,6 @@ std::string metrics_line(int64_t step, const std::map<std::string, double>& valu
 }
 
 }  // namespace
-
-struct Accelerator::State {
-  config::LoadedJob job;
-  std::optional<at::ScalarType> compute_dtype;  // the job's, resolved at first use
-  // A worker `accel launch` started: the launcher's job, this rank's world and rendezvous.
-  void join_launched_world();
-  std::unique_ptr<worker::WorkerContext> ctx;   // under accel launch
-  std::unique_ptr<comm::Communicator> single;   // run directly: a world of one
-  comm::Communicator* comm = nullptr;
-  comm::Rendezvous* rendezvous = nullptr;       // the launcher's store (null for a world of one)
-  // accel's own trainer (api/host.hpp): its options, and where prepare() puts the engine. Its
-  // Accelerator gives no hints meant for a user's program.
-  std::shared_ptr<detail::Host> host;
-  TrainingConfig training;
-  UnitPolicy policy;
-  bool policy_set = false;
-  std::shared_ptr<api::ConstructionStash> stash;  // the slices an accel::ShardedInit scope kept
-
-  torch::nn::Module* model = nullptr;
-  api::TorchOptimizerKind kind = api::TorchOptimizerKind::adamw;
-  std::unique_ptr<backends::Backend> backend;
-  std::unique_ptr<PreparedOptimizer> prepared;
-  train::UnitHooks* hooks = nullptr;                // the open micro-step's (accel::Unit<> calls reach them)
-  std::shared_ptr<detail::UnitSink> unit_sink;      // design B under stage 3 / FULL_SHARD; else none
-  std::unique_ptr<backends::GradScaling> scaling;        // the loss scale under fp16; loss / G otherwise
-
-  int64_t micro = 0;        // micro-steps whose backward ran
-  bool open = false;        // a micro-step has begun and its backward has not run
-  bool sync = false;        // the current (or last) micro-step synchronises
-  bool sync_ready = false;  // a sync micro-step's gradients are reduced and wait for the step
-  int64_t steps = 0;
-  std::unique_ptr<api::MetricsLog> metrics;  // metrics.jsonl, opened by the first log()
-  std::unique_ptr<tracking::Trackers> trackers;  // tracking.log_with, opened with metrics
-  std::unique_ptr<api::StateIo> io;  // save_state / load_state (state_io.hpp), made at first use
-  int64_t resumed_steps = 0;         // the steps load_state() restored
-  // What print_progress() reports of the last optimizer step: its first group's lr, the scale its
-  // loss was multiplied by, whether an fp16 overflow skipped it, the norm clip_grad_norm() returned.
-  struct LastStep {
-    double lr = 0, loss_scale = 1;
-    bool skipped = false;
-    std::optional<double> grad_norm;
-  } last_step;
-  std::optional<double> boundary_grad_norm;               // clip_grad_norm() at the open boundary
-  std::chrono::steady_clock::time_point progress_since;   // prepare(), load_state() or the last line
-  int64_t progress_lines = 0;                             // print_progress() calls so far
-
-  api::StateIo& checkpoints() {
-    if (!io) {
-      io = std::make_unique<api::StateIo>(job, *comm, rendezvous);
-      if (host && host->options.record_format) io->use_record_format(*host->options.record_format);
-    }
-    return *io;
-  }
-  api::LoopPosition position() const {
-    return {steps, micro, open, sync_ready, accumulation(), scaling ? scaling->state() : nlohmann::json::object()};
-  }
-
-  int accumulation() const { return training.gradient_accumulation_steps; }
-  backends::Backend& engine(const char* what) {
-    if (!backend) throw RunError(std::string("accel: ") + what + " before prepare(model, optimizer)");
-    return *backend;
-  }
-};
 
 namespace {
 
@@ -223,19 +159,6 @@ void refuse_plain_batch_norm(torch::nn::Module& model) {
   }
 }
 
-// A model left on the host of a GPU job (accel::ShardedInit): what is whole goes to the device one
-// tensor at a time; a placeholder gets device storage of one element, never its full shape (which
-// model->to() would allocate).
-void place_on_device(torch::nn::Module& model, const at::Device& device) {
-  at::NoGradGuard no_grad;
-  for (auto& p : model.parameters(/*recurse=*/true)) {
-    if (p.device() == device) continue;
-    p.set_data(backends::is_placeholder(p) ? backends::make_placeholder(p.sizes(), p.options().device(device))
-                                           : p.to(device));
-  }
-  for (auto& b : model.buffers(/*recurse=*/true))
-    if (b.defined() && b.device() != device) b.set_data(b.to(device));
-}
 
 }  // namespace
 
@@ -260,7 +183,7 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
 
   // A model built in an accel::ShardedInit scope may be on the host of a GPU job.
   const bool from_stash = s.stash && s.stash->units_cut() > 0;
-  if (s.stash) place_on_device(model, s.comm->device());
+  if (s.stash) api::place_on_device(model, s.comm->device());
   if (from_stash && s.host && s.host->options.unit_source)
     throw RunError("accel: prepare(): two sources of starting values (accel::ShardedInit and the host's)");
 
@@ -537,43 +460,4 @@ void all_reduce_sum(at::Tensor& tensor) {
 }
 
 }  // namespace detail
-}  // namespace accel
-
-namespace accel {
-namespace {
-
-thread_local api::ConstructionStash* open_stash = nullptr;  // this thread's accel::ShardedInit scope
-
-// The plan's partitioning as the scope needs it: how a unit is cut and which piece is this rank's
-// (the engine's shard group: every rank, or one machine's under HYBRID_SHARD).
-api::StashLayout stash_layout(const config::JobConfig& job, const comm::Communicator& comm) {
-  const plan::ResolvedPlan resolved = plan::resolve_plan(job, plan::ModelFacts::user(true));
-  api::StashLayout layout;
-  layout.partitions = resolved.frees_parameters() && resolved.refusals.empty();
-  const int g = resolved.shard_group_size;
-  const bool groups = g > 0 && g < comm.size();
-  layout.shards = groups ? g : comm.size();
-  layout.shard_rank = groups ? comm.rank() % g : comm.rank();
-  layout.persistence_threshold = resolved.persistence_threshold;
-  return layout;
-}
-
-}  // namespace
-
-ShardedInit::ShardedInit(Accelerator& acc) {
-  Accelerator::State& s = *acc.state_;
-  if (s.backend)
-    throw RunError("accel::ShardedInit: the model was prepared already; construct the model inside the scope, "
-                   "then call prepare()");
-  if (open_stash) throw RunError("accel::ShardedInit: a scope is open on this thread already (scopes do not nest)");
-  if (!s.stash) s.stash = std::make_shared<api::ConstructionStash>(*s.comm, stash_layout(s.job.job, *s.comm));
-  open_stash = s.stash.get();
-}
-
-ShardedInit::~ShardedInit() { open_stash = nullptr; }
-
-void detail::unit_constructed(torch::nn::Module& unit) {
-  if (open_stash) open_stash->take(unit);
-}
-
 }  // namespace accel

@@ -67,4 +67,8 @@ class ConstructionStash final : public backends::UnitSource {
   int64_t bytes_held_ = 0;
 };
 
+// A model left on the host of a GPU job (accel::ShardedInit): what is whole goes to `device` one
+// tensor at a time; a placeholder gets one element of device storage, never its full shape.
+void place_on_device(torch::nn::Module& model, const at::Device& device);
+
 }  // namespace accel::api
