@@ -10,6 +10,7 @@
 #include "runtime/config/dump.hpp"
 #include "runtime/launch/cluster_env.hpp"
 #include "runtime/launch/launch_plan.hpp"
+#include "runtime/launch/output_dir_lock.hpp"
 #include "runtime/launch/worker_env.hpp"
 #include "runtime/launch/worker_program.hpp"
 
@@ -65,7 +66,6 @@ void launch_job(const config::LoadedJob& loaded, const std::vector<std::string>&
   plan.rank_offset = j.machine_rank * plan.local_world_size;
   plan.master_addr = j.main_process_ip;
   plan.master_port = j.main_process_port;
-  plan.job_file = write_resolved_job(loaded);
   plan.log_dir = (fs::absolute(j.training.output_dir) / "logs").string();
   plan.flight_dir = (fs::absolute(j.training.output_dir) / "flight").string();
   plan.max_restarts = j.max_restarts;
@@ -80,6 +80,9 @@ void launch_job(const config::LoadedJob& loaded, const std::vector<std::string>&
     launch::apply_cluster_adjustment(*cluster, plan);
     std::cerr << "accel launch: " << cluster->description << "\n";
   }
+  // Held until the launch ends: no other launch of this machine writes into this output_dir.
+  launch::OutputDirLock output_dir_lock(j.training.output_dir, plan.machine_rank);
+  plan.job_file = write_resolved_job(loaded);
 
   auto result = launch::run_launch(plan);
   if (result.exit_code != 0) throw RunError(result.summary);

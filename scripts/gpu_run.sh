@@ -111,7 +111,8 @@ fi
 step bench_gpu 330 "$python" "$root/scripts/bench_gpu.py" "${bench[@]}"
 cp "$logs/bench_gpu.json" "$out/bench-gpu.json" 2>/dev/null
 cp "$logs/bench_gpu.md" "$out/bench-gpu.md" 2>/dev/null
-# 3. The GPU tests and the smoke runs, at once (each in its own process: CUDA contexts share the GPU).
+# 3. The GPU tests and the smoke runs, at once (each in its own process: CUDA contexts share the GPU;
+#    each smoke run in its own output_dir, since one launch holds its directory).
 # OMP_NUM_THREADS: the engine tests' CPU runs and reference share the cores with each other.
 # ACCEL_BINARY goes to the engine tests only: accel itself refuses ACCEL_* variables it does not know.
 say "tests and smoke runs, in parallel"
@@ -136,18 +137,18 @@ printf 'program: [%s, %s]\nbackend: deepspeed\ndeepspeed: {zero_stage: 3, stage3
   "$stage/bin/accel_example_llama" "$work/tokens.bin" "$work/llama" >"$llama_job"
 if [ $rehearse -eq 1 ]; then
   printf 'backend: ddp\ndevice: cpu\nmain_process_port: 0\ncollective_timeout_s: 60\n' >"$smoke_job"
-  step smoke_test_cpu_world2 90 "$accel" test "$smoke_job" --set num_processes=2 &
-  step smoke_bench_comm_cpu_world2 90 "$accel" bench comm "$smoke_job" --set num_processes=2 --json "$logs/bench_comm.json" &
+  step smoke_test_cpu_world2 90 "$accel" test "$smoke_job" --set "training.output_dir=$work/smoke_test_cpu_world2" --set num_processes=2 &
+  step smoke_bench_comm_cpu_world2 90 "$accel" bench comm "$smoke_job" --set "training.output_dir=$work/smoke_bench_comm_cpu_world2" --set num_processes=2 --json "$logs/bench_comm.json" &
   step smoke_llama_sharded_init 120 "$accel" launch "$llama_job" --set device=cpu --set num_processes=2 &
 else
   printf 'backend: ddp\ndevice: cuda\nmain_process_port: 0\ncollective_timeout_s: 60\n' >"$smoke_job"
-  step smoke_test_nccl_world1 90 "$accel" test "$smoke_job" --set num_processes=1 &
-  ACCEL_NCCL_ISSUE_AT_WORLD_ONE=1 step smoke_test_nccl_world1_issued 90 "$accel" test "$smoke_job" --set num_processes=1 &
-  step smoke_test_staged_world2 90 "$accel" test "$smoke_job" --set num_processes=2 --set cuda_collectives=gloo &
-  ACCEL_NCCL_ISSUE_AT_WORLD_ONE=1 step smoke_bench_comm_nccl_world1 90 "$accel" bench comm "$smoke_job" \
+  step smoke_test_nccl_world1 90 "$accel" test "$smoke_job" --set "training.output_dir=$work/smoke_test_nccl_world1" --set num_processes=1 &
+  ACCEL_NCCL_ISSUE_AT_WORLD_ONE=1 step smoke_test_nccl_world1_issued 90 "$accel" test "$smoke_job" --set "training.output_dir=$work/smoke_test_nccl_world1_issued" --set num_processes=1 &
+  step smoke_test_staged_world2 90 "$accel" test "$smoke_job" --set "training.output_dir=$work/smoke_test_staged_world2" --set num_processes=2 --set cuda_collectives=gloo &
+  ACCEL_NCCL_ISSUE_AT_WORLD_ONE=1 step smoke_bench_comm_nccl_world1 90 "$accel" bench comm "$smoke_job" --set "training.output_dir=$work/smoke_bench_comm_nccl_world1" \
     --set num_processes=1 --json "$logs/bench_comm.json" &
-  step smoke_llama_sharded_init 120 "$accel" launch "$llama_job" --set device=cuda --set num_processes=1 &
-  step smoke_llama_sharded_init_staged_world2 120 "$accel" launch "$llama_job" --set device=cuda --set num_processes=2 \
+  step smoke_llama_sharded_init 120 "$accel" launch "$llama_job" --set "training.output_dir=$work/llama_world1" --set device=cuda --set num_processes=1 &
+  step smoke_llama_sharded_init_staged_world2 120 "$accel" launch "$llama_job" --set "training.output_dir=$work/llama_world2" --set device=cuda --set num_processes=2 \
     --set cuda_collectives=gloo &
 fi
 wait

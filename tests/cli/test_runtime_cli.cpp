@@ -131,6 +131,31 @@ TEST_CASE("SIGINT to the launcher leaves no worker") {
   for (int pid : pids) CHECK_FALSE(process_alive(pid));
 }
 
+TEST_CASE("a second launch into a running launch's output_dir is refused with exit 2; the lock goes with the launcher") {
+  TempDir dir;
+  auto job = sleeper_job(dir, 1);
+  {
+    Background first(accel_cmd("launch " + job), (dir.path() / "first.log").string());
+    REQUIRE(wait_for_pids(dir.path().string(), 1, 30s));
+    auto second = run_command(accel_cmd("test " + job));
+    INFO(second.output);
+    CHECK(second.exit_code == 2);
+    CHECK_THAT(second.output, Catch::Contains("training.output_dir") && Catch::Contains("in use by another accel launch") &&
+                                  Catch::Contains("pid " + std::to_string(first.pid())) && Catch::Contains("fix:"));
+    // The running job's resolved file is still its own (the refused launch wrote nothing).
+    std::ifstream resolved(dir.path() / "out" / "job.resolved.yaml");
+    std::stringstream text;
+    text << resolved.rdbuf();
+    CHECK_THAT(text.str(), Catch::Contains("worker.sh"));
+    kill(first.pid(), SIGKILL);  // no cleanup runs: the kernel still drops the lock
+    first.wait_for(10s);
+    for (int pid : read_pids(dir.path().string(), 1)) kill(pid, SIGKILL);
+  }
+  auto again = run_command(accel_cmd("test " + job));
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+}
+
 TEST_CASE("accel bench comm prints a table and writes JSON") {
   TempDir dir;
   auto json = (dir.path() / "bench.json").string();
