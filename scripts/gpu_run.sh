@@ -6,7 +6,7 @@
 #   1. facts: nvidia-smi, the device's torch against the one the binaries were built with (stops
 #      with exit 2 when they differ), the staged programs' linkage, `accel env`;
 #   2. alone on the GPU: the GPT-2 124M benchmark (scripts/bench_gpu.py), each contender under a
-#      timeout;
+#      timeout, and where its step spends GPU time (scripts/profile_gpu_step.py);
 #   3. at once: the communicator tests (tests/gpu/test_cuda_communicators), each test of
 #      tests/gpu/test_cuda_engine.py in its own process, and the smoke runs (`accel test` over NCCL
 #      at world 1 and over host-staged Gloo at world 2, `accel bench comm` over NCCL);
@@ -23,11 +23,13 @@ set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 stage="$root/.gpu-stage"
 rehearse=0
+bench=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --rehearse) rehearse=1 ;;
+    --no-bench) bench=0 ;;
     --stage) stage="$2"; shift ;;
-    *) echo "gpu_run: unknown argument $1 (--rehearse, --stage DIR)" >&2; exit 2 ;;
+    *) echo "gpu_run: unknown argument $1 (--rehearse, --no-bench, --stage DIR)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -100,17 +102,23 @@ fi
 printf 'linkage\t0\t0\n' >>"$steps"
 step accel_env 60 "$accel" env
 
-# 2. The benchmark, first and alone on the GPU.
+# 2. The benchmark and the step profile, first and alone on the GPU (--no-bench: the profile only).
 say "benchmark"
-bench=(--accel "$accel" --json "$logs/bench_gpu.json" --markdown "$logs/bench_gpu.md" --timeout 35)
+bench_args=(--accel "$accel" --json "$logs/bench_gpu.json" --markdown "$logs/bench_gpu.md" --timeout 35)
+profile_args=(--json "$logs/profile_gpu_step.json")
 if [ $rehearse -eq 1 ]; then
-  bench+=(--dry-run)
+  bench_args+=(--dry-run)
+  profile_args+=(--dry-run)
 else
-  bench+=(--steps 15 --warmup 5 --repeat 2)
+  bench_args+=(--steps 15 --warmup 5 --repeat 2)
 fi
-step bench_gpu 330 "$python" "$root/scripts/bench_gpu.py" "${bench[@]}"
-cp "$logs/bench_gpu.json" "$out/bench-gpu.json" 2>/dev/null
-cp "$logs/bench_gpu.md" "$out/bench-gpu.md" 2>/dev/null
+if [ $bench -eq 1 ]; then
+  step bench_gpu 330 "$python" "$root/scripts/bench_gpu.py" "${bench_args[@]}"
+  cp "$logs/bench_gpu.json" "$out/bench-gpu.json" 2>/dev/null
+  cp "$logs/bench_gpu.md" "$out/bench-gpu.md" 2>/dev/null
+fi
+step profile_gpu_step 90 "$python" "$root/scripts/profile_gpu_step.py" "${profile_args[@]}"
+cp "$logs/profile_gpu_step.json" "$out/profile-gpu-step.json" 2>/dev/null
 # 3. The GPU tests and the smoke runs, at once (each in its own process: CUDA contexts share the GPU;
 #    each smoke run in its own output_dir, since one launch holds its directory).
 # OMP_NUM_THREADS: the engine tests' CPU runs and reference share the cores with each other.
