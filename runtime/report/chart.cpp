@@ -84,7 +84,7 @@ std::string tick_label(double value, double step) {
     std::snprintf(buf, sizeof buf, "%.2g", value);
     return buf;
   }
-  const bool thousands = std::abs(value) >= 1e4 && step >= 100;
+  const bool thousands = step >= 1000;  // every tick of the axis alike: 5k, 10k, 15k
   if (thousands) value /= 1e3, step /= 1e3;
   // As many decimals as tell ticks `step` apart: 0.1 -> 1, 0.25 -> 2, 50 -> 0.
   int decimals = std::max(0, int(-std::floor(std::log10(step) + 1e-9)));

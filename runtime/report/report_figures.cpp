@@ -39,6 +39,11 @@ Figure curve(const std::vector<RunData>& runs, const std::string& id, const std:
     chart.series.push_back(std::move(s));
   }
   if (chart.series.empty()) return f;
+  for (size_t a = 0; a < chart.series.size(); ++a)
+    for (size_t b = a + 1; b < chart.series.size(); ++b)
+      if (chart.series[a].x == chart.series[b].x && chart.series[a].y == chart.series[b].y)
+        f.notes.push_back(chart.series[a].name + " and " + chart.series[b].name +
+                          " are equal at every step: the later line is drawn over the earlier, thinner");
   chart.finish_axes();
   f.line = std::move(chart);
   return f;
@@ -91,6 +96,7 @@ std::vector<double> estimated_memory(const estimate::MemoryEstimate& e) {
   return v;
 }
 
+// A group per run: a measured bar per rank, then the estimate (one per-rank figure for all ranks).
 Figure memory_figure(const std::vector<RunData>& runs) {
   Figure f;
   f.id = "memory";
@@ -103,7 +109,7 @@ Figure memory_figure(const std::vector<RunData>& runs) {
   chart.id = f.id;
   chart.title = f.title;
   chart.categories = kMemoryCategories;
-  chart.legend_note = "solid: measured, pale: estimate";
+  chart.legend_note = "r<n>: rank n measured; pale: the estimate, per rank";
   double top = 0;
   std::vector<BarGroup> groups;
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -113,20 +119,19 @@ Figure memory_figure(const std::vector<RunData>& runs) {
       continue;
     }
     if (!run.estimate) f.notes.push_back(run.label + ": measured only (no estimate: see the run's notes)");
-    for (const auto& report : run.rank_reports) {
-      BarGroup g;
-      g.label = run.label + " r" + std::to_string(report.value("rank", 0));
-      g.color = run_color(int(i));
-      g.bars.push_back({"measured", measured_memory(report["memory"]), false});
-      if (run.estimate)
-        g.bars.push_back({"estimate", estimated_memory(run.estimate->strategies[size_t(run.estimate->configured)]), true});
-      for (const auto& b : g.bars) {
-        double sum = 0;
-        for (double v : b.stack) sum += v;
-        top = std::max(top, sum);
-      }
-      groups.push_back(std::move(g));
+    BarGroup g;
+    g.label = run.label;
+    g.color = run_color(int(i));
+    for (const auto& report : run.rank_reports)
+      g.bars.push_back({"r" + std::to_string(report.value("rank", 0)), measured_memory(report["memory"]), false});
+    if (run.estimate)
+      g.bars.push_back({"estimate", estimated_memory(run.estimate->strategies[size_t(run.estimate->configured)]), true});
+    for (const auto& b : g.bars) {
+      double sum = 0;
+      for (double v : b.stack) sum += v;
+      top = std::max(top, sum);
     }
+    groups.push_back(std::move(g));
   }
   if (groups.empty()) return f;
   const ByteUnit unit = byte_unit(top);

@@ -61,8 +61,9 @@ body { font-family: "DejaVu Sans", Verdana, sans-serif; color: #262626; margin: 
 h1 { font-size: 22px; margin: 0 0 4px 0; }
 p.sub { color: #666; margin: 0 0 16px 0; font-size: 13px; }
 table { border-collapse: collapse; font-size: 13px; margin-bottom: 8px; }
-th, td { border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: right; white-space: nowrap; }
-th { background: #f4f4f4; }
+th, td { border-bottom: 1px solid #ddd; padding: 4px 8px; text-align: right; white-space: nowrap; }
+th { background: #f4f4f4; white-space: normal; vertical-align: bottom; }
+div.table { overflow-x: auto; }
 td.name, th.name { text-align: left; }
 span.swatch { display: inline-block; width: 11px; height: 11px; margin-right: 6px; vertical-align: -1px; }
 ul.notes { font-size: 12.5px; color: #555; margin: 4px 0 16px 0; }
@@ -77,7 +78,7 @@ code { background: #f4f4f4; padding: 1px 4px; }
 )";
 
 void summary_table(std::ostringstream& h, const std::vector<RunData>& runs) {
-  h << "<table class=\"runs\"><tr><th class=\"name\">run</th><th class=\"name\">strategy</th><th>world</th>"
+  h << "<div class=\"table\"><table class=\"runs\"><tr><th class=\"name\">run</th><th class=\"name\">strategy</th><th>world</th>"
        "<th>precision</th><th>steps</th><th>final loss</th><th>final eval loss</th><th>median tokens/s</th>"
        "<th>median step time</th><th>peak memory</th><th>bus bytes / step</th><th>wall time</th></tr>\n";
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -89,7 +90,7 @@ void summary_table(std::ostringstream& h, const std::vector<RunData>& runs) {
     h << "<tr><td class=\"name\"><span class=\"swatch\" style=\"background:" << run_color(int(i)).hex() << "\"></span>"
       << escape(r.label) << "</td><td class=\"name\">" << escape(r.strategy) << "</td><td>"
       << (world > 0 ? std::to_string(world) : "?") << "</td><td>"
-      << (r.job ? escape(config::to_string(r.job->mixed_precision)) : "?") << "</td><td>" << r.records.size()
+      << (!r.job ? "?" : r.job->mixed_precision == config::MixedPrecision::no ? "fp32" : config::to_string(r.job->mixed_precision)) << "</td><td>" << r.records.size()
       << "</td><td>" << last_value(r, "loss", "%.4f") << "</td><td>" << last_value(r, "eval_loss", "%.4f")
       << "</td><td>" << (r.has("tokens_per_s") ? num(median(values(r, "tokens_per_s")), "%.0f") : "none")
       << "</td><td>" << (r.has("step_time_s") ? num(median(values(r, "step_time_s")) * 1e3, "%.1f ms") : "none")
@@ -98,7 +99,7 @@ void summary_table(std::ostringstream& h, const std::vector<RunData>& runs) {
       << "</td><td>"
       << (rank0.contains("time_s") ? num(rank0["time_s"].value("total", 0.0), "%.1f s") : "none") << "</td></tr>\n";
   }
-  h << "</table>\n";
+  h << "</table></div>\n";
   std::vector<std::string> notes;
   for (const auto& r : runs) {
     notes.push_back(escape(r.label) + ": <code>" + escape(r.dir) + "</code>");

@@ -7,8 +7,8 @@ export. Run B: the same job under fsdp SHARD_GRAD_OP without evaluation. Both at
 ReportTwoBackends: `accel report A B -o OUT` writes a page whose every curve has one series per run
 that has the field (the evaluation loss only A's, with a note saying why B has none), each series'
 SVG path runs through exactly its metrics.jsonl records mapped onto the figure's stated axes, the
-axes hold the data, the bar charts have a group per run (memory: per rank) and hold the run
-reports' figures, every PNG decodes at its stated size, and nothing on the page is fetched.
+axes hold the data, the bar charts have a group per run (a bar per rank, and memory's estimate) and
+hold the run reports' figures, every PNG decodes at its stated size, and nothing on the page is fetched.
 ReportErrors: bad input is exit 2 naming the file; a last metrics line cut short is a note.
 ProgressLines: each long piece of work of run A printed one start line and one end line with its
 time, on rank 0 only, and no carriage return.
@@ -184,7 +184,8 @@ class ReportTwoBackends(unittest.TestCase):
     def test_bars_hold_the_run_reports(self):
         reports = [[json.loads(read(os.path.join(d, "report", f"rank_{r}.json"))) for r in range(2)]
                    for d in (_Runs.a, _Runs.b)]
-        expect = {"memory": (4, 8), "comm": (2, 4), "time": (2, 2)}  # (groups, bars)
+        # (groups, bars): a group per run; memory: a bar per rank and the estimate, comm: a bar per rank.
+        expect = {"memory": (2, 6), "comm": (2, 4), "time": (2, 2)}
         for fid, (groups, bars) in expect.items():
             attrs, body = self.figures[fid]
             with self.subTest(figure=fid):

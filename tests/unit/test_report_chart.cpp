@@ -49,6 +49,7 @@ TEST_CASE("report chart: tick labels tell their ticks apart, briefly") {
   CHECK(tick_label(50, 25) == "50");
   CHECK(tick_label(0, 0.1) == "0");
   CHECK(tick_label(20000, 5000) == "20k");
+  CHECK(tick_label(5000, 5000) == "5k");  // as its neighbours on the axis
   CHECK(tick_label(12500, 2500) == "12.5k");
   CHECK(tick_label(0.0004, 0.0002) == "0.0004");
 }
