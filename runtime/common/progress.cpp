@@ -53,6 +53,7 @@ Display display_from_env() {
     if (value == "tty") return Display::tty;
     if (value == "off") return Display::off;
     if (value.empty()) return isatty(STDOUT_FILENO) == 1 ? Display::tty : Display::lines;
+    if (value != "lines") logging::warn("ACCEL_PROGRESS=" + value + " is not tty, lines or off; using lines");
     return Display::lines;
   }();
   return d;

@@ -21,7 +21,7 @@ namespace accel::progress {
 enum class Display { tty, lines, off };
 
 // ACCEL_PROGRESS=tty|lines|off; unset (a process started without the launcher): tty when stdout
-// is a terminal, else lines. An unknown value keeps lines. Read once per process.
+// is a terminal, else lines. An unknown value is lines, with a warning. Read once per process.
 Display display_from_env();
 
 // "[#####...............]  25% ": the bar of the trainer's progress line (api/progress_line) too.
