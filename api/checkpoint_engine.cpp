@@ -13,6 +13,7 @@
 #include "engine/format/safetensors.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
+#include "runtime/common/progress.hpp"
 
 namespace accel::train {
 namespace fs = std::filesystem;
@@ -139,6 +140,11 @@ std::string CheckpointEngine::save(const SaveRequest& request) {
   const int64_t steps_done = request.steps_done;
   const int rank = comm_.rank();
   const std::string staging = root_ + "/." + std::string("tmp.") + ckpt::step_dir_name(steps_done);
+  // Rank 0's files, counted by the safetensors writer; a run's checkpoints are all one size, so
+  // the previous one's bytes are this one's total (the first shows bytes so far, without a bar).
+  progress::Task task("checkpoint " + ckpt::step_dir_name(steps_done), rank == 0);
+  progress::expect_bytes(last_save_bytes_);
+  task.set_stage("writing");
   // A checkpoint that cannot be written (disk full, read-only, permissions) ends the run with what
   // to do; a failing peer (CommError) is reported as itself.
   auto guarded = [&](const auto& write) {
@@ -168,7 +174,9 @@ std::string CheckpointEngine::save(const SaveRequest& request) {
       fs::copy_file(job_.file, staging + "/" + kJobFile, fs::copy_options::overwrite_existing);
   });
   if (request.after_files) request.after_files();
+  task.set_stage("waiting for every rank's files");
   comm_.barrier()->wait();  // every rank's files are complete before the manifest seals them
+  task.set_stage("sealing (hashing the files, the manifest, `latest`)");
 
   std::string final_dir = root_ + "/" + ckpt::step_dir_name(steps_done);
   guarded([&] {
@@ -176,6 +184,8 @@ std::string CheckpointEngine::save(const SaveRequest& request) {
       final_dir = commit(steps_done, {{"backend", config::to_string(job_.job.backend)}, {"world_size", comm_.size()}});
   });
   comm_.barrier()->wait();  // nobody moves on (or resumes) before `latest` names the new checkpoint
+  last_save_bytes_ = task.bytes_written();
+  task.finish();
   return final_dir;
 }
 
@@ -216,7 +226,9 @@ std::string CheckpointEngine::commit(int64_t steps_done, const nlohmann::json& e
 }
 
 nlohmann::json CheckpointEngine::load(const std::string& dir, const std::function<void(const nlohmann::json&)>& check) {
+  progress::stage("verifying " + dir);
   ckpt::Manifest manifest = ckpt::verify_checkpoint(dir, machine_count() > 1 ? world_.machine_rank : -1);
+  progress::stage("restoring the state of " + dir);
   try {
     return load_verified(dir, manifest, check);
   } catch (const RunError& e) {  // a file held by another machine's storage: say where it is

@@ -86,6 +86,7 @@ class CheckpointEngine {
   backends::Backend& backend_;
   std::string root_;
   bool writer_ = false;  // the first rank of this rank's storage group: stages and commits there
+  uint64_t last_save_bytes_ = 0;  // what this rank's last save wrote: the next one's expected size
 };
 
 }  // namespace accel::train

@@ -5,6 +5,7 @@
 #include "engine/format/safetensors.hpp"
 #include "engine/sharded/unit_block_allocator.hpp"
 #include "runtime/common/errors.hpp"
+#include "runtime/common/progress.hpp"
 
 namespace accel::api {
 
@@ -34,8 +35,14 @@ std::vector<std::pair<std::string, const comm::Communicator*>> EngineView::group
 nlohmann::json EngineView::memory_report() const { return engine().memory_report(); }
 
 void EngineView::save_full_parameters(const std::string& path) {
+  progress::stage("gathering the full weights");
   const train::NamedTensors params = engine().full_parameters();  // collective; complete on rank 0
-  if (host_->comm->rank() == 0) train::save_safetensors(path, params);
+  if (host_->comm->rank() != 0) return;
+  uint64_t bytes = 0;
+  for (const auto& [name, t] : params) bytes += uint64_t(t.numel()) * t.element_size();
+  progress::expect_bytes(bytes);
+  progress::stage("writing");
+  train::save_safetensors(path, params);
 }
 
 int64_t EngineView::unit_block_bytes() { return backends::UnitBlockAllocator::instance().mapped_bytes(); }

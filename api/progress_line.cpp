@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "runtime/common/human_bytes.hpp"
+#include "runtime/common/progress.hpp"
 
 namespace accel::api {
 namespace {
@@ -20,13 +21,7 @@ std::string human_rate(double per_s) {
 
 std::string format_progress_line(const StepProgress& p, bool progress_bar) {
   std::ostringstream s;
-  if (progress_bar) {
-    constexpr int kWidth = 20;
-    const int filled = p.total > 0 ? int(kWidth * p.done / p.total) : kWidth;
-    char pct[16];
-    std::snprintf(pct, sizeof pct, "%3lld%% ", static_cast<long long>(p.total > 0 ? 100 * p.done / p.total : 100));
-    s << "[" << std::string(filled, '#') << std::string(kWidth - filled, '.') << "] " << pct;
-  }
+  if (progress_bar) s << progress::bar(p.done, p.total);
   const int width = int(std::to_string(p.total).size());
   char buf[256];
   std::snprintf(buf, sizeof buf, "step %*lld/%lld | loss %.4f | lr %.2e", width, static_cast<long long>(p.done),

@@ -1,5 +1,6 @@
 #include "cli/launch_support.hpp"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -71,6 +72,10 @@ void launch_job(const config::LoadedJob& loaded, const std::vector<std::string>&
   plan.max_restarts = j.max_restarts;
   plan.shutdown_grace = std::chrono::milliseconds(int64_t(j.shutdown_grace_s * 1000));
   plan.extra_env = extra_env;
+  // How workers show the progress of long work (runtime/common/progress.hpp): drawn in place when
+  // the launcher's stdout is a terminal (the relay redraws their status lines), else a start and
+  // an end line. A value the user set is kept.
+  if (!std::getenv("ACCEL_PROGRESS")) plan.extra_env["ACCEL_PROGRESS"] = isatty(STDOUT_FILENO) == 1 ? "tty" : "lines";
 
   // Under srun or mpirun the scheduler chose the layout: follow it (or say why it cannot work).
   std::string cluster_error;

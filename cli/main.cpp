@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
                "  accel launch config_templates/quickstart.yaml\n"
                "  accel launch job.yaml --set backend=fsdp    # the same job with FSDP semantics\n"
                "  accel estimate-memory job.yaml              # per-rank memory of every strategy\n"
+               "  accel report runs/quickstart                # the run's curves as an HTML page and PNGs\n"
                "  accel env                                   # diagnostics for a bug report",
                "accel"};
   app.set_version_flag("--version", "accel " + build.accel_version + " (git " + build.git_revision + ")");
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   accel::cli::add_bench_command(app);
   accel::cli::add_merge_weights_command(app);
   accel::cli::add_estimate_memory_command(app);
+  accel::cli::add_report_command(app);
 
   return accel::cli::run_and_map_errors(app, argc, argv);
 }

@@ -1,6 +1,7 @@
 # The installable package (docs/design/0016): `cmake --install <build> --prefix <p>` gives
 #   <p>/bin/accel                               the launcher (no torch)
 #   <p>/libexec/accel/accel-worker              what it starts: ranks, merge-weights (links torch)
+#   <p>/libexec/accel/accel-report              what `accel report` starts (links cairo)
 #   <p>/lib/libaccel.so                         the public API (accel::accel)
 #   <p>/include/accel/*.hpp                     its headers (torch and the standard library only)
 #   <p>/lib/cmake/accel/accelConfig.cmake       find_package(accel), which finds the same torch
@@ -10,6 +11,7 @@ set(ACCEL_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/accel")
 
 install(TARGETS accel RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS accel-worker RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/accel)
+install(TARGETS accel-report RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/accel)
 install(TARGETS accel_api EXPORT accelTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

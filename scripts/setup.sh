@@ -19,6 +19,7 @@ packages=(
   clang libclang-rt-14-dev  # the config fuzzer (scripts/fuzz.sh): clang++ and its libFuzzer/ASan/UBSan runtimes
   python3-venv            # the Python environment below
   tmux                    # drives the interactive `accel config` in a real terminal in tests
+  libcairo2-dev fonts-dejavu-core  # `accel report`: charts drawn once as SVG and PNG, in DejaVu Sans
 )
 
 missing=()

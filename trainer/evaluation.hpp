@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "runtime/comm/communicator.hpp"
+#include "runtime/common/progress.hpp"
 #include "trainer/data/dataset.hpp"
 #include "trainer/models/builtin_module.hpp"
 
@@ -15,7 +16,8 @@ namespace accel::train {
 
 // Collective. `model` is prepared: a no-grad forward outside a micro-step runs under the engine's
 // evaluation hooks (gather, release). Returns nullopt when the data has no held-out window
-// (val_fraction 0).
-std::optional<double> evaluate(BuiltinModule& model, const Dataset& data, comm::Communicator& comm, int batch_size);
+// (val_fraction 0). `progress`, when given, counts this rank's batches.
+std::optional<double> evaluate(BuiltinModule& model, const Dataset& data, comm::Communicator& comm, int batch_size,
+                               progress::Task* progress = nullptr);
 
 }  // namespace accel::train

@@ -14,6 +14,7 @@
 #include "api/peak_memory.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
+#include "runtime/common/progress.hpp"
 #include "runtime/config/plan/resolve_plan.hpp"
 #include "runtime/tracking/trackers.hpp"
 #include "runtime/worker/worker_context.hpp"
@@ -70,7 +71,7 @@ class Trainer {
   void run();
 
  private:
-  void build();
+  void build(progress::Task& setup);
   StepMetrics train_step(int64_t step);
   // The peak the metrics report: allocated GPU memory on a GPU, resident host memory on the CPU.
   int64_t peak_memory_bytes() const { return api::peak_memory_bytes(device_); }
@@ -100,8 +101,9 @@ class Trainer {
   std::string resumed_dir_;  // the checkpoint load_state() read
 };
 
-void Trainer::build() {
+void Trainer::build(progress::Task& setup) {
   worker::apply_thread_count();
+  setup.set_stage("building the model");
   // Under strategies that partition parameters the model is never whole on a rank (design 0023):
   // it is built of placeholders on this rank's device and the engine fills each unit's shard from
   // the spec's initializer, or from the slices of training.init_from it needs. Otherwise every rank
@@ -129,6 +131,8 @@ void Trainer::build() {
     if (!device_.is_cpu()) model_->to(device_);
   }
   log_memory(rank_, world_, "model build");
+  setup.advance();
+  setup.set_stage("opening the data");
   data_ = make_dataset(job_.data, job_.model.vocab_size, t_.seq_len, uint64_t(t_.seed));
   optimizer_ = make_builtin_optimizer(job_.optimizer, model_->spec_parameters());
   // The Accelerator joins the world the worker joined, through comm_ (the fault injector in front
@@ -143,11 +147,17 @@ void Trainer::build() {
         resumed_dir_ = dir;
       },
       [this](int64_t steps_done) { faults_.at("checkpoint_write", steps_done - 1); }};
+  setup.advance();
+  setup.set_stage(std::string("preparing the ") + config::to_string(job_.backend) + " engine" +
+                  (sharded_init ? (t_.init_from.empty() ? ", each rank initializing its shards"
+                                                        : ", each rank reading its shards of " + t_.init_from)
+                                : ""));
   api::Attached attached = api::attach(ctx_.job, comm_, ctx_.rendezvous.get(), std::move(host));
   acc_ = std::move(attached.accelerator);
   engine_ = std::move(attached.engine);
   step_optimizer_ = &acc_->prepare(*model_, *optimizer_);
   log_memory(rank_, world_, "backend build");
+  setup.advance();
 }
 
 int64_t Trainer::num_parameters() const {
@@ -193,7 +203,11 @@ StepMetrics Trainer::train_step(int64_t step) {
 
 void Trainer::run() {
   auto t_start = Clock::now();
-  build();
+  // Setup's stages: the model, the data, the engine, the resume (done or not, the last).
+  progress::Task setup("setup", rank_ == 0);
+  setup.set_total(4, "stages");
+  build(setup);
+  setup.set_stage("looking for a checkpoint to resume (training.resume)");
   int64_t start = 0;
   if (acc_->load_state()) {  // training.resume
     start = acc_->step();
@@ -201,6 +215,8 @@ void Trainer::run() {
   }
   // Where the wall time goes, beside the steps themselves: the run log's last lines and the report.
   RunTimes times;
+  setup.advance();
+  setup.finish();
   times.setup_s = seconds_since(t_start);
   const int64_t setup_peak_rss = peak_rss_bytes();  // the resident peak of building model and engine
   log(data_->describe());
@@ -247,7 +263,9 @@ void Trainer::run() {
     bool final_step = step + 1 == t_.max_steps;
     if (t_.eval_every > 0 && (step + 1) % t_.eval_every == 0) {
       const auto t_eval = Clock::now();
-      m.eval_loss = evaluate(*model_, *data_, comm_, t_.micro_batch_size);
+      progress::Task evaluation("evaluation at step " + std::to_string(step + 1), rank_ == 0);
+      m.eval_loss = evaluate(*model_, *data_, comm_, t_.micro_batch_size, &evaluation);
+      evaluation.finish();
       times.evaluation_s += seconds_since(t_eval);
       if (m.eval_loss) last_eval = m.eval_loss;
     }
@@ -272,7 +290,9 @@ void Trainer::run() {
     // The engine's order (units, then their parameters), the order `accel merge-weights` writes a
     // checkpoint in: the two files of the same state are byte-equal.
     const std::string file = out + "/weights.safetensors";
+    progress::Task export_task("weights export to " + file, rank_ == 0);
     engine_.save_full_parameters(file);  // collective; rank 0 writes
+    export_task.finish();
     if (rank_ == 0) weights = file;
   }
   times.export_s = seconds_since(t_export);

@@ -18,6 +18,7 @@
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/checkpoint/node_local.hpp"
 #include "runtime/common/errors.hpp"
+#include "runtime/common/progress.hpp"
 
 namespace accel::cli::worker_program {
 namespace {
@@ -86,18 +87,30 @@ void add_merge_weights_command(CLI::App& app) {
     Source source;
     train::NamedTensors weights;
     int64_t values = 0;
+    progress::Output output = progress::Output::standard();
+    output.line = [](const std::string& line) { std::cout << "accel merge-weights: " << line << "\n" << std::flush; };
+    progress::Task task("merging " + o->checkpoint + " into " + o->output, true, progress::display_from_env(), output);
     try {
+      task.set_stage("verifying the checkpoint");
       source = open_checkpoint(o->checkpoint);
+      task.set_stage("reading");
+      task.set_total(int64_t(source.state->params().size()), "tensors");
       for (const auto& p : source.state->params()) {
         weights.emplace_back(p.name, source.state->read_full(p.name, backends::kParamKind));
         values += p.numel;
+        task.advance();
       }
     } catch (const RunError& e) {  // the checkpoint is the problem: a usage error, not a failed run
       throw UsageError(std::string(e.what()) + "\nnothing was written; name a complete checkpoint");
     }
     fs::path parent = fs::absolute(o->output).parent_path();
     if (!fs::is_directory(parent)) throw UsageError("-o " + o->output + ": directory " + parent.string() + " does not exist");
+    task.set_stage("writing");
+    uint64_t bytes = 0;
+    for (const auto& [name, t] : weights) bytes += uint64_t(t.numel()) * t.element_size();
+    progress::expect_bytes(bytes);
     train::save_safetensors(o->output, weights);
+    task.finish();
     std::cout << "accel merge-weights: " << source.dir << " (" << source.step << " steps, "
               << source.state->describe() << ") -> " << o->output << ": " << weights.size() << " tensors, " << values
               << " fp32 values\n";

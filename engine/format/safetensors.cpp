@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/errors.hpp"
+#include "runtime/common/progress.hpp"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
 
@@ -160,6 +161,7 @@ void save_safetensors_streamed(const std::string& path, const std::vector<Tensor
       if (t.scalar_type() != specs[i].dtype || uint64_t(t.numel()) * t.element_size() != sizes[i])
         throw RunError("safetensors: tensor '" + specs[i].name + "' does not match its declared dtype and shape");
       write_all(f, t.data_ptr(), sizes[i], tmp);
+      progress::bytes_written(sizes[i]);  // the caller's progress line, if it has one
     }
     if (std::fflush(f) != 0 || ::fsync(::fileno(f)) != 0)
       throw RunError("safetensors: flushing '" + tmp + "' failed: " + std::strerror(errno));
@@ -173,6 +175,7 @@ void save_safetensors_streamed(const std::string& path, const std::vector<Tensor
     std::remove(tmp.c_str());
     fail(path, "cannot finish writing (" + why + ")");
   }
+  progress::file_written();
 }
 
 SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {

@@ -11,6 +11,7 @@ void info(const std::string& line) { spdlog::info("{}", line); }
 void warn(const std::string& line) { spdlog::warn("{}", line); }
 void debug(const std::string& line) { spdlog::debug("{}", line); }
 bool debug_enabled() { return spdlog::should_log(spdlog::level::debug); }
+bool info_enabled() { return spdlog::should_log(spdlog::level::info); }
 
 void configure_from_env() {
   spdlog::set_pattern("%v");

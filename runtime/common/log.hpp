@@ -12,6 +12,7 @@ void info(const std::string& line);
 void warn(const std::string& line);
 void debug(const std::string& line);
 bool debug_enabled();  // true when debug lines are printed (skip building expensive ones otherwise)
+bool info_enabled();   // false under ACCEL_LOG_LEVEL=warn and above
 
 // Plain lines ("%v"), at the level ACCEL_LOG_LEVEL names (trace, debug, info, warn, error,
 // critical, off); an unknown name keeps info and says so. Call once, before logging.

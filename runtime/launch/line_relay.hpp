@@ -3,6 +3,10 @@
 // unprefixed to the rank's log; the last lines of a rank are kept for the failure summary.
 // Invariant: every byte fed is emitted exactly once; a partial last line is emitted by finish(), and
 // a line longer than kMaxLine bytes is emitted in pieces rather than buffered without bound.
+// On a terminal (`draws_status`), a segment ending in "\r" (not "\r\n") is a status line
+// (runtime/common/progress.hpp: "text\x1b[K\r", an empty one clears): it is drawn in place as
+// "\r[rank r] text\x1b[K", cut to the terminal's width, and neither logged nor kept in the tail;
+// the next complete line, from any rank or stream, first clears it.
 #pragma once
 
 #include <cstddef>
@@ -32,21 +36,27 @@ class LineRelay {
  public:
   static constexpr size_t kMaxLine = 64 * 1024;
 
-  // `terminal_fd`: 1 or 2 of the launcher; `log_fd`: the rank's log or -1; `tail` may be null.
-  LineRelay(std::string prefix, int terminal_fd, int log_fd, LineTail* tail)
-      : prefix_(std::move(prefix)), terminal_fd_(terminal_fd), log_fd_(log_fd), tail_(tail) {}
+  // `terminal_fd`: 1 or 2 of the launcher; `log_fd`: the rank's log or -1; `tail` may be null;
+  // `draws_status`: terminal_fd is a terminal (status lines drawn in place; otherwise "\r" is a
+  // byte like any other).
+  LineRelay(std::string prefix, int terminal_fd, int log_fd, LineTail* tail, bool draws_status = false)
+      : prefix_(std::move(prefix)), terminal_fd_(terminal_fd), log_fd_(log_fd), tail_(tail),
+        draws_status_(draws_status) {}
 
   void feed(const char* data, size_t size);
   void finish();  // end of stream: emit the partial last line, if any
 
  private:
   void emit(const std::string& line);
+  void draw_status(std::string text);
 
   std::string prefix_;
   int terminal_fd_;
   int log_fd_;
   LineTail* tail_;
   std::string partial_;
+  bool draws_status_ = false;
+  bool pending_cr_ = false;  // a read ended in "\r": partial_ was drawn as a status, unless "\n" follows
 };
 
 }  // namespace accel::launch

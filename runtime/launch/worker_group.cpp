@@ -112,8 +112,11 @@ class WorkerGroup {
       worker.pid = spawned.pid;
       const std::string prefix = "[rank " + std::to_string(worker.rank) + "] ";
       const int log_fd = i < setup_.log_fds.size() ? setup_.log_fds[i] : -1;
-      streams_.push_back(Stream{spawned.stdout_fd, LineRelay(prefix, STDOUT_FILENO, log_fd, &worker.tail)});
-      streams_.push_back(Stream{spawned.stderr_fd, LineRelay(prefix, STDERR_FILENO, log_fd, &worker.tail)});
+      // On a terminal a worker's "...\r" status lines are drawn in place (runtime/common/progress.hpp).
+      streams_.push_back(Stream{spawned.stdout_fd,
+                                LineRelay(prefix, STDOUT_FILENO, log_fd, &worker.tail, isatty(STDOUT_FILENO) == 1)});
+      streams_.push_back(Stream{spawned.stderr_fd,
+                                LineRelay(prefix, STDERR_FILENO, log_fd, &worker.tail, isatty(STDERR_FILENO) == 1)});
     }
   }
 

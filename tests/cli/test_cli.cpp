@@ -97,7 +97,7 @@ TEST_CASE("help, version and usage errors") {
   CHECK(version.exit_code == 0);
   CHECK(std::regex_search(version.output, std::regex(R"(accel \d+\.\d+\.\d+ \(git )")));
   for (const char* sub : {"config", "config show", "config validate", "config import", "config convert", "config keys",
-                          "launch", "env", "estimate-memory", "merge-weights"}) {
+                          "launch", "env", "estimate-memory", "merge-weights", "report"}) {
     auto r = run_accel(std::string(sub) + " --help");
     INFO(sub);
     CHECK(r.exit_code == 0);

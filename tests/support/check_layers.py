@@ -2,7 +2,7 @@
 """The layering check (ctest `layering`): no source file includes a header of a layer above its own.
 
 Layers, bottom to top (docs/design/0022-layers-and-resolved-plan.md):
-  0 base     runtime/{common,config,comm,launch,diag,estimate,worker,checkpoint,tracking}
+  0 base     runtime/{common,config,comm,launch,diag,estimate,worker,checkpoint,tracking,report}
   1 engine   engine/ (with sharded/, replicated/, fsdp/, optim/, format/)
   2 API      include/accel/, api/
   3 trainer  trainer/ (with models/, data/)
@@ -28,6 +28,7 @@ LAYERS = [  # (path prefix, layer, name); the longest matching prefix wins
     ("runtime/common/", 0, "base"), ("runtime/config/", 0, "base"), ("runtime/comm/", 0, "base"),
     ("runtime/launch/", 0, "base"), ("runtime/diag/", 0, "base"), ("runtime/estimate/", 0, "base"),
     ("runtime/worker/", 0, "base"), ("runtime/checkpoint/", 0, "base"), ("runtime/tracking/", 0, "base"),
+    ("runtime/report/", 0, "base"),
     ("engine/", 1, "engine"),
     ("include/accel/", 2, "API"), ("api/", 2, "API"),
     ("trainer/", 3, "trainer"),
