@@ -52,6 +52,16 @@ def run_processes(run_dir):
     return pids
 
 
+def running(pid):
+    """True while `pid` exists and is not a zombie: the workers the test kills with their launcher
+    are reparented to init, which reaps them on its own time; a zombie holds nothing but its pid."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 class Launcher:
     """`accel launch JOB --set machine_rank=M`, its stderr read live."""
 
@@ -94,6 +104,43 @@ class Launcher:
 
 
 class ElasticRestart(_Base):
+    def test_losing_machine_0_ends_the_job(self):
+        """Machine 0 hosts the rendezvous and rank 0's store: without it the others stop their workers
+        and exit 1 saying so, instead of waiting out a timeout."""
+        d = self.tmpdir()
+        tokens = ts.make_tokens(os.path.join(d, "tok.bin"))
+        out = os.path.join(d, "elastic")
+        job = ts.job(out, data_path=tokens, world=4, micro=2, accum=1, steps=STEPS, eval_every=0, max_restarts=1)
+        job.update({"num_machines": "1:2", "main_process_ip": "127.0.0.1", "main_process_port": reserve_port(),
+                    "elastic_join_window_s": JOIN_WINDOW_S, "shutdown_grace_s": 2})
+        job_path = ts.write_job(os.path.join(d, "elastic.yaml"), job)
+        machine1 = Launcher(job_path, 1, {"ACCEL_FAULT": "2:hang_in_collective:2"})
+        machine0 = Launcher(job_path, 0)
+        try:
+            deadline = time.monotonic() + ts.PROC_TIMEOUT_S
+            while not machine1.saw("ACCEL_FAULT:") and machine1.proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertTrue(machine1.saw("ACCEL_FAULT:"), "the fault never fired:\n" + "".join(machine1.err)[-3000:])
+            seen = set(run_processes(out))
+            workers0 = [pid for pid in seen if self._machine_of(pid) == 0]
+            self.assertEqual(len(workers0), 2, f"machine 0's 2 workers, found {workers0}")
+            for pid in [machine0.proc.pid] + workers0:
+                os.kill(pid, signal.SIGKILL)
+            p = machine1.finish(ts.PROC_TIMEOUT_S)
+        finally:
+            for launcher in (machine0, machine1):
+                if launcher.proc.poll() is None:
+                    launcher.proc.kill()
+                launcher.finish(60)
+        self.assertLaunch(p, 1, "machine 1 after losing machine 0")
+        self.assertRegex(p.stderr, r"error: machine 1: lost machine 0's rendezvous at 127\.0\.0\.1:\d+: machine 0 hosts "
+                                   r"the rendezvous and rank 0's store, so the job cannot go on without it; this "
+                                   r"machine's workers were stopped\. Rerun `accel launch` on every machine to continue "
+                                   r"from the last checkpoint")
+        self.assertEqual(run_processes(out), [], "processes of the run left behind")
+        for pid in seen:
+            self.assertFalse(running(pid), f"pid {pid} is still running")
+
     def test_lost_machine_goes_on_at_the_smaller_world(self):
         d = self.tmpdir()
         tokens = ts.make_tokens(os.path.join(d, "tok.bin"))
@@ -163,7 +210,7 @@ class ElasticRestart(_Base):
         self.assertGreaterEqual(len(seen), 6, f"the process watch missed workers: {sorted(seen)}")
         self.assertEqual(run_processes(out), [], "processes of the run left behind")
         for pid in seen:
-            self.assertFalse(os.path.exists(f"/proc/{pid}"), f"pid {pid} is still there")
+            self.assertFalse(running(pid), f"pid {pid} is still running")
 
         elastic = ts.read_metrics(out)
         self.assertEqual([r["step"] for r in elastic], list(range(STEPS)), "every step recorded once")
