@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include "cli/elastic_plan.hpp"
 #include "runtime/config/default_keys.hpp"
 #include "runtime/config/dump.hpp"
 #include "runtime/launch/cluster_env.hpp"
@@ -76,12 +77,17 @@ void launch_job(const config::LoadedJob& loaded, const std::vector<std::string>&
   // the launcher's stdout is a terminal (the relay redraws their status lines), else a start and
   // an end line. A value the user set is kept.
   if (!std::getenv("ACCEL_PROGRESS")) plan.extra_env["ACCEL_PROGRESS"] = isatty(STDOUT_FILENO) == 1 ? "tty" : "lines";
+  fill_elastic_plan(loaded, plan);
 
   // Under srun or mpirun the scheduler chose the layout: follow it (or say why it cannot work).
   std::string cluster_error;
   auto cluster = launch::detect_cluster(launch::environment_map(environ), j.num_processes, j.num_machines, &cluster_error);
   if (!cluster_error.empty()) throw UsageError(cluster_error);
   if (cluster) {
+    if (plan.min_machines > 0 && cluster->layout == launch::ClusterLayout::TaskPerProcess)
+      throw UsageError("min_machines: an elastic job needs one launcher per machine, but " +
+                       std::string(launch::scheduler_name(cluster->scheduler)) +
+                       " started one task per process; start one task per machine (e.g. srun --ntasks-per-node=1)");
     launch::apply_cluster_adjustment(*cluster, plan);
     std::cerr << "accel launch: " << cluster->description << "\n";
   }
@@ -90,6 +96,7 @@ void launch_job(const config::LoadedJob& loaded, const std::vector<std::string>&
   plan.job_file = write_resolved_job(loaded);
 
   auto result = launch::run_launch(plan);
+  if (result.exit_code == 2) throw UsageError(result.summary);  // an elastic rendezvous refused this machine
   if (result.exit_code != 0) throw RunError(result.summary);
 }
 

@@ -34,4 +34,6 @@ set(ACCEL_CONFIG_SOURCES
   runtime/config/dialects/deepspeed/resolve_deepspeed.cpp
   runtime/config/dialects/fsdp/resolve_fsdp.cpp
   runtime/config/model_section.cpp
+  runtime/config/machine_range.cpp
+  runtime/config/elastic_rules.cpp
 )

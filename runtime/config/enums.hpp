@@ -29,6 +29,7 @@ enum class DataOrder { sequential, shuffled };
 enum class OptimizerName { adamw, sgd };
 enum class FusedKernel { auto_, yes, no };
 enum class SchedulerName { cosine, constant };
+enum class ElasticBatch { keep_global, keep_micro };
 
 template <class E>
 using EnumTable = std::vector<std::pair<E, std::string_view>>;
@@ -66,6 +67,7 @@ ACCEL_ENUM_TABLE(DataOrder, {DataOrder::sequential, "sequential"}, {DataOrder::s
 ACCEL_ENUM_TABLE(OptimizerName, {OptimizerName::adamw, "adamw"}, {OptimizerName::sgd, "sgd"})
 ACCEL_ENUM_TABLE(FusedKernel, {FusedKernel::auto_, "auto"}, {FusedKernel::yes, "true"}, {FusedKernel::no, "false"})
 ACCEL_ENUM_TABLE(SchedulerName, {SchedulerName::cosine, "cosine"}, {SchedulerName::constant, "constant"})
+ACCEL_ENUM_TABLE(ElasticBatch, {ElasticBatch::keep_global, "keep_global"}, {ElasticBatch::keep_micro, "keep_micro"})
 
 #undef ACCEL_ENUM_TABLE
 

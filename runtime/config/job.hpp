@@ -117,6 +117,7 @@ struct JobConfig {
   Backend backend = Backend::ddp;
   int num_processes = 1;
   int num_machines = 1;
+  int min_machines = 0;  // elastic: fewest machines to run at (docs/design/0027); 0: fixed at num_machines
   int machine_rank = 0;
   std::string main_process_ip = "127.0.0.1";
   int main_process_port = 29500;
@@ -124,6 +125,8 @@ struct JobConfig {
   CudaCollectives cuda_collectives = CudaCollectives::nccl;  // gloo: host-staged, GPUs may be shared
   MixedPrecision mixed_precision = MixedPrecision::no;
   int max_restarts = 0;
+  ElasticBatch elastic_batch = ElasticBatch::keep_global;  // what a smaller elastic world keeps
+  double elastic_join_window_s = 10.0;                      // a restart round's wait for more machines
   std::vector<std::string> program;
   int rendezvous_timeout_s = 300;
   int collective_timeout_s = 1800;  // 30 min: covers checkpoint writes between barriers (docs/design/0002)

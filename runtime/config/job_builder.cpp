@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "runtime/config/machine_range.hpp"
 #include "runtime/config/suggest.hpp"
 
 namespace accel::config {
@@ -220,6 +221,10 @@ Layer JobBuilder::layer_of(const std::string& path) const {
 }
 
 void JobBuilder::apply(const Assignment& a, Layer layer) {
+  if (is_machine_range(a)) {  // num_machines: MIN:MAX sets min_machines too
+    for (const Assignment& part : expand_machine_range(a, errors_)) apply(part, layer);
+    return;
+  }
   const FieldSpec* field = find_field(a.path);
   if (!field) {
     std::vector<std::string> keys;

@@ -131,7 +131,15 @@ std::vector<FieldSpec> build_schema() {
                           "(FSDP strategies). The one key that moves a job between DeepSpeed and FSDP."),
       field(KEY(num_processes), "Total worker processes across all machines (as in Accelerate); on device "
                                 "cuda, when not set, one per GPU of each machine.").range(1, 4096),
-      field(KEY(num_machines), "Number of machines the job spans.").range(1, 1024),
+      field(KEY(num_machines), "Number of machines the job spans. MIN:MAX (torchrun's --nnodes form, e.g. 1:2) "
+                               "makes the job elastic: num_machines is MAX and min_machines MIN.")
+          .range(1, 1024),
+      field(KEY(min_machines), "Elastic jobs: the fewest machines the job runs on. When a machine is lost and "
+                               "max_restarts allows, the others restart from the last checkpoint at the smaller "
+                               "world (resharded), down to this many; a machine that comes back joins at the next "
+                               "restart. Machine 0 hosts the rendezvous and must stay. 0 (or num_machines): a "
+                               "fixed world.")
+          .range(0, 1024),
       field(KEY(machine_rank), "This machine's index, 0 .. num_machines-1. Machine 0 hosts the rendezvous.")
           .range(0),
       field(KEY(main_process_ip), "Address of machine 0, where the rendezvous store listens."),
@@ -146,6 +154,13 @@ std::vector<FieldSpec> build_schema() {
                                   "A bare `no` or `false` in YAML is read as no."),
       field(KEY(max_restarts), "Times the launcher restarts the whole worker group after a failure; 0 disables.")
           .range(0, 1000),
+      field(KEY(elastic_batch), "Elastic jobs: what a world of fewer machines keeps. keep_global: the global batch "
+                                "(gradient_accumulation_steps grows by num_machines / machines running, which must "
+                                "come out whole; the run sees the same batches as at full size). keep_micro: the "
+                                "micro batch and the accumulation (the global batch shrinks with the world)."),
+      field(KEY(elastic_join_window_s), "Elastic jobs: once min_machines launchers have joined a start or restart "
+                                        "round, seconds to wait for the others before the round starts without them.")
+          .range(0, 3600),
       field(KEY(program), "Run this program (and arguments) as each worker instead of accel's built-in trainer, "
                           "e.g. [./my_trainer, --lr, \"3e-4\"]. It receives the launch environment (RANK, "
                           "WORLD_SIZE, MASTER_ADDR, ACCEL_JOB, ...). Empty: the built-in trainer."),

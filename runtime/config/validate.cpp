@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include "runtime/config/elastic_rules.hpp"
 #include "runtime/config/job_checker.hpp"
 #include "runtime/config/plan/resolve_plan.hpp"
 #include "runtime/config/schema.hpp"
@@ -128,6 +129,7 @@ void validate_job(const JobConfig& job, const std::map<std::string, Location>& s
                   std::vector<Diagnostic>& errors, std::vector<Diagnostic>& warnings) {
   JobChecker c(job, sources, errors, warnings);
   check_world(job, c);
+  check_elastic(job, c);
   // Every dialect's block, whatever backend: names (a block translated from another is checked
   // where it was written; docs/design/0005), in the registry's order.
   for (const std::string& name : plan::dialect_names())

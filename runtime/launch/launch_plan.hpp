@@ -9,11 +9,19 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 namespace accel::launch {
+
+// What the workers' job becomes in an elastic round of a given size (docs/design/0027).
+struct RoundJob {
+  std::map<std::string, std::string> env;  // set in every worker of the round (ACCEL_* job keys)
+  std::string change;                      // the batch split at this size, for the round's line; "" none
+  std::string error;                       // non-empty: the job cannot run at this size (ends the launch)
+};
 
 struct LaunchPlan {
   std::vector<std::string> worker_argv;  // program and arguments, started once per local rank
@@ -37,6 +45,14 @@ struct LaunchPlan {
   // and LOCAL_WORLD_SIZE / OMP_NUM_THREADS must count every worker on the machine.
   int local_rank_offset = 0;         // LOCAL_RANK of local rank 0; 0 when this launcher runs all workers
   int machine_local_world_size = 0;  // workers on this machine over all launchers; 0: local_world_size
+  // Elastic jobs (docs/design/0027, elastic_launch.hpp): with 1 <= min_machines < num_machines the
+  // launchers join rounds at machine 0's rendezvous on master_port, and each round's world is the
+  // machines that joined (num_machines is then the most, world_size the world at num_machines).
+  int min_machines = 0;                                  // 0: a fixed world
+  std::chrono::milliseconds join_window{10000};          // a round's wait for more after min_machines
+  std::chrono::milliseconds rendezvous_timeout{300000};  // how long a round may gather
+  std::function<RoundJob(int machines, int machine_rank)> round_job;  // none: the job is unchanged
+  std::function<std::string()> resume_point;  // where restarted workers resume ("checkpoint step 4")
 };
 
 struct LaunchResult {

@@ -93,6 +93,9 @@ std::string launch_summary(const LaunchPlan& plan, const GroupResult& group, int
     case GroupEnd::SpawnFailed:
       out << group.spawn_error;
       break;
+    case GroupEnd::StopRequested:
+      out << "stopped for a restart round of the machines" << frozen_ranks(group);
+      break;
     case GroupEnd::WorkerFailed: {
       const WorkerRecord& failed = group.workers[static_cast<size_t>(group.first_failure)];
       out << describe_failure_line(group);

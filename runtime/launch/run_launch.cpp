@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "runtime/launch/elastic_launch.hpp"
 #include "runtime/launch/launch_plan.hpp"
 #include "runtime/launch/launch_summary.hpp"
 #include "runtime/launch/rank_logs.hpp"
@@ -59,6 +60,7 @@ LaunchResult run_launch(const LaunchPlan& plan) {
   GroupSetup setup;
   setup.base_env = environment_map(environ);
   setup.cores = available_cores();
+  if (is_elastic(plan)) return run_elastic_launch(plan, std::move(setup), guard);
   // The launcher that runs rank 0 holds the port for the whole launch (every generation's rank 0
   // accepts on it); the others only connect to it.
   std::optional<RendezvousListener> listener;

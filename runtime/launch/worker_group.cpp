@@ -157,6 +157,9 @@ class WorkerGroup {
       } else if (result_.first_failure >= 0) {
         result_.end = GroupEnd::WorkerFailed;
         collect_or_stop();
+      } else if (stop_requested_) {  // another machine's news; this group has nothing to diagnose
+        result_.end = GroupEnd::StopRequested;
+        begin_stop();
       }
       return;
     }
@@ -290,6 +293,9 @@ class WorkerGroup {
     std::vector<Stream*> owners;
     fds.push_back(pollfd{guard_.wake_fd(), POLLIN, 0});
     owners.push_back(nullptr);
+    const bool watch_stop = setup_.stop_fd >= 0 && !stop_requested_;  // readable stays readable: once
+    fds.push_back(pollfd{watch_stop ? setup_.stop_fd : -1, POLLIN, 0});
+    owners.push_back(nullptr);
     for (auto& stream : streams_) {
       if (stream.fd < 0) continue;
       fds.push_back(pollfd{stream.fd, POLLIN, 0});
@@ -298,7 +304,8 @@ class WorkerGroup {
     int ready = poll(fds.data(), fds.size(), timeout_ms);
     if (ready <= 0) return;  // timeout or EINTR: the loop re-checks everything
     if (fds[0].revents) guard_.drain();
-    for (size_t i = 1; i < fds.size(); ++i)
+    if (fds[1].revents) stop_requested_ = true;
+    for (size_t i = 2; i < fds.size(); ++i)
       if (fds[i].revents) read_stream(*owners[i]);
   }
 
@@ -333,6 +340,7 @@ class WorkerGroup {
   bool states_captured_ = false;
   std::optional<FlightCollection> flight_;  // set when plan.flight_dir is
   bool collecting_ = false;                 // waiting for flight records before stopping the group
+  bool stop_requested_ = false;             // setup_.stop_fd became readable
   Clock::time_point collect_deadline_{};
   bool swept_ = false;
   Clock::time_point stop_started_{};

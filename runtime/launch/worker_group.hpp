@@ -38,6 +38,7 @@ enum class GroupEnd {
   WorkerFailed,  // a worker exited non-zero or died by a signal (first_failure says which)
   Interrupted,   // the launcher got SIGINT/SIGTERM
   SpawnFailed,   // a worker could not be started (spawn_error says why)
+  StopRequested, // GroupSetup::stop_fd became readable: an elastic round ended (docs/design/0027)
 };
 
 struct GroupResult {
@@ -56,6 +57,7 @@ struct GroupSetup {
   EnvMap base_env;            // the launcher's environment
   int cores = 1;
   std::vector<int> log_fds;   // per local rank, -1 for none
+  int stop_fd = -1;           // readable (never read here): stop the group, GroupEnd::StopRequested; -1: none
 };
 
 GroupResult run_worker_group(const LaunchPlan& plan, const GroupSetup& setup, SignalGuard& guard);

@@ -1,0 +1,72 @@
+#include "runtime/config/elastic_rules.hpp"
+
+#include <limits>
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace accel::config {
+
+bool is_elastic(const JobConfig& job) { return job.min_machines >= 1 && job.min_machines < job.num_machines; }
+
+int fewest_machines(const JobConfig& job) { return is_elastic(job) ? job.min_machines : job.num_machines; }
+
+std::optional<int> accumulation_at(int accumulation, int num_machines, int machines, ElasticBatch rule) {
+  if (accumulation < 1 || num_machines < 1 || machines < 1) return std::nullopt;
+  if (rule == ElasticBatch::keep_micro) return accumulation;
+  const long long total = static_cast<long long>(accumulation) * num_machines;
+  if (total % machines != 0 || total / machines > std::numeric_limits<int>::max()) return std::nullopt;
+  return static_cast<int>(total / machines);
+}
+
+long long smallest_elastic_accumulation(int min_machines, int max_machines) {
+  long long need = 1;  // k divides G x max exactly when k / gcd(k, max) divides G
+  for (int k = std::max(1, min_machines); k <= max_machines; ++k) need = std::lcm(need, (long long)(k / std::gcd(k, max_machines)));
+  return need;
+}
+
+void check_elastic(const JobConfig& job, JobChecker& c) {
+  if (job.min_machines > job.num_machines) {
+    c.error("min_machines", "is more than num_machines", "0 .. " + std::to_string(job.num_machines),
+            c.about("num_machines") + "; num_machines is the most machines the job runs on (MIN:MAX sets both)");
+    return;
+  }
+  if (!is_elastic(job)) {
+    for (const char* key : {"elastic_batch", "elastic_join_window_s"})
+      if (c.is_set(key))
+        c.warning(key, "has no effect: the job's world is fixed", c.about("min_machines") +
+                                                                     "; set it below num_machines, or num_machines: "
+                                                                     "MIN:MAX, for an elastic job");
+    return;
+  }
+  if (job.elastic_batch == ElasticBatch::keep_global) {
+    std::vector<int> refused;
+    for (int k = job.min_machines; k < job.num_machines; ++k)
+      if (!accumulation_at(job.training.gradient_accumulation_steps, job.num_machines, k, job.elastic_batch))
+        refused.push_back(k);
+    if (!refused.empty()) {
+      std::string counts;
+      for (size_t i = 0; i < refused.size(); ++i) counts += (i ? ", " : "") + std::to_string(refused[i]);
+      const int g = job.training.gradient_accumulation_steps;
+      // At the rule when the user wrote it, else at the range, which the user always wrote.
+      const char* key = c.is_set("elastic_batch") ? "elastic_batch" : "min_machines";
+      c.error(key,
+              std::string(c.is_set("elastic_batch") ? "" : "elastic_batch keep_global (the default) ") +
+                  "cannot keep the global batch at " + counts + " of " + std::to_string(job.num_machines) +
+                  " machines: gradient_accumulation_steps " + std::to_string(g) + " x " +
+                  std::to_string(job.num_machines) + " machines is not a multiple of " + counts,
+              "",
+              "make training.gradient_accumulation_steps a multiple of " +
+                  std::to_string(smallest_elastic_accumulation(job.min_machines, job.num_machines)) +
+                  " (then every count from min_machines to num_machines keeps it), raise min_machines, or set "
+                  "elastic_batch: keep_micro to keep the micro batch and let the global batch shrink; " +
+                  c.about("training.gradient_accumulation_steps"));
+    }
+  }
+  if (job.max_restarts == 0)
+    c.warning("min_machines", "with max_restarts 0 a lost machine ends the job: the range only lets it start "
+                              "on fewer machines",
+              "set max_restarts (each restart round counts one) for the survivors to go on without it");
+}
+
+}  // namespace accel::config

@@ -1,0 +1,134 @@
+#include "runtime/launch/elastic_host.hpp"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace accel::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kMaxWait{1000};  // re-check the rounds' clock at least this often
+constexpr size_t kMaxLine = 64 * 1024;                // a launcher's line longer than this is garbage
+
+bool send_all(int fd, const std::string& text) {
+  size_t sent = 0;
+  while (sent < text.size()) {
+    ssize_t n = ::send(fd, text.data() + sent, text.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    sent += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+void enable_keepalive(int fd) {
+  int on = 1, idle = 5, interval = 2, count = 5;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+}
+
+ElasticHost::ElasticHost(int port, const RoundLimits& limits) : listener_(port), limits_(limits) {
+  if (pipe2(wake_, O_CLOEXEC) != 0)
+    throw std::runtime_error(std::string("cannot start the elastic rendezvous: pipe2() failed: ") + std::strerror(errno));
+  // The thread inherits the mask of its creator: block what SignalGuard handles, so those signals
+  // go to the launcher's main thread, then restore this thread's mask.
+  sigset_t block, old;
+  sigemptyset(&block);
+  for (int sig : {SIGINT, SIGTERM, SIGCHLD, SIGUSR2}) sigaddset(&block, sig);
+  pthread_sigmask(SIG_BLOCK, &block, &old);
+  try {
+    thread_ = std::thread([this] { serve(); });
+  } catch (...) {
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    close(wake_[0]);
+    close(wake_[1]);
+    throw;
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+ElasticHost::~ElasticHost() {
+  char byte = 1;
+  while (write(wake_[1], &byte, 1) < 0 && errno == EINTR) {
+  }
+  if (thread_.joinable()) thread_.join();
+  close(wake_[0]);
+  close(wake_[1]);
+}
+
+void ElasticHost::serve() {
+  MembershipRounds rounds(limits_, Clock::now());
+  std::map<int, std::string> connections;  // fd -> bytes of a line not yet complete
+  auto drop = [&](int fd) {
+    rounds.closed(fd, Clock::now());
+    connections.erase(fd);
+    close(fd);
+  };
+  for (;;) {
+    // What the rounds decided goes out first; a refused launcher's connection closes after its message.
+    for (const auto& out : rounds.take_outgoing()) {
+      if (!connections.count(out.client)) continue;
+      const bool ok = send_all(out.client, encode(out.message));
+      if (!ok || out.close_after) drop(out.client);
+    }
+    int wait_ms = static_cast<int>(kMaxWait.count());
+    if (auto deadline = rounds.deadline()) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+      wait_ms = static_cast<int>(std::clamp<long long>(left, 0, wait_ms));
+    }
+    std::vector<pollfd> fds{{wake_[0], POLLIN, 0}, {listener_.fd(), POLLIN, 0}};
+    for (const auto& [fd, _] : connections) fds.push_back({fd, POLLIN, 0});
+    const int ready = poll(fds.data(), fds.size(), wait_ms);
+    if (ready < 0 && errno != EINTR) break;
+    if (fds[0].revents) break;  // the launcher is done with the rendezvous
+    if (ready > 0 && fds[1].revents & POLLIN) {
+      int fd = accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) {
+        enable_keepalive(fd);
+        connections[fd] = "";
+      }
+    }
+    for (size_t i = 2; ready > 0 && i < fds.size(); ++i) {
+      if (!fds[i].revents) continue;
+      const int fd = fds[i].fd;
+      char buffer[4096];
+      ssize_t n = recv(fd, buffer, sizeof buffer, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        drop(fd);
+        continue;
+      }
+      std::string& pending = connections[fd];
+      pending.append(buffer, static_cast<size_t>(n));
+      for (size_t eol; (eol = pending.find('\n')) != std::string::npos;) {
+        const std::string line = pending.substr(0, eol);
+        pending.erase(0, eol + 1);
+        if (auto message = decode(line)) rounds.received(fd, *message, Clock::now());
+      }
+      if (pending.size() > kMaxLine) drop(fd);  // not a launcher of this job
+    }
+    rounds.tick(Clock::now());
+  }
+  for (const auto& [fd, _] : connections) close(fd);
+}
+
+}  // namespace accel::launch

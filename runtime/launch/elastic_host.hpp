@@ -1,0 +1,44 @@
+// Machine 0's side of an elastic job's rendezvous (docs/design/0027): a TCP server on
+// main_process_port, run on a thread of machine 0's launcher, where every launcher (machine 0's own
+// too, through loopback) joins the rounds MembershipRounds keeps.
+// Why a thread: the launcher's main thread blocks in its worker group's poll loop (and must: it is
+// the thread the workers' PR_SET_PDEATHSIG is tied to), while the rounds must go on being served.
+// Invariants: the thread touches nothing but its own sockets and state, and blocks the signals
+// SignalGuard routes (they reach the main thread); every socket is close-on-exec, so no worker
+// holds a launcher's connection open after its launcher is gone; the destructor stops the thread
+// and closes every connection.
+#pragma once
+
+#include <atomic>
+#include <thread>
+
+#include "runtime/launch/membership_rounds.hpp"
+#include "runtime/launch/rendezvous_listener.hpp"
+
+namespace accel::launch {
+
+class ElasticHost {
+ public:
+  // Binds `port` on every interface (throws std::runtime_error naming the port when it cannot) and
+  // starts serving rounds with these limits.
+  ElasticHost(int port, const RoundLimits& limits);
+  ~ElasticHost();
+  ElasticHost(const ElasticHost&) = delete;
+  ElasticHost& operator=(const ElasticHost&) = delete;
+
+  int port() const { return listener_.port(); }
+
+ private:
+  void serve();
+
+  RendezvousListener listener_;
+  RoundLimits limits_;
+  int wake_[2] = {-1, -1};
+  std::thread thread_;
+};
+
+// TCP keepalive on a launcher connection: a machine that loses power (no FIN) is noticed as a
+// closed connection within about 15 s.
+void enable_keepalive(int fd);
+
+}  // namespace accel::launch
