@@ -19,6 +19,8 @@ writes --json; asserts nothing (tests do).
 
   scripts/python scripts/bench_scale.py --sizes 8x512,12x1024 --worlds 2,4 --variants zero3,full_shard
   scripts/python scripts/bench_scale.py --sizes 12x1536 --worlds 2 --variants zero3_nvme --before
+  scripts/python scripts/bench_scale.py --sizes 32x2816 --worlds 4 --variants zero3_nvme \
+      --set deepspeed.reduce_bucket_size=5e7 --set deepspeed.stage3_max_live_parameters=1e8
 """
 from __future__ import annotations
 
@@ -69,9 +71,14 @@ training: {{max_steps: {a.steps}, micro_batch_size: 1, seq_len: {a.seq_len}, out
     return job
 
 
+def set_args(a) -> list:
+    """--set overrides for every launch and estimate (e.g. deepspeed.reduce_bucket_size=5e7)."""
+    return [arg for kv in a.set for arg in ("--set", kv)]
+
+
 def estimate(a, job: str) -> dict:
     path = job + ".estimate.json"
-    p = subprocess.run([a.accel, "estimate-memory", job, "--json", path], capture_output=True, text=True)
+    p = subprocess.run([a.accel, "estimate-memory", job, "--json", path] + set_args(a), capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"accel estimate-memory failed:\n{p.stderr}")
     with open(path) as f:
@@ -86,7 +93,8 @@ def run_one(a, variant: str, world: int, n_layer: int, n_embd: int, before: bool
         if before:
             env["ACCEL_WHOLE_MODEL_INIT"] = "1"
         t0 = time.monotonic()
-        p = subprocess.run([a.accel, "launch", job], env=env, capture_output=True, text=True, timeout=a.timeout)
+        p = subprocess.run([a.accel, "launch", job] + set_args(a), env=env, capture_output=True, text=True,
+                           timeout=a.timeout)
         wall = time.monotonic() - t0
         row = {"variant": variant, "world": world, "n_layer": n_layer, "n_embd": n_embd, "before": before,
                "params": gpt_params(n_layer, n_embd, a.vocab_size, a.seq_len), "wall_s": wall,
@@ -125,6 +133,8 @@ def main() -> int:
     p.add_argument("--nvme-dir", default="", help="where zero3_nvme puts its files (default: the run's directory)")
     p.add_argument("--tmp", default=None, help="where run directories go (default: the system's)")
     p.add_argument("--timeout", type=int, default=3600)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a job key for every run and estimate (repeatable), as accel launch --set")
     p.add_argument("--json", default="")
     a = p.parse_args()
     sizes = [tuple(int(x) for x in s.split("x")) for s in a.sizes.split(",")]

@@ -127,7 +127,7 @@ say "tests and smoke runs, in parallel"
 export OMP_NUM_THREADS=2
 step communicators 150 "$stage/bin/test_cuda_communicators" --durations yes &
 for t in world1_fp32_every_strategy world1_every_op_through_nccl world2_on_one_gpu_through_host_staged_gloo \
-         optimizer_offload_to_cpu parameter_offload_to_cpu_and_nvme bf16_follows_the_cpu_bf16_run \
+         optimizer_offload_to_cpu_and_nvme parameter_offload_to_cpu_and_nvme bf16_follows_the_cpu_bf16_run \
          fp16_follows_the_cpu_fp16_run; do
   (cd "$root/tests/gpu" && ACCEL_BINARY="$accel" ACCEL_PYTHON="$python" \
     step "engine_$t" 170 "$python" test_cuda_engine.py -v "CudaEngine.test_$t") &

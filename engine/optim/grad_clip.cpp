@@ -34,19 +34,22 @@ at::Tensor sum_of_squares(const at::Tensor& g, at::Tensor& scratch) {
 
 }  // namespace
 
-double global_grad_norm(const std::vector<at::Tensor>& grads, const SumOfSquaresReduce& reduce) {
+void GradSquares::add(const at::Tensor& grad) {
+  if (!grad.defined()) return;
   at::NoGradGuard no_grad;
-  at::Tensor local;  // fp64 on the first gradient's device: one host sync at the end
-  at::Tensor scratch;
-  for (const auto& g : grads) {
-    if (!g.defined()) continue;
-    at::Tensor s = sum_of_squares(g, scratch);
-    if (!local.defined())
-      local = s;
-    else
-      local = local + s.to(local.device());
-  }
-  const double local_sum = local.defined() ? local.item<double>() : 0.0;
+  at::Tensor s = sum_of_squares(grad, scratch_);
+  if (!local_.defined())
+    local_ = s;
+  else
+    local_ = local_ + s.to(local_.device());
+}
+
+double GradSquares::local_sum() const { return local_.defined() ? local_.item<double>() : 0.0; }
+
+double global_grad_norm(const std::vector<at::Tensor>& grads, const SumOfSquaresReduce& reduce) {
+  GradSquares squares;
+  for (const auto& g : grads) squares.add(g);
+  const double local_sum = squares.local_sum();
   const double global_sum = reduce ? reduce(local_sum) : local_sum;
   return std::sqrt(global_sum);
 }
@@ -64,12 +67,17 @@ double clip_grad_norm(const std::vector<at::Tensor>& grads, double max_norm, con
   return unscale_and_clip_grad_norm(grads, 1.0, max_norm, reduce);
 }
 
+double unscale_and_clip_factor(double norm, double grad_scale, double max_norm) {
+  if (!std::isfinite(norm)) return 1.0;  // overflow: the caller skips the step and drops the gradients
+  double coef = 1.0 / grad_scale;
+  if (max_norm > 0 && norm > max_norm) coef *= max_norm / (norm + 1e-6);
+  return coef;
+}
+
 double unscale_and_clip_grad_norm(const std::vector<at::Tensor>& grads, double grad_scale, double max_norm,
                                   const SumOfSquaresReduce& reduce) {
   const double norm = global_grad_norm(grads, reduce) / grad_scale;
-  if (!std::isfinite(norm)) return norm;  // overflow: the caller skips the step and drops the gradients
-  double coef = 1.0 / grad_scale;
-  if (max_norm > 0 && norm > max_norm) coef *= max_norm / (norm + 1e-6);
+  const double coef = unscale_and_clip_factor(norm, grad_scale, max_norm);
   if (coef == 1.0) return norm;
   at::NoGradGuard no_grad;
   for (const auto& g : grads)

@@ -24,6 +24,22 @@ using SumOfSquaresReduce = std::function<double(double)>;
 // deliberately do better, because the sharded paths must not depend on how tensors are split.
 double global_grad_norm(const std::vector<at::Tensor>& grads, const SumOfSquaresReduce& reduce = {});
 
+// The local sum of squares of gradients handed over one at a time, in global_grad_norm's order and
+// precision, so a caller that cannot hold every gradient at once (gradient shards streamed from
+// NVMe) gets bitwise the same norm.
+class GradSquares {
+ public:
+  void add(const at::Tensor& grad);  // an undefined grad is skipped
+  double local_sum() const;          // one host sync
+ private:
+  at::Tensor local_;    // fp64 on the first gradient's device
+  at::Tensor scratch_;  // the fp64 chunk, reused
+};
+
+// The factor unscale_and_clip_grad_norm multiplies the gradients by for a true norm `norm`: 1.0
+// when nothing is scaled (a non-finite norm included).
+double unscale_and_clip_factor(double norm, double grad_scale, double max_norm);
+
 // Clipping per spec: if norm > max_norm (and max_norm > 0), every defined grad is multiplied in
 // place by max_norm / (norm + 1e-6). Returns the factor applied (1.0 when nothing was scaled).
 // Differs from torch only in the last 1e-6: torch multiplies by min(1, max_norm / (norm + 1e-6))

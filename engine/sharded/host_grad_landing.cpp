@@ -9,7 +9,7 @@
 
 namespace accel::backends {
 
-void HostGradLanding::land(int unit, const at::Tensor& reduced, const at::Tensor& grad) {
+void HostGradLanding::land(int unit, const at::Tensor& reduced, AddToGrad add_to_grad) {
   at::NoGradGuard no_grad;
   const size_t u = size_t(unit);
   if (staging_.size() <= u) {
@@ -31,13 +31,13 @@ void HostGradLanding::land(int unit, const at::Tensor& reduced, const at::Tensor
     if (!copied_[u]) copied_[u] = std::make_unique<c10::Event>(device_.type());
     copied_[u]->record(at::accelerator::getCurrentStream(device_.index()));
   }
-  pending_.push_back({unit, grad});
+  pending_.push_back({unit, std::move(add_to_grad)});
 }
 
 void HostGradLanding::take(size_t i) {
   Landing landing = std::move(pending_[i]);
   pending_.erase(pending_.begin() + std::ptrdiff_t(i));
-  landing.grad.add_(staging_[size_t(landing.unit)]);
+  landing.add_to_grad(staging_[size_t(landing.unit)]);
 }
 
 void HostGradLanding::settle() {

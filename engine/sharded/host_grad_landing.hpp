@@ -18,6 +18,7 @@
 #include <c10/core/Event.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -27,9 +28,12 @@ class HostGradLanding {
  public:
   explicit HostGradLanding(at::Device device) : device_(device) {}
 
-  // Unit `unit` reduced to `reduced` (on the device): copy it towards `grad` (host, fp32) and add
-  // it there at the next settle().
-  void land(int unit, const at::Tensor& reduced, const at::Tensor& grad);
+  // Adds a landed shard (host memory, the reduced dtype) into the unit's gradient: a host tensor's
+  // add_, or a read-add-write of the gradient's file when gradient shards live on NVMe.
+  using AddToGrad = std::function<void(const at::Tensor& host_values)>;
+  // Unit `unit` reduced to `reduced` (on the device): copy it to the host now and hand it to
+  // `add_to_grad` at the next settle().
+  void land(int unit, const at::Tensor& reduced, AddToGrad add_to_grad);
   // Waits for the device's queued work and adds every landed shard into its gradient.
   void settle();
   bool pending() const { return !pending_.empty(); }
@@ -38,7 +42,7 @@ class HostGradLanding {
  private:
   struct Landing {
     int unit;
-    at::Tensor grad;
+    AddToGrad add_to_grad;
   };
   void take(size_t i);  // adds pending_[i] into its gradient and drops it
 

@@ -384,7 +384,7 @@ void ShardedEngine::reduce_unit(int u) {
   }
   if (!policy_.shard_grads) {
     pr.input = rt.grad_flat;  // accumulated over the micro-steps in place
-    pr.accumulate = compute != st.grad.scalar_type() || st.grad.device() != device_;
+    pr.accumulate = optimizer_->grads_on_nvme() || compute != st.grad.scalar_type() || st.grad.device() != device_;
     pr.output = pr.accumulate ? unit_empty(st.layout.shard_numel(), compute, device_) : st.grad;
   } else {
     ensure_grad_buffer(u);  // a unit whose backward never ran reduces zeros, like every other rank
@@ -428,13 +428,13 @@ void ShardedEngine::finish_oldest_reduction() {
   if (replica_group_ && policy_.shard_optimizer)
     replica_group_->all_reduce(pr.output.defined() ? pr.output : pr.input, comm::ReduceOp::Avg)->wait();
   trace(TraceEvent::reduce_done, pr.unit);
-  if (pr.accumulate) {  // fp32 accumulation of the shard (in host memory with offload on a GPU)
-    at::Tensor& grad = shard(pr.unit).grad;
+  if (pr.accumulate) {  // fp32 accumulation of the shard (in host memory with offload on a GPU, or on NVMe)
     const at::Tensor& reduced = pr.output.defined() ? pr.output : pr.input;
-    if (reduced.device() == grad.device())
-      grad.add_(reduced);
-    else
-      grad_landing_->land(pr.unit, reduced, grad);  // copied now, added when the host needs it
+    const int unit = pr.unit;
+    if (reduced.device() == optimizer_->grad_device(unit))
+      optimizer_->add_to_grad(unit, reduced);
+    else  // copied now, added when the host needs it
+      grad_landing_->land(unit, reduced, [this, unit](const at::Tensor& values) { optimizer_->add_to_grad(unit, values); });
   }
   if (policy_.shard_grads) pending_numel_ -= pr.input.numel();
   pending_.pop_front();
@@ -461,9 +461,7 @@ void ShardedEngine::settle_host_transfers() {
 
 double ShardedEngine::unscale_and_clip(double max_norm, double grad_scale) {
   settle_host_transfers();
-  std::vector<at::Tensor> grads;
-  for (auto& st : optimizer_->units()) grads.push_back(st.grad);
-  return train::unscale_and_clip_grad_norm(grads, grad_scale, max_norm, [this](double local) {
+  return optimizer_->unscale_and_clip(grad_scale, max_norm, [this](double local) {
     if (!policy_.shard_optimizer) return local;  // every rank holds the whole (identical) gradient
     return comm::all_reduce_value(shard_comm(), local, comm::ReduceOp::Sum);  // one copy's shards: the whole gradient
   });

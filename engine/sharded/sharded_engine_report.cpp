@@ -31,7 +31,7 @@ std::string ShardedEngine::describe() const {
       << replica_group_->size() << " machines (gradient shards all-reduced across machines)";
   if (const NvmeStateStore* nvme = optimizer_->nvme())
     s << "; master + optimizer states in files under " << nvme->directory() << " ("
-      << nvme->bytes_on_disk() / 1024 << " KiB, streamed through " << nvme->buffer_bytes() / 1024 << " KiB of buffers)";
+      << nvme->bytes_on_disk() / 1024 << " KiB with the gradient shards, streamed through " << nvme->buffer_bytes() / 1024 << " KiB of buffers)";
   if (policy_.offloads && device_.is_cpu() && policy_.nvme_dir.empty() && !param_store_)
     s << "; offload to cpu: a no-op on a CPU run (everything is in host memory already)";
   else if (host_params_)
@@ -86,6 +86,9 @@ nlohmann::json ShardedEngine::memory_report() const {
   if (const NvmeStateStore* nvme = optimizer_->nvme()) {
     r["nvme_bytes"] = nvme->bytes_on_disk();
     r["nvme_buffer_bytes"] = nvme->buffer_bytes();
+    int64_t grad_bytes = 0;  // the gradient shards' slots of those files
+    for (const auto& st : optimizer_->units()) grad_bytes += st.layout.shard_numel() * 4;
+    r["grad_shard_nvme_bytes"] = grad_bytes;
   }
   if (host_params_) r["param_host_bytes"] = host_params_->host_bytes();
   if (grad_landing_) r["grad_staging_host_bytes"] = grad_landing_->staging_bytes();

@@ -2,6 +2,8 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 
@@ -33,16 +35,18 @@ UnitShardState& ShardedOptimizer::add_unit(const std::string& name, const FlatLa
     if (g < 0 || size_t(g) >= setup_.groups.size())
       throw RunError("sharded optimizer: unit " + name + " names parameter group " + std::to_string(g) + " of " +
                      std::to_string(setup_.groups.size()));
-  UnitShardState u{name, layout, layout.segments(rank_), std::move(groups), {}, state_zeros(S, master_dtype_), {}, {}, {}, 0};
+  UnitShardState u{name, layout, layout.segments(rank_), std::move(groups), {}, {}, {}, {}, {}, 0};
+  grad_landed_.push_back(false);
   if (nvme_) {
     // Offloaded: the master goes straight from the caller's tensor to its file, and the moments
-    // are the new file's zeros; nothing unit-sized is allocated but the gradient shard.
+    // and the gradient slot are the new file's zeros; nothing unit-sized stays in memory.
     units_.push_back(std::move(u));
     const int slots = int(state_slots(units_.back()).size());
-    int index = nvme_->add_unit(units_.back().unit, int64_t(slots) * S);
+    int index = nvme_->add_unit(units_.back().unit, int64_t(slots + 1) * S);
     nvme_->write(index, master.to(at::kCPU, master_dtype_));  // from a GPU too
     return units_.back();
   }
+  u.grad = state_zeros(S, master_dtype_);
   if (adopt_master && (master.scalar_type() != master_dtype_ || !master.is_contiguous() || master.numel() != S ||
                        master.device() != device_))
     throw RunError("sharded optimizer: unit " + name + " cannot adopt its master (dtype, layout or size differ)");
@@ -58,7 +62,53 @@ UnitShardState& ShardedOptimizer::add_unit(const std::string& name, const FlatLa
 }
 
 void ShardedOptimizer::zero_grads() {
+  grad_factor_ = 1.0;
+  if (nvme_) {
+    std::fill(grad_landed_.begin(), grad_landed_.end(), char(0));  // the files' slots are stale, read as zeros
+    return;
+  }
   for (auto& u : units_) u.grad.zero_();
+}
+
+at::Device ShardedOptimizer::grad_device(int unit) const {
+  return nvme_ ? at::Device(at::kCPU) : units_.at(size_t(unit)).grad.device();
+}
+
+at::Tensor ShardedOptimizer::read_grad(size_t i) {
+  UnitShardState& u = units_[i];
+  const int64_t S = u.layout.shard_numel();
+  at::Tensor g = unit_empty(S, at::kFloat);
+  if (!grad_landed_[i]) return g.zero_();
+  nvme_->read_range(int(i), grad_offset(u), g);
+  return g;
+}
+
+void ShardedOptimizer::add_to_grad(int unit, const at::Tensor& values) {
+  at::NoGradGuard no_grad;
+  const size_t i = size_t(unit);
+  if (!nvme_) {
+    units_.at(i).grad.add_(values);
+    return;
+  }
+  // The same add as into a gradient held in memory (zeros first), so the sums are bitwise equal.
+  at::Tensor g = read_grad(i);
+  g.add_(values);
+  nvme_->write(unit, g, grad_offset(units_[i]));
+  grad_landed_[i] = 1;
+}
+
+double ShardedOptimizer::unscale_and_clip(double grad_scale, double max_norm, const train::SumOfSquaresReduce& reduce) {
+  if (!nvme_) {
+    std::vector<at::Tensor> grads;
+    for (auto& u : units_) grads.push_back(u.grad);
+    return train::unscale_and_clip_grad_norm(grads, grad_scale, max_norm, reduce);
+  }
+  train::GradSquares squares;
+  for (size_t i = 0; i < units_.size(); ++i) squares.add(read_grad(i));
+  const double local = squares.local_sum();
+  const double norm = std::sqrt(reduce ? reduce(local) : local) / grad_scale;
+  grad_factor_ = train::unscale_and_clip_factor(norm, grad_scale, max_norm);
+  return norm;
 }
 
 void ShardedOptimizer::update(UnitShardState& u, const std::vector<train::GroupHyper>& groups) {
@@ -102,8 +152,13 @@ void ShardedOptimizer::step(const std::vector<train::GroupHyper>& groups,
   at::NoGradGuard no_grad;
   if (!spilled_) {
     for (size_t i = 0; i < units_.size(); ++i) {
+      if (nvme_) {  // states materialized (a reshard), gradients still in their files
+        units_[i].grad = read_grad(i);
+        if (grad_factor_ != 1.0) units_[i].grad.mul_(grad_factor_);
+      }
       update(units_[i], groups);
       if (after_unit) after_unit(int(i), units_[i]);
+      if (nvme_) units_[i].grad = at::Tensor();
     }
     return;
   }
@@ -113,16 +168,30 @@ void ShardedOptimizer::step(const std::vector<train::GroupHyper>& groups,
         auto slots = state_slots(u);
         const int64_t S = u.layout.shard_numel();
         for (size_t k = 0; k < slots.size(); ++k) *slots[k] = buffer.narrow(0, int64_t(k) * S, S);
+        u.grad = buffer.narrow(0, grad_offset(u), S);
+        if (!grad_landed_[size_t(i)]) u.grad.zero_();
+        if (grad_factor_ != 1.0) u.grad.mul_(grad_factor_);  // unscale_and_clip's, as in memory
         update(u, groups);
         if (after_unit) after_unit(i, u);
         for (auto* slot : slots) *slot = at::Tensor();  // the buffer goes back to the pool
+        u.grad = at::Tensor();
       },
       /*write_back=*/true);
 }
 
 void ShardedOptimizer::offload_to_nvme(const std::string& dir, int buffer_count) {
   nvme_ = std::make_unique<NvmeStateStore>(dir, rank_, buffer_count);
-  for (auto& u : units_) nvme_->add_unit(u.unit, int64_t(state_slots(u).size()) * u.layout.shard_numel());
+  for (size_t i = 0; i < units_.size(); ++i) {
+    UnitShardState& u = units_[i];
+    nvme_->add_unit(u.unit, int64_t(state_slots(u).size() + 1) * u.layout.shard_numel());
+    if (u.grad.defined()) {  // a gradient already landed goes to its slot; zeros need no write
+      if (u.grad.count_nonzero().item<int64_t>() > 0) {
+        nvme_->write(int(i), u.grad.to(at::kCPU, at::kFloat), grad_offset(u));
+        grad_landed_[i] = 1;
+      }
+      u.grad = at::Tensor();
+    }
+  }
   spill();
   spilled_ = true;
 }

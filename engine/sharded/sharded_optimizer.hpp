@@ -21,6 +21,7 @@
 #include "engine/sharded/nvme_state_store.hpp"
 #include "runtime/config/job.hpp"
 #include "engine/named_tensors.hpp"
+#include "engine/optim/grad_clip.hpp"
 #include "engine/optim/param_groups.hpp"
 
 namespace accel::backends {
@@ -32,6 +33,7 @@ struct UnitShardState {
   std::vector<int> groups;             // per parameter of the unit: its parameter group
   at::Tensor master;                   // [S] in the master dtype (fp32 unless precision_mode low)
   at::Tensor grad;                     // [S] in the master dtype, the averaged gradient shard
+                                       // (undefined between steps when it lives on NVMe)
   at::Tensor exp_avg, exp_avg_sq;      // adamw
   at::Tensor momentum;                 // sgd with momentum
   int64_t step = 0;
@@ -62,6 +64,17 @@ class ShardedOptimizer {
   std::deque<UnitShardState>& units() { return units_; }  // stable references
 
   void zero_grads();
+  // grad += values for unit `unit` (values: this rank's reduced shard, any float dtype, on the
+  // gradient's device). With gradient shards on NVMe: a read-add-write of the unit's file.
+  void add_to_grad(int unit, const at::Tensor& values);
+  // Where unit `unit`'s gradient shard is added (the CPU when it lives on NVMe).
+  at::Device grad_device(int unit) const;
+  bool grads_on_nvme() const { return nvme_ != nullptr; }
+  // The global gradient norm (fp16: unscaled by grad_scale) and clipping, as
+  // train::unscale_and_clip_grad_norm over every unit's gradient shard. With gradient shards on
+  // NVMe, the norm streams them from their files one unit at a time and the factor is applied as
+  // each unit is read for the step, so the updates are bitwise those of shards held in memory.
+  double unscale_and_clip(double grad_scale, double max_norm, const train::SumOfSquaresReduce& reduce);
   // Updates every unit, each parameter with its group's hyper-parameters (one entry per group of
   // the setup); `after_unit` (optional) sees each unit right after its update, while its master is
   // in memory (with nvme offload, the only moment it is).
@@ -71,9 +84,10 @@ class ShardedOptimizer {
     step(setup_.at_lr(lr), after_unit);
   }
 
-  // NVMe offload (offload_optimizer_device: nvme): from here on, each unit's master and states
-  // (units added later included, as they are added) live in files under `dir` and are streamed
-  // through `buffer_count` buffers during step(); between calls their tensors are undefined.
+  // NVMe offload (offload_optimizer_device: nvme, ZeRO-Infinity): from here on, each unit's master,
+  // states and gradient shard (units added later included, as they are added) live in one file
+  // under `dir` and are streamed through `buffer_count` buffers during step(); between calls their
+  // tensors are undefined. The gradient shard is the file's last slot.
   // materialize() brings all of them back into memory (resharding a checkpoint, the weights
   // export) until the next spill().
   void offload_to_nvme(const std::string& dir, int buffer_count);
@@ -101,6 +115,8 @@ class ShardedOptimizer {
   void update(UnitShardState& u, const std::vector<train::GroupHyper>& groups);
   std::vector<at::Tensor*> state_slots(UnitShardState& u);  // master first, then the moments
   void spill_unit(size_t i);
+  int64_t grad_offset(UnitShardState& u) { return int64_t(state_slots(u).size()) * u.layout.shard_numel(); }
+  at::Tensor read_grad(size_t i);  // NVMe: the unit's gradient shard (zeros when none landed since zero_grads)
   std::vector<std::string> slot_suffixes() const;  // state_tensors() names after "<unit>", step excluded
 
   train::OptimizerSetup setup_;
@@ -111,6 +127,8 @@ class ShardedOptimizer {
   at::Tensor state_zeros(int64_t numel, at::ScalarType dtype) const { return state_empty(numel, dtype).zero_(); }
   std::unique_ptr<NvmeStateStore> nvme_;
   bool spilled_ = false;
+  std::vector<char> grad_landed_;  // NVMe: per unit, whether its file's gradient slot holds this step's values
+  double grad_factor_ = 1.0;       // NVMe: unscale_and_clip's factor, applied as each gradient is read for step()
   std::deque<UnitShardState> units_;
 };
 

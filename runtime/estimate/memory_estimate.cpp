@@ -187,10 +187,12 @@ MemoryEstimate estimate_memory(const MemoryInput& in, const StrategyPlan& plan) 
     case Placement::device: e.device += e.master + e.optimizer_states + e.grad_shard; break;
     case Placement::cpu: e.host = e.master + e.optimizer_states + e.grad_shard; break;
     case Placement::nvme: {
-      e.nvme = e.master + e.optimizer_states;
-      // Staging buffers: each holds one unit's master + states (4 + s bytes per shard value).
+      // ZeRO-Infinity: the fp32 gradient shard is in the unit's file too (its last slot).
+      e.nvme = e.master + e.optimizer_states + e.grad_shard;
+      // Staging buffers: each holds one unit's master, states and gradient (4 + s + 4 bytes per
+      // shard value).
       const int64_t units = in.units_known() ? int64_t(in.unit_numels.size()) : int64_t(in.nvme_buffer_count);
-      e.host = e.grad_shard + std::min<int64_t>(std::max(2, in.nvme_buffer_count), units) * sizes.max_shard * (4 + s);
+      e.host = std::min<int64_t>(std::max(2, in.nvme_buffer_count), units) * sizes.max_shard * (4 + s + 4);
       break;
     }
   }

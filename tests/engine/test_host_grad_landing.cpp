@@ -12,13 +12,14 @@ using accel::backends::HostGradLanding;
 TEST_CASE("host grad landing: shards are added at settle, accumulation keeps every contribution", "[offload]") {
   HostGradLanding landing(at::kCPU);
   at::Tensor g0 = at::zeros({4}), g1 = at::zeros({3});
+  auto into = [](at::Tensor g) { return [g](const at::Tensor& values) mutable { g.add_(values); }; };
   at::Tensor r0 = at::arange(4, at::kFloat).to(at::kBFloat16);
-  landing.land(0, r0, g0);
-  landing.land(1, at::ones({3}, at::kBFloat16), g1);
+  landing.land(0, r0, into(g0));
+  landing.land(1, at::ones({3}, at::kBFloat16), into(g1));
   r0.fill_(100);  // the caller's buffer is reused at once: the landing holds its own copy
   CHECK(landing.pending());
   CHECK(at::equal(g0, at::zeros({4})));  // nothing added before settle
-  landing.land(0, at::full({4}, 2.0, at::kBFloat16), g0);  // a second micro-step of unit 0
+  landing.land(0, at::full({4}, 2.0, at::kBFloat16), into(g0));  // a second micro-step of unit 0
   landing.settle();
   CHECK_FALSE(landing.pending());
   CHECK(at::equal(g0, at::arange(4, at::kFloat) + 2));

@@ -93,8 +93,11 @@ accel::config::OptimizerSection adamw_with_decay() {
   return section;
 }
 
+// As the engine lands reduced shards: zeroed, then added (a file's slot when gradients are on NVMe).
 void set_grads(ShardedOptimizer& opt, int step) {
-  for (auto& u : opt.units()) u.grad.copy_(at::linspace(-0.5, 0.5 + step, u.grad.numel()));
+  opt.zero_grads();
+  for (size_t i = 0; i < opt.units().size(); ++i)
+    opt.add_to_grad(int(i), at::linspace(-0.5, 0.5 + step, opt.units()[i].layout.shard_numel()));
 }
 
 // Every state tensor (after materialize) equal, name by name.
@@ -180,6 +183,58 @@ TEST_CASE("sharded optimizer: states in files update exactly like states in memo
   for (size_t i = 0; i < c.size(); ++i) CHECK(at::equal(c[i].second, file_b[i].second));
   CHECK_THROWS_WITH(ShardedOptimizer(section, 0).load_state_file(from_memory + ".missing"),
                     Catch::Contains("memory.safetensors.missing"));
+}
+
+TEST_CASE("sharded optimizer: gradient shards in files accumulate, clip and update exactly like shards in memory",
+          "[offload]") {
+  // ZeRO-Infinity: the gradient shard is the last slot of the unit's file. Micro-steps add into it,
+  // the norm streams it, the clip factor is applied as the step reads it; every figure and state
+  // must equal the in-memory optimizer's bit for bit.
+  accel::test::TempDir dir;
+  const auto section = adamw_with_decay();
+  ShardedOptimizer in_memory(section, 1), on_disk(section, 1);
+  on_disk.offload_to_nvme(dir.path().string(), 2);
+  add_two_units(in_memory);
+  add_two_units(on_disk);
+  CHECK(on_disk.grads_on_nvme());
+  CHECK_FALSE(in_memory.grads_on_nvme());
+  CHECK_FALSE(on_disk.units()[0].grad.defined());  // nothing unit-sized in memory
+  CHECK(on_disk.grad_device(0) == at::Device(at::kCPU));
+  // Unit sizes: a holds (6 + 10) / 2 = 8 shard values, b 4; each file: master, 2 moments, gradient.
+  CHECK(on_disk.nvme()->bytes_on_disk() == 4 * 4 * (8 + 4));
+  struct Case {
+    int micro_steps;
+    bool skip_unit_b;  // a unit whose gradient never lands this step reads as zeros
+    double grad_scale, max_norm;
+  };
+  const Case cases[] = {{1, false, 1.0, 0.0}, {3, false, 1.0, 0.5}, {2, true, 1024.0, 1.0}, {1, false, 256.0, 1e6}};
+  int step = 0;
+  for (const auto& c : cases) {
+    INFO("micro steps " << c.micro_steps << ", grad scale " << c.grad_scale << ", max norm " << c.max_norm);
+    in_memory.zero_grads();
+    on_disk.zero_grads();
+    for (int m = 0; m < c.micro_steps; ++m)
+      for (int u = 0; u < 2; ++u) {
+        if (u == 1 && c.skip_unit_b) continue;
+        const int64_t n = in_memory.units()[size_t(u)].layout.shard_numel();
+        at::Tensor values = at::linspace(-0.3 * (m + 1), 0.7 + step + u, n) * c.grad_scale;
+        in_memory.add_to_grad(u, values.to(at::kBFloat16));  // a reduced dtype, as on a GPU
+        on_disk.add_to_grad(u, values.to(at::kBFloat16));
+      }
+    const double expect = in_memory.unscale_and_clip(c.grad_scale, c.max_norm, {});
+    const double got = on_disk.unscale_and_clip(c.grad_scale, c.max_norm, {});
+    CHECK(got == expect);
+    std::vector<at::Tensor> seen;
+    on_disk.step(1e-2, [&](int, UnitShardState& u) { seen.push_back(u.grad.clone()); });
+    in_memory.step(1e-2);
+    REQUIRE(seen.size() == 2);
+    // The step saw the clipped, unscaled gradients the in-memory step updated with.
+    CHECK(at::equal(seen[0], in_memory.units()[0].grad));
+    CHECK(at::equal(seen[1], in_memory.units()[1].grad));
+    CHECK_FALSE(on_disk.units()[0].grad.defined());
+    ++step;
+  }
+  check_same_states(on_disk, in_memory);
 }
 
 ACCEL_ASSERT_CHECK_IS_CATCH();

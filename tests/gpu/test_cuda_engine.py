@@ -150,7 +150,7 @@ class CudaEngine(unittest.TestCase):
             with self.subTest(name):
                 self.assert_matches_reference("w2_" + name, ["cuda_collectives=gloo"] + sets, world=2)
 
-    def test_optimizer_offload_to_cpu(self):
+    def test_optimizer_offload_to_cpu_and_nvme(self):
         base = ["backend=deepspeed", "deepspeed.zero_stage=2"]
         _, resident, _ = self.train("w1_zero2_resident", base)
         _, offloaded, _ = self.assert_matches_reference("w1_zero2_offload",
@@ -163,6 +163,13 @@ class CudaEngine(unittest.TestCase):
             "deepspeed.offload_optimizer_device=cpu", "training.micro_batch_size=4",
             "training.gradient_accumulation_steps=2"])
         self.assertIn("copied asynchronously", log)
+        # Optimizer states and gradient shards in files: each landed shard is added into its file's
+        # gradient slot at settle (a read, the add, a write), twice per step with accumulation.
+        nvme = os.path.join(self.dir, "opt_nvme")
+        _, _, log = self.assert_matches_reference("w1_zero2_nvme_accum", base + [
+            "deepspeed.offload_optimizer_device=nvme", f"deepspeed.offload_optimizer_nvme_path={nvme}",
+            "training.micro_batch_size=4", "training.gradient_accumulation_steps=2"])
+        self.assertIn("with the gradient shards", log)
 
     def test_parameter_offload_to_cpu_and_nvme(self):
         base = ["backend=deepspeed", "deepspeed.zero_stage=3", "deepspeed.stage3_param_persistence_threshold=0",

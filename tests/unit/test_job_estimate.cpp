@@ -202,7 +202,7 @@ TEST_CASE("precision, optimizer and offload keys reach the estimate", "[estimate
   CHECK(row(both, "zero-3").plan.offload == Placement::nvme);
   CHECK(row(both, "zero-3").plan.param_offload == Placement::nvme);
   CHECK(row(both, "zero-3").nvme == row(both, "zero-3").master + row(both, "zero-3").optimizer_states +
-                                        row(both, "zero-3").param_shard);
+                                        row(both, "zero-3").grad_shard + row(both, "zero-3").param_shard);
   job = JobConfig{};
   job.fsdp.offload_params = true;
   CHECK(row(estimate_job(job), "SHARD_GRAD_OP").plan.offload == Placement::cpu);

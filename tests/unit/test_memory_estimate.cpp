@@ -150,17 +150,17 @@ TEST_CASE("offload moves the master, states and gradient shard off the device", 
     CHECK(cpu.params == on.params);
     CHECK(cpu.live_params + cpu.live_grads == on.live_params + on.live_grads);
     auto nvme = run(in, sharding, 4, Placement::nvme);
-    CHECK(nvme.nvme == 8 * (4 + 8));  // master and moments in files
+    CHECK(nvme.nvme == 8 * (4 + 8 + 4));  // master, moments and gradient shard in files
     // fp32: gathers need an in-memory copy of the shard while the master is in a file.
     CHECK(nvme.param_shard == 8 * 4);
     CHECK(nvme.device == cpu.device + nvme.param_shard);
-    // The gradient shard stays in memory; 4 units (fewer than buffer_count 5) of at most 3 shard
-    // values stream through one buffer each, holding master + 2 moments (12 bytes a value).
-    CHECK(nvme.host == on.grad_shard + 4 * 3 * (4 + 8));
+    // 4 units (fewer than buffer_count 5) of at most 3 shard values stream through one buffer
+    // each, holding master + 2 moments + gradient (16 bytes a value).
+    CHECK(nvme.host == 4 * 3 * (4 + 8 + 4));
   }
   in.nvme_buffer_count = 2;
   auto two = run(in, Sharding::parameters, 4, Placement::nvme);
-  CHECK(two.host == two.grad_shard + 2 * 3 * (4 + 8));
+  CHECK(two.host == 2 * 3 * (4 + 8 + 4));
   // Replicated with offload (FSDP NO_SHARD + offload_params): the states (and master) move.
   auto rep = run(in, Sharding::replicated, 1, Placement::cpu);
   CHECK(rep.host == 26 * 8);
@@ -242,8 +242,11 @@ TEST_CASE("a bare parameter count pads one buffer, and live buffers need a unit 
   CHECK(z3.unit_buffers_estimated);
   CHECK(z3.live_params == 2 * 104 * 4);
   CHECK(z3.live_grads == 104 * 4);
-  // nvme: the gradient shard plus buffer_count buffers of the largest shard's master + moments.
-  CHECK(run(in, Sharding::parameters, 8, Placement::nvme).host == 125 * 4 + 5 * 13 * (4 + 8));
+  // nvme: buffer_count buffers of the largest shard's master + moments + gradient (the gradient
+  // shard itself, 125 values, is in the files).
+  auto nvme8 = run(in, Sharding::parameters, 8, Placement::nvme);
+  CHECK(nvme8.host == 5 * 13 * (4 + 8 + 4));
+  CHECK(nvme8.nvme == nvme8.master + nvme8.optimizer_states + 125 * 4);
 }
 
 TEST_CASE("inputs that describe no model are usage errors", "[estimate]") {
