@@ -21,7 +21,7 @@
 #include "runtime/comm/rendezvous.hpp"
 #include "runtime/config/job_loader.hpp"
 
-namespace accel::train {
+namespace accel::api {
 
 // The state record's name in every checkpoint (accel merge-weights reads its backend_state).
 inline constexpr const char* kStateRecordFile = "trainer.json";
@@ -32,10 +32,10 @@ class CheckpointEngine {
   // `rendezvous` may be null (a world of one process, run without the launcher); with several
   // machines it probes whether they share output_dir (docs/design/0013).
   CheckpointEngine(const config::LoadedJob& job, comm::Communicator& comm, comm::Rendezvous* rendezvous,
-                   backends::Backend& backend, std::string root);
+                   engine::Backend& backend, std::string root);
 
   const std::string& root() const { return root_; }
-  const ckpt::StorageLayout& storage() const { return storage_; }
+  const checkpoint::StorageLayout& storage() const { return storage_; }
   // Whether this rank writes the files every rank holds alike (the first rank of its storage).
   bool writes_shared_files() const { return writer_; }
 
@@ -69,24 +69,24 @@ class CheckpointEngine {
 
  private:
   std::string commit(int64_t steps_done, const nlohmann::json& extra);
-  nlohmann::json load_verified(const std::string& dir, const ckpt::Manifest& manifest,
+  nlohmann::json load_verified(const std::string& dir, const checkpoint::Manifest& manifest,
                                const std::function<void(const nlohmann::json&)>& check);
-  void restore_generator(const std::string& dir, const ckpt::Manifest& manifest, int saved_world);
-  ckpt::CheckpointError write_failure(int64_t steps_done, const std::string& what, const std::string& staging) const;
+  void restore_generator(const std::string& dir, const checkpoint::Manifest& manifest, int saved_world);
+  checkpoint::CheckpointError write_failure(int64_t steps_done, const std::string& what, const std::string& staging) const;
   std::optional<std::string> agree_on_latest(const std::optional<std::string>& mine) const;
   int machine_count() const { return world_.world_size / std::max(1, world_.local_world_size); }
 
   const config::LoadedJob& job_;
   comm::Communicator& comm_;
   comm::WorldInfo world_;
-  std::optional<ckpt::KeyValueExchange> kv_;  // the rendezvous store (several machines)
+  std::optional<checkpoint::KeyValueExchange> kv_;  // the rendezvous store (several machines)
   std::string key_prefix_;
-  ckpt::StorageLayout storage_;
-  backends::CheckpointStorage rank_storage_;  // storage_ per rank, for the backend
-  backends::Backend& backend_;
+  checkpoint::StorageLayout storage_;
+  engine::CheckpointStorage rank_storage_;  // storage_ per rank, for the backend
+  engine::Backend& backend_;
   std::string root_;
   bool writer_ = false;  // the first rank of this rank's storage group: stages and commits there
   uint64_t last_save_bytes_ = 0;  // what this rank's last save wrote: the next one's expected size
 };
 
-}  // namespace accel::train
+}  // namespace accel::api

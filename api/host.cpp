@@ -19,7 +19,7 @@ Attached attach(const config::LoadedJob& job, comm::Communicator& comm, comm::Re
   return {std::make_unique<Accelerator>(host), EngineView(host)};
 }
 
-backends::Backend& EngineView::engine() const {
+engine::Backend& EngineView::engine() const {
   if (!host_ || !host_->engine) throw RunError("accel: the engine is read before prepare(model, optimizer)");
   return *host_->engine;
 }
@@ -36,15 +36,15 @@ nlohmann::json EngineView::memory_report() const { return engine().memory_report
 
 void EngineView::save_full_parameters(const std::string& path) {
   progress::stage("gathering the full weights");
-  const train::NamedTensors params = engine().full_parameters();  // collective; complete on rank 0
+  const engine::NamedTensors params = engine().full_parameters();  // collective; complete on rank 0
   if (host_->comm->rank() != 0) return;
   uint64_t bytes = 0;
   for (const auto& [name, t] : params) bytes += uint64_t(t.numel()) * t.element_size();
   progress::expect_bytes(bytes);
   progress::stage("writing");
-  train::save_safetensors(path, params);
+  engine::save_safetensors(path, params);
 }
 
-int64_t EngineView::unit_block_bytes() { return backends::UnitBlockAllocator::instance().mapped_bytes(); }
+int64_t EngineView::unit_block_bytes() { return engine::UnitBlockAllocator::instance().mapped_bytes(); }
 
 }  // namespace accel::api

@@ -48,7 +48,7 @@ std::string resume_point(const std::string& output_dir, const std::string& resum
   if (resume != "auto") return resume;
   std::optional<std::string> dir;
   try {
-    dir = train::ckpt::find_latest_checkpoint(train::ckpt::checkpoints_root(output_dir));
+    dir = checkpoint::find_latest_checkpoint(checkpoint::checkpoints_root(output_dir));
   } catch (const std::exception&) {
   }
   if (!dir) return "the start (no checkpoint yet)";

@@ -24,21 +24,20 @@ namespace accel::cli::worker_program {
 namespace {
 
 namespace fs = std::filesystem;
-namespace ckpt = train::ckpt;
 
 // A step_N directory as given; a checkpoints root, its `latest` file, or an output_dir (holding
 // checkpoints/latest): the checkpoint `latest` names.
 std::string resolve_checkpoint(const std::string& arg) {
   fs::path p(arg);
   std::error_code ec;
-  if (!fs::exists(p, ec)) throw ckpt::CheckpointError("checkpoint " + arg + " does not exist");
-  if (fs::is_regular_file(p, ec) && p.filename() == ckpt::kLatestName) p = p.parent_path();
+  if (!fs::exists(p, ec)) throw checkpoint::CheckpointError("checkpoint " + arg + " does not exist");
+  if (fs::is_regular_file(p, ec) && p.filename() == checkpoint::kLatestName) p = p.parent_path();
   if (!fs::is_directory(p, ec))
-    throw ckpt::CheckpointError(arg + " is not a checkpoint directory, a checkpoints root or its `latest` file");
-  if (fs::exists(p / ckpt::kManifestName, ec)) return p.string();
+    throw checkpoint::CheckpointError(arg + " is not a checkpoint directory, a checkpoints root or its `latest` file");
+  if (fs::exists(p / checkpoint::kManifestName, ec)) return p.string();
   for (const fs::path& root : {p, p / "checkpoints"})
-    if (fs::exists(root / ckpt::kLatestName, ec)) {
-      auto dir = ckpt::find_latest_checkpoint(root.string());
+    if (fs::exists(root / checkpoint::kLatestName, ec)) {
+      auto dir = checkpoint::find_latest_checkpoint(root.string());
       if (dir) return *dir;
     }
   return p.string();  // verification reports what is missing
@@ -47,25 +46,25 @@ std::string resolve_checkpoint(const std::string& arg) {
 struct Source {
   std::string dir;
   int64_t step = 0;
-  std::unique_ptr<backends::CanonicalState> state;
+  std::unique_ptr<engine::CanonicalState> state;
 };
 
 Source open_checkpoint(const std::string& arg) {
   Source s;
   s.dir = resolve_checkpoint(arg);
-  const ckpt::Manifest manifest = ckpt::verify_checkpoint(s.dir);
+  const checkpoint::Manifest manifest = checkpoint::verify_checkpoint(s.dir);
   s.step = manifest.step;
   const std::string trainer = s.dir + "/trainer.json";
   std::ifstream in(trainer);
   auto state = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!in || state.is_discarded() || !state.is_object() || !state.contains("backend_state"))
-    throw ckpt::CheckpointError(trainer + " is missing or has no backend_state (not a checkpoint of accel's trainer?)");
+    throw checkpoint::CheckpointError(trainer + " is missing or has no backend_state (not a checkpoint of accel's trainer?)");
   try {
-    s.state = backends::CanonicalState::open(s.dir, state["backend_state"]);
+    s.state = engine::CanonicalState::open(s.dir, state["backend_state"]);
   } catch (const RunError& e) {  // node-local storage: name the machines holding what is absent
-    const std::string note = ckpt::elsewhere_note(manifest, s.dir);
+    const std::string note = checkpoint::elsewhere_note(manifest, s.dir);
     if (note.empty()) throw;
-    throw ckpt::CheckpointError(std::string(e.what()) + "\n" + note);
+    throw checkpoint::CheckpointError(std::string(e.what()) + "\n" + note);
   }
   return s;
 }
@@ -85,7 +84,7 @@ void add_merge_weights_command(CLI::App& app) {
   cmd->add_option("-o,--output", o->output, "The safetensors file to write (replaced atomically)")->required();
   cmd->callback([o] {
     Source source;
-    train::NamedTensors weights;
+    engine::NamedTensors weights;
     int64_t values = 0;
     progress::Output output = progress::Output::standard();
     output.line = [](const std::string& line) { std::cout << "accel merge-weights: " << line << "\n" << std::flush; };
@@ -96,7 +95,7 @@ void add_merge_weights_command(CLI::App& app) {
       task.set_stage("reading");
       task.set_total(int64_t(source.state->params().size()), "tensors");
       for (const auto& p : source.state->params()) {
-        weights.emplace_back(p.name, source.state->read_full(p.name, backends::kParamKind));
+        weights.emplace_back(p.name, source.state->read_full(p.name, engine::kParamKind));
         values += p.numel;
         task.advance();
       }
@@ -109,7 +108,7 @@ void add_merge_weights_command(CLI::App& app) {
     uint64_t bytes = 0;
     for (const auto& [name, t] : weights) bytes += uint64_t(t.numel()) * t.element_size();
     progress::expect_bytes(bytes);
-    train::save_safetensors(o->output, weights);
+    engine::save_safetensors(o->output, weights);
     task.finish();
     std::cout << "accel merge-weights: " << source.dir << " (" << source.step << " steps, "
               << source.state->describe() << ") -> " << o->output << ": " << weights.size() << " tensors, " << values

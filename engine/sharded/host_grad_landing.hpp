@@ -22,7 +22,7 @@
 #include <memory>
 #include <vector>
 
-namespace accel::backends {
+namespace accel::engine {
 
 class HostGradLanding {
  public:
@@ -52,4 +52,4 @@ class HostGradLanding {
   std::vector<Landing> pending_;
 };
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -15,12 +15,12 @@
 #include "engine/sharded/unit_block_allocator.hpp"
 #include "runtime/common/errors.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 ShardedOptimizer::ShardedOptimizer(const config::OptimizerSection& section, int rank, at::ScalarType master_dtype)
-    : ShardedOptimizer(train::builtin_optimizer_setup(section), rank, master_dtype) {}
+    : ShardedOptimizer(builtin_optimizer_setup(section), rank, master_dtype) {}
 
-ShardedOptimizer::ShardedOptimizer(train::OptimizerSetup setup, int rank, at::ScalarType master_dtype)
+ShardedOptimizer::ShardedOptimizer(OptimizerSetup setup, int rank, at::ScalarType master_dtype)
     : setup_(std::move(setup)), rank_(rank), master_dtype_(master_dtype) {}
 
 at::Tensor ShardedOptimizer::state_empty(int64_t numel, at::ScalarType dtype) const {
@@ -30,7 +30,7 @@ at::Tensor ShardedOptimizer::state_empty(int64_t numel, at::ScalarType dtype) co
 UnitShardState& ShardedOptimizer::add_unit(const std::string& name, const FlatLayout& layout, std::vector<int> groups,
                                            const at::Tensor& master, bool adopt_master) {
   const int64_t S = layout.shard_numel();
-  const at::ScalarType state_dtype = train::optimizer_math_dtype(master_dtype_);
+  const at::ScalarType state_dtype = optimizer_math_dtype(master_dtype_);
   for (int g : groups)
     if (g < 0 || size_t(g) >= setup_.groups.size())
       throw RunError("sharded optimizer: unit " + name + " names parameter group " + std::to_string(g) + " of " +
@@ -97,40 +97,40 @@ void ShardedOptimizer::add_to_grad(int unit, const at::Tensor& values) {
   grad_landed_[i] = 1;
 }
 
-double ShardedOptimizer::unscale_and_clip(double grad_scale, double max_norm, const train::SumOfSquaresReduce& reduce) {
+double ShardedOptimizer::unscale_and_clip(double grad_scale, double max_norm, const SumOfSquaresReduce& reduce) {
   if (!nvme_) {
     std::vector<at::Tensor> grads;
     for (auto& u : units_) grads.push_back(u.grad);
-    return train::unscale_and_clip_grad_norm(grads, grad_scale, max_norm, reduce);
+    return unscale_and_clip_grad_norm(grads, grad_scale, max_norm, reduce);
   }
-  train::GradSquares squares;
+  GradSquares squares;
   for (size_t i = 0; i < units_.size(); ++i) squares.add(read_grad(i));
   const double local = squares.local_sum();
   const double norm = std::sqrt(reduce ? reduce(local) : local) / grad_scale;
-  grad_factor_ = train::unscale_and_clip_factor(norm, grad_scale, max_norm);
+  grad_factor_ = unscale_and_clip_factor(norm, grad_scale, max_norm);
   return norm;
 }
 
-void ShardedOptimizer::update(UnitShardState& u, const std::vector<train::GroupHyper>& groups) {
+void ShardedOptimizer::update(UnitShardState& u, const std::vector<GroupHyper>& groups) {
   ++u.step;
   // Fused: the unit's segments of each parameter group in one launch.
-  const bool fused = setup_.fused && setup_.kind == config::OptimizerName::adamw && train::fused_adamw_applies(u.master, u.exp_avg);
-  std::vector<train::AdamWBatch> batches(fused ? groups.size() : 0);
+  const bool fused = setup_.fused && setup_.kind == config::OptimizerName::adamw && fused_adamw_applies(u.master, u.exp_avg);
+  std::vector<AdamWBatch> batches(fused ? groups.size() : 0);
   for (const auto& seg : u.segments) {
     auto piece = [&](const at::Tensor& t) { return t.narrow(0, seg.shard_offset, seg.numel); };
     const int group = u.groups[size_t(seg.param)];
-    const train::GroupHyper& h = groups[size_t(group)];
+    const GroupHyper& h = groups[size_t(group)];
     if (fused) {
       batches[size_t(group)].add(piece(u.master), piece(u.grad), piece(u.exp_avg), piece(u.exp_avg_sq), u.step);
     } else if (setup_.kind == config::OptimizerName::adamw) {
-      train::adamw_step(piece(u.master), piece(u.grad), piece(u.exp_avg), piece(u.exp_avg_sq), u.step, h.adamw(),
+      adamw_step(piece(u.master), piece(u.grad), piece(u.exp_avg), piece(u.exp_avg_sq), u.step, h.adamw(),
                         /*apply_decay=*/true);
     } else {
-      train::sgd_step(piece(u.master), piece(u.grad), u.momentum.defined() ? piece(u.momentum) : at::Tensor(),
+      sgd_step(piece(u.master), piece(u.grad), u.momentum.defined() ? piece(u.momentum) : at::Tensor(),
                       u.step, h.sgd(), /*apply_decay=*/true);
     }
   }
-  for (size_t g = 0; g < batches.size(); ++g) train::adamw_fused_step(batches[g], groups[g].adamw());
+  for (size_t g = 0; g < batches.size(); ++g) adamw_fused_step(batches[g], groups[g].adamw());
 }
 
 std::vector<at::Tensor*> ShardedOptimizer::state_slots(UnitShardState& u) {
@@ -144,7 +144,7 @@ std::vector<at::Tensor*> ShardedOptimizer::state_slots(UnitShardState& u) {
   return slots;
 }
 
-void ShardedOptimizer::step(const std::vector<train::GroupHyper>& groups,
+void ShardedOptimizer::step(const std::vector<GroupHyper>& groups,
                             const std::function<void(int, UnitShardState&)>& after_unit) {
   if (groups.size() != setup_.groups.size())
     throw RunError("sharded optimizer: " + std::to_string(groups.size()) + " groups' hyper-parameters for " +
@@ -229,12 +229,12 @@ std::vector<std::string> ShardedOptimizer::state_kinds() const {
 
 void ShardedOptimizer::save_state_file(const std::string& path) {
   if (!spilled_) {
-    train::save_safetensors(path, state_tensors());
+    save_safetensors(path, state_tensors());
     return;
   }
   // Per unit: master, the moments, then the step (the order of state_tensors()).
   const auto suffixes = slot_suffixes();
-  std::vector<train::TensorSpec> specs;
+  std::vector<TensorSpec> specs;
   std::vector<std::pair<size_t, int>> source;  // (unit, slot; -1 = step)
   for (size_t i = 0; i < units_.size(); ++i) {
     const UnitShardState& u = units_[i];
@@ -247,7 +247,7 @@ void ShardedOptimizer::save_state_file(const std::string& path) {
   }
   at::Tensor cached;
   size_t cached_unit = SIZE_MAX;
-  train::save_safetensors_streamed(path, specs, [&](size_t t) {
+  save_safetensors_streamed(path, specs, [&](size_t t) {
     auto [i, k] = source[t];
     if (k < 0) return at::tensor(units_[i].step, at::kLong);
     if (cached_unit != i) {
@@ -261,11 +261,11 @@ void ShardedOptimizer::save_state_file(const std::string& path) {
 
 void ShardedOptimizer::load_state_file(const std::string& path) {
   if (!spilled_) {
-    load_state(train::load_safetensors(path), path);
+    load_state(load_safetensors(path), path);
     return;
   }
   // Unit by unit, with load_state's checks: names, shapes and dtypes.
-  train::SafetensorsReader reader(path);
+  SafetensorsReader reader(path);
   const auto suffixes = slot_suffixes();
   size_t expected = units_.size() * (suffixes.size() + 1);
   if (reader.tensors().size() != expected)
@@ -305,8 +305,8 @@ void ShardedOptimizer::materialize() {
   spilled_ = false;
 }
 
-train::NamedTensors ShardedOptimizer::state_tensors() const {
-  train::NamedTensors out;
+NamedTensors ShardedOptimizer::state_tensors() const {
+  NamedTensors out;
   for (const auto& u : units_) {
     out.emplace_back(u.unit + ".master", u.master);
     if (u.exp_avg.defined()) {
@@ -319,7 +319,7 @@ train::NamedTensors ShardedOptimizer::state_tensors() const {
   return out;
 }
 
-void ShardedOptimizer::load_state(const train::NamedTensors& state, const std::string& source) {
+void ShardedOptimizer::load_state(const NamedTensors& state, const std::string& source) {
   std::map<std::string, at::Tensor> by_name(state.begin(), state.end());
   auto expected = state_tensors();
   if (by_name.size() != expected.size())
@@ -342,4 +342,4 @@ void ShardedOptimizer::load_state(const train::NamedTensors& state, const std::s
   }
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine
