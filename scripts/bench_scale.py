@@ -66,7 +66,7 @@ model: {{name: gpt, n_layer: {n_layer}, n_head: {heads}, n_embd: {n_embd}, vocab
 data: {{kind: synthetic}}
 optimizer: {{name: adamw, lr: 1.0e-4}}
 training: {{max_steps: {a.steps}, micro_batch_size: 1, seq_len: {a.seq_len}, output_dir: {d}/run, resume: never,
-  save_weights: false, log_every: 1, eval_every: 0, checkpoint_every: 0}}
+  save_weights: false, log_every: 1, eval_every: 0, checkpoint_every: 0, checkpoint_at_end: false}}
 """)
     return job
 

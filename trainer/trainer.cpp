@@ -275,7 +275,7 @@ void Trainer::run() {
       log(format_step_line(m, t_.max_steps, options_.progress_bar));
     if (!first) first = m;
     last = m;
-    if (final_step || (t_.checkpoint_every > 0 && (step + 1) % t_.checkpoint_every == 0)) {
+    if ((final_step && t_.checkpoint_at_end) || (t_.checkpoint_every > 0 && (step + 1) % t_.checkpoint_every == 0)) {
       const auto t_save = Clock::now();
       last_checkpoint = acc_->save_state();
       times.checkpoint_s += seconds_since(t_save);

@@ -102,6 +102,7 @@ struct TrainingSection {
   int log_every = 1;
   int eval_every = 0;
   int checkpoint_every = 0;
+  bool checkpoint_at_end = true;
   std::string resume = "auto";
   std::string init_from;
   bool save_weights = true;

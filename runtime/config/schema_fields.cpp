@@ -318,6 +318,8 @@ std::vector<FieldSpec> build_schema() {
       field(KEY(training.log_every), "Print a log line every N steps.").range(1),
       field(KEY(training.eval_every), "Evaluate on the held-out split every N steps; 0 disables.").range(0),
       field(KEY(training.checkpoint_every), "Checkpoint every N steps; 0 checkpoints only at the end.").range(0),
+      field(KEY(training.checkpoint_at_end), "Checkpoint after the last step too. false: only every checkpoint_every "
+                                             "steps (a benchmark, or a run kept by its exported weights)."),
       field(KEY(training.resume), "auto (continue from the latest checkpoint in output_dir if any), never, or "
                                   "the path of a checkpoint directory."),
       field(KEY(training.init_from), "Optional safetensors file with full weights to start from.").input_path(),
