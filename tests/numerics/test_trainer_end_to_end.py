@@ -239,16 +239,18 @@ class ZeroStagesAgreement(_ShardedBase):
         with open(os.path.join(out, "logs", "rank_0.log")) as f:
             self.assertIn("small units stay gathered", f.read())
 
-    # NVMe optimizer offload: the masters and moments live in files and stream through buffers;
-    # the update is the same adamw_step on the same values, so the same tolerances hold.
-    def _nvme(self, stage, name, buffers):
+    # NVMe optimizer offload: the masters, moments and gradient shards live in files and stream
+    # through buffers; the update is the same adamw_step on the same values (the gradients summed,
+    # normed and clipped as in memory), so the same tolerances hold.
+    def _nvme(self, stage, name, buffers, extra=()):
         path = os.path.join(self.tmpdir(), "nvme")
         out = self._stage(stage, name, extra=("deepspeed.offload_optimizer_device=nvme",
                                               f"deepspeed.offload_optimizer_nvme_path={path}",
-                                              f"deepspeed.buffer_count={buffers}"))
+                                              f"deepspeed.buffer_count={buffers}") + extra)
         with open(os.path.join(out, "logs", "rank_0.log")) as f:
             self.assertIn("master + optimizer states in files under " + path, f.read())
         self.assertEqual(os.listdir(path), [], "the scratch files outlive the run")
+        return out
 
     def test_stage1_world3_nvme_padded(self):
         self._nvme(1, "w3_b2", buffers=2)
@@ -257,7 +259,9 @@ class ZeroStagesAgreement(_ShardedBase):
         self._nvme(2, "w2_b2_g2", buffers=5)
 
     def test_stage3_world2_nvme(self):
-        self._nvme(3, "w2_b4", buffers=3)
+        # training.checkpoint_at_end false: the run ends without a checkpoint (a benchmark's setting).
+        out = self._nvme(3, "w2_b4", buffers=3, extra=("training.checkpoint_at_end=false",))
+        self.assertFalse(os.path.exists(os.path.join(out, "checkpoints")), "a checkpoint was written at the end")
 
     # NVMe parameter offload: each unit's parameter shard lives in a file between gathers and is
     # read into one of buffer_count staging buffers for its all-gather; the values gathered are the
