@@ -142,7 +142,10 @@ void Trainer::build() {
         check_trainer_record(dir, record, *data_);
         resumed_dir_ = dir;
       },
-      [this](int64_t steps_done) { faults_.at("checkpoint_write", steps_done - 1); }};
+      [this](int64_t steps_done, bool in_background) {
+        faults_.at("checkpoint_write", steps_done - 1);
+        if (in_background) faults_.at("checkpoint_background_write", steps_done - 1);
+      }};
   api::Attached attached = api::attach(ctx_.job, comm_, ctx_.rendezvous.get(), std::move(host));
   acc_ = std::move(attached.accelerator);
   engine_ = std::move(attached.engine);
@@ -231,6 +234,7 @@ void Trainer::run() {
   double train_seconds = 0;
   int64_t tokens = 0;
   std::string last_checkpoint;
+  std::vector<double> save_times;  // each save_state() on this thread (asynchronous: staging, waiting)
   StepCommCounter step_comm;
   std::vector<std::pair<std::string, const comm::Communicator*>> counted = {{"world", &comm_}};
   for (const auto& group : engine_.group_communicators()) counted.push_back(group);
@@ -260,10 +264,17 @@ void Trainer::run() {
     if (final_step || (t_.checkpoint_every > 0 && (step + 1) % t_.checkpoint_every == 0)) {
       const auto t_save = Clock::now();
       last_checkpoint = acc_->save_state();
-      times.checkpoint_s += seconds_since(t_save);
+      save_times.push_back(seconds_since(t_save));
+      times.checkpoint_s += save_times.back();
       log_memory(rank_, world_, "checkpoint " + std::to_string(step + 1));
     }
   }
+  // training.async_checkpoint: the last checkpoint may still be being written; the run is done
+  // once it is committed (a failure to write it ends the run here).
+  const auto t_wait = Clock::now();
+  acc_->wait_for_checkpoint();
+  const double final_wait_s = seconds_since(t_wait);
+  times.checkpoint_s += final_wait_s;
 
   if (!options_.trace_path.empty()) engine_.write_trace(trace_file_for_rank(options_.trace_path, rank_));
   std::string weights;
@@ -281,6 +292,7 @@ void Trainer::run() {
   nlohmann::json report = make_run_report(rank_, world_, engine_.name(), engine_.memory_report(), step_comm,
                                           t_.max_steps - start, peak_rss_bytes());
   report["time_s"] = times.to_json();
+  report["checkpoint_s"] = {{"async", t_.async_checkpoint}, {"saves", save_times}, {"final_wait", final_wait_s}};
   report["setup_peak_rss_bytes"] = setup_peak_rss;
   write_run_report(out, rank_, report);
   char buf[512];

@@ -112,7 +112,7 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   void skip_step() override;
   train::UnitHooks* eval_hooks() override;
   train::NamedTensors full_parameters() override;
-  nlohmann::json save_state(const std::string& dir, const CheckpointStorage& storage) override;
+  nlohmann::json save_state(train::TensorFileSink& files, const CheckpointStorage& storage) override;
   void load_state(const std::string& dir, const nlohmann::json& layout) override;
   bool start_trace() override;
   nlohmann::json memory_report() const override;

@@ -3,6 +3,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 
 #include "engine/format/safetensors.hpp"
@@ -159,8 +160,14 @@ std::vector<std::string> ShardedOptimizer::state_kinds() const {
 }
 
 void ShardedOptimizer::save_state_file(const std::string& path) {
+  const std::filesystem::path p(path);
+  train::DirectFileSink files(p.parent_path().string());
+  save_state_file(files, p.filename().string());
+}
+
+void ShardedOptimizer::save_state_file(train::TensorFileSink& files, const std::string& file) {
   if (!spilled_) {
-    train::save_safetensors(path, state_tensors());
+    files.write(file, state_tensors());
     return;
   }
   // Per unit: master, the moments, then the step (the order of state_tensors()).
@@ -178,7 +185,7 @@ void ShardedOptimizer::save_state_file(const std::string& path) {
   }
   at::Tensor cached;
   size_t cached_unit = SIZE_MAX;
-  train::save_safetensors_streamed(path, specs, [&](size_t t) {
+  files.write_streamed(file, specs, [&](size_t t) {
     auto [i, k] = source[t];
     if (k < 0) return at::tensor(units_[i].step, at::kLong);
     if (cached_unit != i) {

@@ -102,6 +102,8 @@ struct TrainingSection {
   int log_every = 1;
   int eval_every = 0;
   int checkpoint_every = 0;
+  // Stage each checkpoint in host memory and write it on a background thread (docs/design/0028).
+  bool async_checkpoint = false;
   std::string resume = "auto";
   std::string init_from;
   bool save_weights = true;
