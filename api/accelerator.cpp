@@ -126,6 +126,7 @@ Accelerator::~Accelerator() {
   current_comm.compare_exchange_strong(mine, nullptr);  // a later Accelerator's stays current
   if (state_->unit_sink) state_->unit_sink->detach();  // the model's wrappers become plain calls
   if (state_->host) state_->host->engine = nullptr;     // its engine goes with it
+  if (state_->host) state_->host->checkpoints = nullptr;
 }
 
 int Accelerator::rank() const { return state_->comm->rank(); }

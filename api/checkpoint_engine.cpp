@@ -167,6 +167,7 @@ std::string CheckpointEngine::save(const SaveRequest& request) {
   if (async_) {
     if (!staging_) staging_ = std::make_unique<api::CheckpointStaging>(comm_.device());
     staging_->begin(staging);
+    async_times_.fence_waits.push_back(0.0);
   }
   TensorFileSink& files = async_ ? static_cast<TensorFileSink&>(*staging_) : direct;
   std::string record_text;

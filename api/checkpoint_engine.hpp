@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -86,6 +87,14 @@ class CheckpointEngine {
   // Call before anything changes the state a save took (an optimizer step, a load): returns once
   // the save in flight no longer reads it, and throws its failure if it is already known.
   void before_state_changes();
+  // Where asynchronous saves spent time, summed over the saves finished so far: the training
+  // thread's waits in before_state_changes(), and the background threads' wall and CPU time.
+  struct AsyncTimes {
+    int saves = 0;
+    double fence_wait_s = 0, background_s = 0, background_cpu_s = 0;
+    std::vector<double> fence_waits;  // per save started: the waits until the next save
+  };
+  const AsyncTimes& async_times() const { return async_times_; }
 
   // Verifies every file of `dir` (size and hash), reads its state record, lets `check` refuse it
   // (before anything is restored), restores the backend's state and the CPU generators, and
@@ -126,6 +135,8 @@ class CheckpointEngine {
   std::unique_ptr<api::CheckpointStaging> staging_;    // host staging, reused from save to save
   c10::intrusive_ptr<c10d::Store> background_store_;   // the background thread's own store client
   std::unique_ptr<api::BackgroundSave> in_flight_;     // the save being written, if any
+  AsyncTimes async_times_;
+  AsyncTimes in_flight_times_;  // written by the background thread, added once it is joined
 };
 
 }  // namespace accel::train

@@ -4,6 +4,8 @@
 // that, not for the write), writes the files, hashes and fsyncs them, and agrees with the other
 // ranks through the rendezvous store (runtime/checkpoint/commit_exchange.hpp) before each storage
 // group's writer commits: `latest` moves only once every rank's files are written.
+#include <time.h>
+
 #include <filesystem>
 
 #include "api/checkpoint_engine.hpp"
@@ -19,6 +21,16 @@ namespace {
 // Asynchronous saves made by this process, over every checkpoint root: the same count on every
 // rank, since saves are collective and made in the same order. It keys each save's agreement.
 std::atomic<int64_t> async_saves_started{0};
+
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 }  // namespace
 
@@ -39,12 +51,19 @@ void CheckpointEngine::wait() {
   if (!in_flight_) return;
   std::exception_ptr error = in_flight_->join();
   in_flight_.reset();
+  async_times_.saves += 1;
+  async_times_.background_s += in_flight_times_.background_s;
+  async_times_.background_cpu_s += in_flight_times_.background_cpu_s;
   if (error) std::rethrow_exception(error);
 }
 
 void CheckpointEngine::before_state_changes() {
   if (!in_flight_) return;
+  const auto t0 = std::chrono::steady_clock::now();
   in_flight_->wait_staged();
+  const double waited = seconds_since(t0);
+  async_times_.fence_wait_s += waited;
+  async_times_.fence_waits.back() += waited;
   if (in_flight_->finished()) wait();  // committed: joined; failed: thrown now, not at the next save
 }
 
@@ -87,12 +106,36 @@ void CheckpointEngine::write_in_background(api::BackgroundSave& self, int64_t st
                                            const std::string& record_text, const std::function<void(bool)>& after_files,
                                            const std::optional<ckpt::CommitExchange>& exchange) {
   const auto started = std::chrono::steady_clock::now();
+  const double cpu_started = thread_cpu_seconds();
+  in_flight_times_ = {};
+  // Read by the training thread once it joined this thread.
+  struct Measure {
+    AsyncTimes& times;
+    std::chrono::steady_clock::time_point started;
+    double cpu_started;
+    ~Measure() {
+      times.background_s = seconds_since(started);
+      times.background_cpu_s = thread_cpu_seconds() - cpu_started;
+    }
+  } measure{in_flight_times_, started, cpu_started};
   // This rank's part: its files written, fsynced and hashed, or what failed.
   ckpt::RankReport mine;
+  // ACCEL_LOG_LEVEL=debug: each phase's wall and CPU seconds.
+  auto phase = [&, t = started, cpu = cpu_started](const char* what) mutable {
+    if (!logging::debug_enabled()) return;
+    char line[160];
+    std::snprintf(line, sizeof line, "[rank %d] checkpoint step %lld, background %s: %.3f s (%.3f s of CPU)",
+                  comm_.rank(), static_cast<long long>(steps_done), what, seconds_since(t), thread_cpu_seconds() - cpu);
+    logging::debug(line);
+    t = std::chrono::steady_clock::now();
+    cpu = thread_cpu_seconds();
+  };
   try {
     staging_->copy_host();
     self.mark_staged();
+    phase("staging copy");
     std::vector<std::string> names = staging_->write_files();
+    phase("files written");
     if (!record_text.empty()) {
       ckpt::write_file_synced(staging + "/" + kStateRecordFile, record_text);
       names.push_back(kStateRecordFile);
@@ -103,6 +146,7 @@ void CheckpointEngine::write_in_background(api::BackgroundSave& self, int64_t st
     }
     if (after_files) after_files(true);
     mine.files = ckpt::hash_files(staging, names);
+    phase("files hashed");
   } catch (const std::exception& e) {
     mine.error = e.what();
   }
@@ -155,10 +199,11 @@ void CheckpointEngine::write_in_background(api::BackgroundSave& self, int64_t st
     if (!error.empty()) throw ckpt::CheckpointError(error);
   }
   if (comm_.rank() == 0) {
-    char took[32];
-    std::snprintf(took, sizeof took, "%.2f", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    char took[96];
+    std::snprintf(took, sizeof took, "%.2f s (%.2f s of CPU)", seconds_since(started),
+                  thread_cpu_seconds() - cpu_started);
     logging::info("accel: committed " + root_ + "/" + ckpt::step_dir_name(steps_done) + " (" +
-                  std::to_string(steps_done) + " steps), written in the background in " + took + " s");
+                  std::to_string(steps_done) + " steps), written in the background in " + took);
   }
 }
 

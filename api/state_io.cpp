@@ -199,6 +199,20 @@ void StateIo::before_state_changes() {
   for (auto& [root, eng] : engines_) eng->before_state_changes();
 }
 
+nlohmann::json StateIo::async_times() const {
+  train::CheckpointEngine::AsyncTimes sum;
+  for (const auto& [root, eng] : engines_) {
+    const auto& t = eng->async_times();
+    sum.saves += t.saves;
+    sum.fence_wait_s += t.fence_wait_s;
+    sum.background_s += t.background_s;
+    sum.background_cpu_s += t.background_cpu_s;
+    sum.fence_waits.insert(sum.fence_waits.end(), t.fence_waits.begin(), t.fence_waits.end());
+  }
+  return {{"saves", sum.saves}, {"fence_wait", sum.fence_wait_s}, {"fence_waits", sum.fence_waits},
+          {"background", sum.background_s}, {"background_cpu", sum.background_cpu_s}};
+}
+
 void StateIo::check_fits(const std::string& dir, const nlohmann::json& record, torch::nn::Module& model,
                          const train::OptimizerSetup& optimizer) const {
   const std::string file = dir + "/" + train::kStateRecordFile;

@@ -74,6 +74,8 @@ class StateIo {
   // more (call it before an optimizer step) and throws a failure already known.
   void wait_for_saves();
   void before_state_changes();
+  // The saves' times over every checkpoint root (CheckpointEngine::AsyncTimes), as JSON.
+  nlohmann::json async_times() const;
 
  private:
   struct Object {

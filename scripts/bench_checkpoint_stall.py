@@ -9,7 +9,9 @@ without checkpoints, divided by the saves. Prints a table and writes JSON.
     scripts/python scripts/bench_checkpoint_stall.py --json docs/bench/checkpoint_stall_cpu.json
 
 The model is chosen so that a synchronous save takes many steps (a wide GPT, a short batch: the
-save grows with the parameters, the step with parameters x tokens). --threads sets each rank's
+save grows with the parameters, the step with parameters x tokens), under deepspeed zero_stage 1
+(--backend ddp adds its replica check, a pass over the parameters in fp64 and a collective, to every
+save, on the training thread in both modes). --threads sets each rank's
 OMP_NUM_THREADS: 1 leaves the machine's other cores to the background writer, as a GPU job
 leaves its host cores. Figures vary with the disk (a save ends with fsync) and with the machine's
 other load; rerun to see the spread. Not a test: it asserts nothing.
@@ -28,20 +30,24 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
 def job(out, a, mode):
     every = 0 if mode == "none" else a.every
-    return {
+    j = {
         "backend": a.backend,
         "num_processes": a.world,
         "device": a.device,
         "main_process_port": 0,
+        "mixed_precision": a.mixed_precision,
         "model": {"name": "gpt", "n_layer": a.layers, "n_head": a.heads, "n_embd": a.width, "vocab_size": 256,
                   "block_size": a.seq},
         "data": {"kind": "synthetic"},
-        "optimizer": {"name": "adamw", "lr": 1e-4},
+        "optimizer": {"name": "adamw", "lr": 1e-4, "fused": a.fused == "true" if a.fused in ("true", "false") else a.fused},
         "scheduler": {"name": "constant", "warmup_steps": 0},
         "training": {"max_steps": a.steps, "micro_batch_size": a.micro, "seq_len": a.seq, "output_dir": out,
-                     "eval_every": 0, "log_every": a.steps, "checkpoint_every": every, "save_weights": False,
+                     "eval_every": 0, "log_every": a.steps, "max_grad_norm": a.max_grad_norm, "checkpoint_every": every, "save_weights": False,
                      "async_checkpoint": mode == "async", "resume": "never"},
     }
+    if a.backend == "deepspeed":
+        j["deepspeed"] = {"zero_stage": 1}
+    return j
 
 
 def write_yaml(path, value):
@@ -73,23 +79,40 @@ def run_mode(a, tmp, mode):
     ckpt = os.path.join(out, "checkpoints", f"step_{a.steps:08d}")
     size = sum(os.path.getsize(os.path.join(ckpt, n)) for n in os.listdir(ckpt))
     return {"wall_s": time.time() - t0, "step_time_s": steps, "saves_s": saves["saves"],
-            "final_wait_s": saves["final_wait"], "checkpoint_bytes": size}
+            "final_wait_s": saves["final_wait"], "async_times": saves.get("async_times", {}),
+            "checkpoint_bytes": size}
 
 
 def summarize(a, runs):
-    # The loop over steps 1 .. N-1 (step 0 allocates; the final save is the run's end, not a stall):
-    # their step times plus the periodic saves' time on the training thread.
-    def loop(r):
-        return sum(r["step_time_s"][1:]) + sum(r["saves_s"][:-1])
-    step = statistics.median(runs["none"]["step_time_s"][1:])
+    """Per periodic save k (after step k * every): the stall it adds is its save_state() call plus
+    how much longer the `every` steps after it took than the same steps of the run without
+    checkpoints (an asynchronous save's copy, the next optimizer step's wait for it, a background
+    writer taking cores or memory bandwidth from the steps). The final save is the run's end, not a
+    stall, and is reported apart."""
+    none = runs["none"]["step_time_s"]
+    step = statistics.median(none[1:])
     rows = []
-    for mode in ("none", "sync", "async"):
+    for mode in ("sync", "async"):
         r = runs[mode]
-        periodic = r["saves_s"][:-1]
-        stall = (loop(r) - loop(runs["none"])) / len(periodic) if periodic else 0.0
-        rows.append({"mode": mode, "median_step_s": statistics.median(r["step_time_s"][1:]),
-                     "saves": len(periodic), "save_call_s": statistics.mean(periodic) if periodic else 0.0,
-                     "stall_per_save_s": stall, "stall_per_save_steps": stall / step,
+        times, periodic = r["step_time_s"], r["saves_s"][:-1]
+        stalls = []
+        for k, call in enumerate(periodic, start=1):
+            window = range(k * a.every, min((k + 1) * a.every, a.steps))
+            stalls.append(call + sum(times[i] - none[i] for i in window))
+        # The training thread's own waits per save: its save_state() call, and (asynchronous) the
+        # optimizer steps' waits for the staging copy until the next save. What the background
+        # thread took, wall and CPU, per save.
+        at = r["async_times"]
+        fences = (at.get("fence_waits") or [0.0] * len(r["saves_s"]))[:len(periodic)]
+        blocked = [call + fence for call, fence in zip(periodic, fences)]
+        bg_saves = max(1, at.get("saves", 0))
+        rows.append({"mode": mode, "median_step_s": statistics.median(times[1:]), "saves": len(periodic),
+                     "blocked_s": blocked, "fence_wait_s": fences,
+                     "background_per_save_s": at.get("background", 0.0) / bg_saves,
+                     "background_cpu_per_save_s": at.get("background_cpu", 0.0) / bg_saves,
+                     "save_call_s": periodic, "stall_s": stalls, "mean_stall_s": statistics.mean(stalls),
+                     "median_stall_s": statistics.median(stalls), "mean_stall_steps": statistics.mean(stalls) / step,
+                     "median_stall_steps": statistics.median(stalls) / step,
                      "final_save_s": r["saves_s"][-1] + r["final_wait_s"]})
     return step, rows
 
@@ -98,8 +121,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--accel", default=os.environ.get("ACCEL_BINARY") or os.path.join(ROOT, "build", "accel"))
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--backend", default="ddp")
+    ap.add_argument("--backend", default="deepspeed", help="deepspeed (zero_stage 1) or ddp")
     ap.add_argument("--world", type=int, default=1)
+    ap.add_argument("--mixed-precision", default="no")
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--width", type=int, default=1024)
     ap.add_argument("--heads", type=int, default=8)
@@ -108,6 +132,8 @@ def main():
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--every", type=int, default=13)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--fused", default="true", help="optimizer.fused (true: torch's fused AdamW, a shorter step)")
+    ap.add_argument("--max-grad-norm", type=float, default=0.0, help="training.max_grad_norm (0: no clipping pass)")
     ap.add_argument("--dir", help="where the runs go (default: a temporary directory, removed)")
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args()
@@ -118,22 +144,32 @@ def main():
         runs = {mode: run_mode(a, tmp, mode) for mode in ("none", "sync", "async")}
     step, rows = summarize(a, runs)
     size = runs["sync"]["checkpoint_bytes"]
-    print(f"GPT {a.layers} x {a.width}, {a.backend} at world {a.world} on {a.device}, {a.micro} x {a.seq} tokens a "
+    print(f"GPT {a.layers} x {a.width}, {a.backend if a.backend != 'deepspeed' else 'deepspeed zero_stage 1'} at world {a.world} on {a.device}, {a.micro} x {a.seq} tokens a "
           f"step, {a.threads} thread(s) a rank; a checkpoint of {size / 2**20:.0f} MiB every {a.every} steps, "
           f"{a.steps} steps")
     print(f"one step without checkpoints: {step * 1e3:.1f} ms (median)\n")
-    print("| checkpoints | median step | save_state() on the training thread | stall a save adds | as steps |")
+    print("| checkpoints | median step | training thread blocked by a save: first; later (mean) | background thread "
+          "a save: wall, CPU | loop time a save adds: first; later (mean) |")
     print("|---|---|---|---|---|")
+    print(f"| none (the final one only) | {step * 1e3:.0f} ms | | | |")
+
+    def pct(seconds):
+        return f"{seconds:.2f} s ({seconds / step * 100:.0f}%)" if abs(seconds) >= 0.1 else \
+            f"{seconds * 1e3:.0f} ms ({seconds / step * 100:.1f}%)"
     for r in rows:
-        if r["mode"] == "none":
-            print(f"| none (the final one only) | {r['median_step_s'] * 1e3:.1f} ms | | | |")
-            continue
-        print(f"| {r['mode']} | {r['median_step_s'] * 1e3:.1f} ms | {r['save_call_s']:.3f} s | "
-              f"{r['stall_per_save_s']:.3f} s | {r['stall_per_save_steps']:.2f} |")
+        later_blocked = statistics.mean(r["blocked_s"][1:] or r["blocked_s"])
+        later_stall = statistics.mean(r["stall_s"][1:] or r["stall_s"])
+        bg = f"{r['background_per_save_s']:.2f} s, {r['background_cpu_per_save_s']:.2f} s" if r["mode"] == "async" else ""
+        print(f"| {r['mode']} | {r['median_step_s'] * 1e3:.0f} ms | {pct(r['blocked_s'][0])}; {pct(later_blocked)} | {bg} | "
+              f"{pct(r['stall_s'][0])}; {pct(later_stall)} |")
+    print("(percentages: of one step without checkpoints)")
     sync = next(r for r in rows if r["mode"] == "sync")
     asyn = next(r for r in rows if r["mode"] == "async")
-    print(f"\na synchronous save takes {sync['save_call_s'] / step:.1f} steps; an asynchronous one stalls "
-          f"{asyn['stall_per_save_steps'] * 100:.1f}% of a step")
+    later = asyn["blocked_s"][1:] or asyn["blocked_s"]
+    print(f"\na synchronous save blocks training for {statistics.mean(sync['blocked_s']) / step:.1f} steps; an "
+          f"asynchronous one for {statistics.mean(later) / step * 100:.1f}% of a step once its staging buffers exist "
+          f"({asyn['blocked_s'][0] / step * 100:.1f}% the first time), and its background thread takes "
+          f"{asyn['background_cpu_per_save_s']:.2f} s of CPU a save")
     result = {"config": vars(a), "checkpoint_bytes": size, "step_s": step, "rows": rows, "runs": runs}
     if a.json:
         os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)

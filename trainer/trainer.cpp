@@ -292,7 +292,8 @@ void Trainer::run() {
   nlohmann::json report = make_run_report(rank_, world_, engine_.name(), engine_.memory_report(), step_comm,
                                           t_.max_steps - start, peak_rss_bytes());
   report["time_s"] = times.to_json();
-  report["checkpoint_s"] = {{"async", t_.async_checkpoint}, {"saves", save_times}, {"final_wait", final_wait_s}};
+  report["checkpoint_s"] = {{"async", t_.async_checkpoint}, {"saves", save_times}, {"final_wait", final_wait_s},
+                            {"async_times", engine_.checkpoint_times()}};
   report["setup_peak_rss_bytes"] = setup_peak_rss;
   write_run_report(out, rank_, report);
   char buf[512];
