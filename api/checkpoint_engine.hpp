@@ -137,6 +137,7 @@ class CheckpointEngine {
   std::unique_ptr<api::BackgroundSave> in_flight_;     // the save being written, if any
   AsyncTimes async_times_;
   AsyncTimes in_flight_times_;  // written by the background thread, added once it is joined
+  std::optional<ckpt::CommitExchange> previous_exchange_;  // its store keys go at the next save
 };
 
 }  // namespace accel::train

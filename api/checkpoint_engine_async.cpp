@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include <filesystem>
+#include <utility>
 
 #include "api/checkpoint_engine.hpp"
 #include "runtime/checkpoint/node_local.hpp"
@@ -81,6 +82,8 @@ ckpt::CommitExchange CheckpointEngine::commit_exchange(int64_t save_number) {
     const std::vector<uint8_t> v = store->get(key);
     return std::string(v.begin(), v.end());
   };
+  x.mailbox.add = [store](const std::string& key, int64_t delta) { return store->add(key, delta); };
+  x.mailbox.erase = [store](const std::string& key) { store->deleteKey(key); };
   x.base = rendezvous_->prefix() + "async_checkpoint/" + std::to_string(save_number) + "/";
   x.rank = comm_.rank();
   x.world_size = comm_.size();
@@ -94,9 +97,12 @@ std::string CheckpointEngine::start_background_save(int64_t steps_done, const st
                                                     std::string record_text, std::function<void(bool)> after_files) {
   std::optional<ckpt::CommitExchange> exchange;
   if (comm_.size() > 1) exchange = commit_exchange(async_saves_started++);
+  // Every rank has finished the previous save (save() joined it before its barrier): its keys go.
+  std::optional<ckpt::CommitExchange> previous = std::exchange(previous_exchange_, exchange);
   in_flight_ = std::make_unique<api::BackgroundSave>(
       [this, steps_done, staging, record_text = std::move(record_text), after_files = std::move(after_files),
-       exchange = std::move(exchange)](api::BackgroundSave& self) {
+       exchange = std::move(exchange), previous = std::move(previous)](api::BackgroundSave& self) {
+        if (previous) previous->forget();
         write_in_background(self, steps_done, staging, record_text, after_files, exchange);
       });
   return root_ + "/" + ckpt::step_dir_name(steps_done);

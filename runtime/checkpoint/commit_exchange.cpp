@@ -15,9 +15,14 @@ namespace {
 constexpr std::chrono::milliseconds kPoll{5};
 
 std::string rank_key(const CommitExchange& x, int r) { return x.base + "rank/" + std::to_string(r); }
+std::string count_key(const CommitExchange& x) { return x.base + "reported"; }
 std::string outcome_key(const CommitExchange& x, int g) { return x.base + "commit/" + std::to_string(g); }
 
-std::string seconds_text(std::chrono::milliseconds ms) { return std::to_string(ms.count() / 1000) + " s"; }
+[[noreturn]] void timed_out(const CommitExchange& x, const std::string& what, const std::string& missing) {
+  throw CheckpointError(what + ": no answer from " + missing + " within collective_timeout_s (" +
+                        std::to_string(x.timeout.count() / 1000) + " s); a rank is stuck writing its files, or its "
+                        "disk is; raise collective_timeout_s if writing a checkpoint takes longer");
+}
 
 // Polls `keys` until all are set (their values, in order), `abandon` (nullopt) or the timeout.
 std::optional<std::vector<std::string>> wait_all(const CommitExchange& x, const std::vector<std::string>& keys,
@@ -38,9 +43,7 @@ std::optional<std::vector<std::string>> wait_all(const CommitExchange& x, const 
       std::string missing;
       for (size_t i = 0; i < keys.size(); ++i)
         if (!got[i]) missing += (missing.empty() ? "" : ", ") + who(i);
-      throw CheckpointError(what + ": no answer from " + missing + " within collective_timeout_s (" +
-                            seconds_text(x.timeout) + "); a rank is stuck writing its files, or its disk is; raise "
-                            "collective_timeout_s if writing a checkpoint takes longer");
+      timed_out(x, what, missing);
     }
     std::this_thread::sleep_for(kPoll);
   }
@@ -53,17 +56,37 @@ std::optional<std::vector<std::string>> wait_all(const CommitExchange& x, const 
 
 void CommitExchange::post_report(const RankReport& report) const {
   mailbox.set(rank_key(*this, rank), report_to_text(report));
+  mailbox.add(count_key(*this), 1);
 }
 
 std::optional<std::vector<RankReport>> CommitExchange::gather_reports(const std::atomic<bool>& abandon) const {
-  std::vector<std::string> keys;
-  for (int r = 0; r < world_size; ++r) keys.push_back(rank_key(*this, r));
-  auto texts = wait_all(*this, keys, abandon, [](size_t i) { return "rank " + std::to_string(i); },
-                        "checkpoint commit (rank " + std::to_string(rank) + " waiting for every rank's files)");
-  if (!texts) return std::nullopt;
+  // One counter polled, not a key per rank: at thousands of ranks the store serves the writers'
+  // polls, not the ranks' reports.
+  const std::string what = "checkpoint commit (rank " + std::to_string(rank) + " waiting for every rank's files)";
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (mailbox.add(count_key(*this), 0) < world_size) {
+    if (abandon.load()) return std::nullopt;
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::string missing;
+      int listed = 0;
+      for (int r = 0; r < world_size; ++r)
+        if (!mailbox.try_get(rank_key(*this, r)) && listed++ < 8) missing += (missing.empty() ? "rank " : ", ") + std::to_string(r);
+      timed_out(*this, what, listed > 8 ? missing + " and " + std::to_string(listed - 8) + " more" : missing);
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
   std::vector<RankReport> reports;
-  for (const auto& t : *texts) reports.push_back(report_from_text(t));
+  for (int r = 0; r < world_size; ++r) {
+    const auto text = mailbox.try_get(rank_key(*this, r));
+    reports.push_back(text ? report_from_text(*text) : RankReport{{}, "its report is missing from the store"});
+  }
   return reports;
+}
+
+void CommitExchange::forget() const {
+  mailbox.erase(rank_key(*this, rank));
+  if (writer) mailbox.erase(outcome_key(*this, group(rank)));
+  if (rank == 0) mailbox.erase(count_key(*this));
 }
 
 void CommitExchange::post_outcome(const std::string& error) const {

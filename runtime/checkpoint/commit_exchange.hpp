@@ -2,10 +2,13 @@
 // (docs/design/0028). Each rank writes its files on a background thread while its training thread
 // goes on issuing collectives, so the ranks cannot meet in a collective on the training
 // communicator; they meet in the rendezvous store instead. Rank r posts its report (the files it
-// wrote, hashed and fsynced, or what failed) under <base>rank/<r>; each storage group's writer
-// waits for every rank's report, commits when all succeeded, and posts the outcome under
-// <base>commit/<g>; the other ranks of the group wait for it. Torch-free: the store is reached
-// through a Mailbox (a TCPStore client in the workers, a map in tests).
+// wrote, hashed and fsynced, or what failed) under <base>rank/<r> and counts itself in
+// <base>reported; each storage group's writer polls that one counter until every rank reported,
+// reads the reports once, commits when all succeeded, and posts the outcome under
+// <base>commit/<g>; the other ranks of the group wait for it. Each rank removes the keys it
+// wrote once every rank is past the checkpoint (forget()), so the store does not grow with the
+// saves. Torch-free: the store is reached through a Mailbox (a TCPStore client in the workers, a
+// map in tests).
 // Invariants: a writer commits only once every rank of the job has reported success (so no group
 // commits a checkpoint another group could not write); every rank ends with its group's outcome;
 // a wait ends when its keys are there, when it is abandoned, or after its timeout (CheckpointError
@@ -14,6 +17,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -26,6 +30,8 @@ namespace accel::train::ckpt {
 struct Mailbox {
   std::function<void(const std::string& key, const std::string& value)> set;
   std::function<std::optional<std::string>(const std::string& key)> try_get;  // nullopt: not set yet
+  std::function<int64_t(const std::string& key, int64_t delta)> add;          // atomic; returns the sum
+  std::function<void(const std::string& key)> erase;
 };
 
 // One rank's part of a checkpoint.
@@ -55,6 +61,9 @@ struct CommitExchange {
   // Every rank but the writer: its group's outcome ("" committed, else the error); nullopt when
   // abandoned first.
   std::optional<std::string> wait_outcome(const std::atomic<bool>& abandon) const;
+  // Removes the keys this rank wrote. Call once no rank reads them any more: when every rank has
+  // finished this checkpoint (the next checkpoint's barrier has passed).
+  void forget() const;
 };
 
 // "rank 3: <error>" for the lowest failed rank (with a count of the others), "" when all succeeded.

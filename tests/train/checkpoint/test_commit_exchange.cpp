@@ -33,7 +33,21 @@ class MemoryMailbox {
               auto it = values_.find(k);
               if (it == values_.end()) return std::nullopt;
               return it->second;
+            },
+            [this](const std::string& k, int64_t delta) {
+              std::lock_guard<std::mutex> lock(mu_);
+              const int64_t sum = (values_.count(k) ? std::stoll(values_[k]) : 0) + delta;
+              values_[k] = std::to_string(sum);
+              return sum;
+            },
+            [this](const std::string& k) {
+              std::lock_guard<std::mutex> lock(mu_);
+              values_.erase(k);
             }};
+  }
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return values_.size();
   }
 
  private:
@@ -182,4 +196,18 @@ TEST_CASE("reports survive the store's text form") {
   CHECK(back.ok());
   CHECK(report_from_text(report_to_text({{}, "disk full"})).error == "disk full");
   CHECK_THAT(report_from_text("garbage").error, Contains("unreadable report"));
+}
+
+TEST_CASE("once every rank is past a checkpoint its keys leave the store") {
+  MemoryMailbox box;
+  std::atomic<bool> abandon{false};
+  std::vector<CommitExchange> ranks;
+  for (int r = 0; r < 3; ++r) ranks.push_back(exchange_for(box, r, 3, std::chrono::seconds(10)));
+  for (const auto& x : ranks) x.post_report({{{"f" + std::to_string(x.rank), 1, 2, {}}}, ""});
+  REQUIRE(ranks[0].gather_reports(abandon)->size() == 3);
+  ranks[0].post_outcome("");
+  CHECK(ranks[1].wait_outcome(abandon) == std::string());
+  CHECK(box.size() == 5);  // three reports, the count, the outcome
+  for (const auto& x : ranks) x.forget();
+  CHECK(box.size() == 0);
 }
