@@ -173,13 +173,13 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   const plan::ResolvedPlan resolved = plan::resolve_plan(job, plan::ModelFacts::user(wrapped));
   const bool casts_inputs = resolved.compute != plan::Dtype::fp32;
   if (casts_inputs) refuse_plain_batch_norm(model);
-  s.scaling = std::make_unique<backends::GradScaling>(resolved.loss_scaling);
+  s.scaling = std::make_unique<engine::GradScaling>(resolved.loss_scaling);
   if (!resolved.refusals.empty()) throw RunError("accel: " + plan::describe(resolved.refusals.front()));
   s.kind = api::torch_optimizer_kind(optimizer);
   // The optimizer's groups: every trainable parameter of the model in exactly one.
   api::PreparedGroups prepared_groups = api::prepared_groups(s.kind, optimizer, model);
-  train::OptimizerSetup& setup = prepared_groups.setup;
-  setup.fused = train::use_fused_adamw(job.optimizer.fused, !s.comm->device().is_cpu());
+  engine::OptimizerSetup& setup = prepared_groups.setup;
+  setup.fused = engine::use_fused_adamw(job.optimizer.fused, !s.comm->device().is_cpu());
   const auto& group_of = prepared_groups.group_of;
 
   // A model built in an accel::ShardedInit scope may be on the host of a GPU job.
@@ -191,7 +191,7 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   // Units by policy (frozen parameters in none).
   const UnitPolicy policy = s.policy_set ? s.policy : api::job_unit_policy(s.job, resolved, model);
   api::PreparedUnits units = api::prepared_units(model, policy, group_of, s.comm->device());
-  std::vector<backends::UnitSpec>& specs = units.specs;
+  std::vector<engine::UnitSpec>& specs = units.specs;
   const auto& boundaries = units.boundaries;  // the wrappers that are units
   if (specs.empty()) throw RunError("accel: the prepared module has no parameter that takes gradients");
 
@@ -206,9 +206,9 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   }
   // The engine's plan is this one unless no wrapper became a unit (every parameter of the wrappers
   // frozen): then the units have no boundary, and strategies that need one are refused there.
-  const bool bounded = backends::has_unit_boundaries(specs);
-  std::shared_ptr<backends::UnitSource> source = s.host ? s.host->options.unit_source : nullptr;
-  s.backend = backends::make_backend(bounded == wrapped ? resolved : plan::resolve_plan(job, plan::ModelFacts::user(bounded)),
+  const bool bounded = engine::has_unit_boundaries(specs);
+  std::shared_ptr<engine::UnitSource> source = s.host ? s.host->options.unit_source : nullptr;
+  s.backend = engine::make_backend(bounded == wrapped ? resolved : plan::resolve_plan(job, plan::ModelFacts::user(bounded)),
                                      *s.comm, std::move(specs), setup, from_stash ? s.stash : std::move(source));
   if (from_stash) s.stash->check_consumed();
   s.stash.reset();
@@ -218,7 +218,7 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   // Low precision (casts_inputs): the wrappers cast their floating inputs to bf16 (FSDP's
   // cast_forward_inputs).
   if (wrapped && (frees_parameters || resolved.activation_checkpointing || casts_inputs))
-    s.unit_sink = api::attach_unit_sink(boundaries, [this, &s]() -> train::UnitHooks* {
+    s.unit_sink = api::attach_unit_sink(boundaries, [this, &s]() -> engine::UnitHooks* {
       if (s.open) return s.hooks;
       if (!at::GradMode::is_enabled()) return s.backend->eval_hooks();  // evaluation: gather, release
       accumulate();  // a forward that will be backpropagated begins the micro-step (accumulate() is optional)
@@ -244,7 +244,7 @@ std::string Accelerator::describe() const { return state_->backend ? state_->bac
 torch::Dtype Accelerator::compute_dtype() const {
   // Programs call it for every batch (x.to(acc.compute_dtype())): the job's plan is resolved once.
   State& s = *state_;
-  if (!s.compute_dtype) s.compute_dtype = backends::compute_dtype(s.job.job);
+  if (!s.compute_dtype) s.compute_dtype = engine::compute_dtype(s.job.job);
   return *s.compute_dtype;
 }
 
@@ -263,7 +263,7 @@ DistributedSampler Accelerator::sampler(size_t size, bool shuffle) const {
 
 MicroStep Accelerator::accumulate() {
   State& s = *state_;
-  backends::Backend& engine = s.engine("accumulate()");
+  engine::Backend& engine = s.engine("accumulate()");
   if (s.open) throw RunError("accel: accumulate() twice without backward() in between");
   if (s.sync_ready)
     throw RunError("accel: the gradients of the last accumulation boundary were not applied; call the prepared "
@@ -285,7 +285,7 @@ bool Accelerator::sync_gradients() const {
 
 void Accelerator::backward(const torch::Tensor& loss) {
   State& s = *state_;
-  backends::Backend& engine = s.engine("backward()");
+  engine::Backend& engine = s.engine("backward()");
   if (!s.open) accumulate();
   engine.rearm_grads();
   // Each rank's micro loss / G: the backend averages over ranks, so the gradient is that of the
@@ -299,7 +299,7 @@ void Accelerator::backward(const torch::Tensor& loss) {
 
 double Accelerator::clip_grad_norm(double max_norm) {
   State& s = *state_;
-  backends::Backend& engine = s.engine("clip_grad_norm()");
+  engine::Backend& engine = s.engine("clip_grad_norm()");
   if (!s.sync_ready) return 0.0;
   s.boundary_grad_norm = s.scaling->unscale_and_clip(engine, max_norm);
   return *s.boundary_grad_norm;
@@ -309,10 +309,10 @@ void PreparedOptimizer::step() { acc_->optimizer_step(*optimizer_, applied_); }
 
 void Accelerator::optimizer_step(torch::optim::Optimizer& optimizer, bool& applied) {
   State& s = *state_;
-  backends::Backend& engine = s.engine("step()");
+  engine::Backend& engine = s.engine("step()");
   applied = false;
   if (!s.sync_ready) return;  // an accumulation micro-step: nothing to apply
-  const std::vector<train::GroupHyper> groups =
+  const std::vector<engine::GroupHyper> groups =
       api::current_group_hypers(s.kind, optimizer, engine.optimizer_setup().groups.size());
   if (s.io) s.io->before_state_changes();  // an asynchronous save's copies of the state come first
   s.sync_ready = false;
@@ -341,11 +341,11 @@ void Accelerator::wait_for_everyone() { state_->comm->barrier()->wait(); }
 
 void Accelerator::save_model(const std::string& path) {
   State& s = *state_;
-  backends::Backend& engine = s.engine("save_model()");
-  train::NamedTensors full = engine.full_parameters();  // collective; complete on rank 0
+  engine::Backend& engine = s.engine("save_model()");
+  engine::NamedTensors full = engine.full_parameters();  // collective; complete on rank 0
   if (rank() != 0) return;
   std::unordered_map<std::string, at::Tensor> trained(full.begin(), full.end());
-  train::NamedTensors out;
+  engine::NamedTensors out;
   std::unordered_set<const void*> seen;
   at::NoGradGuard no_grad;
   for (const auto& p : s.model->named_parameters(/*recurse=*/true)) {
@@ -357,7 +357,7 @@ void Accelerator::save_model(const std::string& path) {
     if (b.value().defined()) out.emplace_back(b.key(), b.value().detach().clone());
   const std::filesystem::path target(path);
   if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path());
-  train::save_safetensors(path, out);
+  engine::save_safetensors(path, out);
 }
 
 void Accelerator::log(int64_t step, const std::map<std::string, double>& values) {
@@ -384,7 +384,7 @@ void Accelerator::log(int64_t step, const std::map<std::string, double>& values)
 // Checkpoints: the one checkpoint path, through state_io.cpp.
 std::string Accelerator::save_state(const std::string& root) {
   State& s = *state_;
-  backends::Backend& engine = s.engine("save_state()");
+  engine::Backend& engine = s.engine("save_state()");
   return s.checkpoints().save(root, engine, *s.model, s.position());
 }
 
@@ -394,7 +394,7 @@ void Accelerator::wait_for_checkpoint() {
 
 bool Accelerator::load_state(const std::string& dir) {
   State& s = *state_;
-  backends::Backend& engine = s.engine("load_state()");
+  engine::Backend& engine = s.engine("load_state()");
   const std::optional<int64_t> steps = s.checkpoints().load(dir, engine, *s.model, s.position());
   if (!steps) return false;
   s.steps = s.resumed_steps = *steps;

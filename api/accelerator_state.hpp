@@ -47,11 +47,11 @@ struct Accelerator::State {
 
   torch::nn::Module* model = nullptr;
   api::TorchOptimizerKind kind = api::TorchOptimizerKind::adamw;
-  std::unique_ptr<backends::Backend> backend;
+  std::unique_ptr<engine::Backend> backend;
   std::unique_ptr<PreparedOptimizer> prepared;
-  train::UnitHooks* hooks = nullptr;                // the open micro-step's (accel::Unit<> calls reach them)
+  engine::UnitHooks* hooks = nullptr;                // the open micro-step's (accel::Unit<> calls reach them)
   std::shared_ptr<detail::UnitSink> unit_sink;      // design B under stage 3 / FULL_SHARD; else none
-  std::unique_ptr<backends::GradScaling> scaling;        // the loss scale under fp16; loss / G otherwise
+  std::unique_ptr<engine::GradScaling> scaling;        // the loss scale under fp16; loss / G otherwise
 
   int64_t micro = 0;        // micro-steps whose backward ran
   bool open = false;        // a micro-step has begun and its backward has not run
@@ -86,7 +86,7 @@ struct Accelerator::State {
   }
 
   int accumulation() const { return training.gradient_accumulation_steps; }
-  backends::Backend& engine(const char* what) {
+  engine::Backend& engine(const char* what) {
     if (!backend) throw RunError(std::string("accel: ") + what + " before prepare(model, optimizer)");
     return *backend;
   }

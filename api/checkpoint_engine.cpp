@@ -14,7 +14,7 @@
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
 
-namespace accel::train {
+namespace accel::api {
 namespace fs = std::filesystem;
 
 namespace {
@@ -40,7 +40,7 @@ void set_cpu_rng_state(const at::Tensor& state) {
 }
 
 // The rendezvous store as a string key-value exchange (store gets wait up to its timeout).
-ckpt::KeyValueExchange store_exchange(const c10::intrusive_ptr<c10d::Store>& store) {
+checkpoint::KeyValueExchange store_exchange(const c10::intrusive_ptr<c10d::Store>& store) {
   return {[store](const std::string& key, const std::string& value) {
             store->set(key, std::vector<uint8_t>(value.begin(), value.end()));
           },
@@ -70,7 +70,7 @@ comm::WorldInfo world_of(const comm::Communicator& comm, const comm::Rendezvous*
 }  // namespace
 
 CheckpointEngine::CheckpointEngine(const config::LoadedJob& job, comm::Communicator& comm,
-                                   comm::Rendezvous* rendezvous, backends::Backend& backend, std::string root,
+                                   comm::Rendezvous* rendezvous, engine::Backend& backend, std::string root,
                                    bool probe_storage)
     : job_(job),
       comm_(comm),
@@ -91,7 +91,7 @@ CheckpointEngine::CheckpointEngine(const config::LoadedJob& job, comm::Communica
   key_prefix_ = rendezvous->prefix();
   if (world_.rank == 0) kv_->set(key_prefix_ + "storage/nonce", random_nonce());
   const std::string nonce = kv_->get(key_prefix_ + "storage/nonce");
-  storage_ = ckpt::probe_storage(job.job.training.output_dir, world_.machine_rank, machines, world_.local_rank == 0,
+  storage_ = checkpoint::probe_storage(job.job.training.output_dir, world_.machine_rank, machines, world_.local_rank == 0,
                                  nonce, key_prefix_, *kv_);
   if (world_.rank == 0) logging::info("checkpoint storage: " + storage_.describe());
   if (storage_.shared()) return;
@@ -102,7 +102,7 @@ CheckpointEngine::CheckpointEngine(const config::LoadedJob& job, comm::Communica
 }
 
 std::optional<std::string> CheckpointEngine::latest() const {
-  auto latest = ckpt::find_latest_checkpoint(root_);
+  auto latest = checkpoint::find_latest_checkpoint(root_);
   return storage_.shared() ? latest : agree_on_latest(latest);
 }
 
@@ -119,25 +119,25 @@ std::optional<std::string> CheckpointEngine::resume_dir() const {
 std::optional<std::string> CheckpointEngine::agree_on_latest(const std::optional<std::string>& mine) const {
   // Each machine committed its own `latest`; a crash between two commits leaves them a
   // checkpoint apart. Every rank learns every rank's step (-1: none) and all take the oldest.
-  const double step = mine ? double(ckpt::read_manifest(*mine).step) : -1.0;
+  const double step = mine ? double(checkpoint::read_manifest(*mine).step) : -1.0;
   at::Tensor all = at::empty({world_.world_size}, at::kDouble);
   comm_.all_gather(at::tensor({step}, at::kDouble), all)->wait();
   const double lowest = all.min().item<double>(), highest = all.max().item<double>();
   if (highest < 0) return std::nullopt;
   if (lowest < 0) {
     const int64_t without = all.argmin().item<int64_t>();
-    throw ckpt::CheckpointError("machine " + std::to_string(world_.machine_of(int(without))) + " has no checkpoint in " +
+    throw checkpoint::CheckpointError("machine " + std::to_string(world_.machine_of(int(without))) + " has no checkpoint in " +
                                 "its output_dir while another machine's latest is step " +
                                 std::to_string(int64_t(highest)) + " (node-local storage); copy that machine's "
                                 "checkpoints directory there, or set training.resume: never to start over");
   }
-  const std::string dir = root_ + "/" + ckpt::step_dir_name(int64_t(lowest));
+  const std::string dir = root_ + "/" + checkpoint::step_dir_name(int64_t(lowest));
   if (lowest != highest && world_.rank == 0)
     logging::warn("checkpoint storage: the machines' latest checkpoints differ (steps " +
                   std::to_string(int64_t(lowest)) + " to " + std::to_string(int64_t(highest)) +
                   "; a commit was interrupted): resuming every machine from step " + std::to_string(int64_t(lowest)));
   if (!fs::is_directory(dir))
-    throw ckpt::CheckpointError(dir + " does not exist on machine " + std::to_string(world_.machine_rank) +
+    throw checkpoint::CheckpointError(dir + " does not exist on machine " + std::to_string(world_.machine_rank) +
                                 ", but the other machines resume from it; copy it from another machine's output_dir");
   return dir;
 }
@@ -146,7 +146,7 @@ std::string CheckpointEngine::save(const SaveRequest& request) {
   wait();  // the previous save, when it is still being written: its buffers and `latest` come first
   const int64_t steps_done = request.steps_done;
   const int rank = comm_.rank();
-  const std::string staging = root_ + "/." + std::string("tmp.") + ckpt::step_dir_name(steps_done);
+  const std::string staging = root_ + "/." + std::string("tmp.") + checkpoint::step_dir_name(steps_done);
   // A checkpoint that cannot be written (disk full, read-only, permissions) ends the run with what
   // to do; a failing peer (CommError) is reported as itself.
   auto guarded = [&](const auto& write) {
@@ -159,17 +159,17 @@ std::string CheckpointEngine::save(const SaveRequest& request) {
     }
   };
   guarded([&] {
-    if (writer_) ckpt::begin_checkpoint(root_, steps_done);
+    if (writer_) checkpoint::begin_checkpoint(root_, steps_done);
   });
   comm_.barrier()->wait();  // the staging directories exist before anyone writes into them
 
-  DirectFileSink direct(staging);
+  engine::DirectFileSink direct(staging);
   if (async_) {
     if (!staging_) staging_ = std::make_unique<api::CheckpointStaging>(comm_.device());
     staging_->begin(staging);
     async_times_.fence_waits.push_back(0.0);
   }
-  TensorFileSink& files = async_ ? static_cast<TensorFileSink&>(*staging_) : direct;
+  engine::TensorFileSink& files = async_ ? static_cast<engine::TensorFileSink&>(*staging_) : direct;
   std::string record_text;
   guarded([&] {
     nlohmann::json record = request.record;
@@ -181,7 +181,7 @@ std::string CheckpointEngine::save(const SaveRequest& request) {
     if (request.write_files) request.write_files(staging, files);
     record_text = record.dump(2) + "\n";
     if (async_) return;
-    if (writer_) ckpt::write_file_synced(staging + "/" + kStateRecordFile, record_text);
+    if (writer_) checkpoint::write_file_synced(staging + "/" + kStateRecordFile, record_text);
     if (rank == 0 && !job_.file.empty())
       fs::copy_file(job_.file, staging + "/" + kJobRecordFile, fs::copy_options::overwrite_existing);
   });
@@ -189,7 +189,7 @@ std::string CheckpointEngine::save(const SaveRequest& request) {
   if (request.after_files) request.after_files(false);
   comm_.barrier()->wait();  // every rank's files are complete before the manifest seals them
 
-  std::string final_dir = root_ + "/" + ckpt::step_dir_name(steps_done);
+  std::string final_dir = root_ + "/" + checkpoint::step_dir_name(steps_done);
   guarded([&] {
     if (writer_)
       final_dir = commit(steps_done, {{"backend", config::to_string(job_.job.backend)}, {"world_size", comm_.size()}});
@@ -198,7 +198,7 @@ std::string CheckpointEngine::save(const SaveRequest& request) {
   return final_dir;
 }
 
-ckpt::CheckpointError CheckpointEngine::write_failure(int64_t steps_done, const std::string& what,
+checkpoint::CheckpointError CheckpointEngine::write_failure(int64_t steps_done, const std::string& what,
                                                       const std::string& staging, int machine) const {
   // The partial directory holds nothing usable and may hold most of a disk: give the space back
   // (best effort; the next checkpoint's begin would remove it too).
@@ -206,13 +206,13 @@ ckpt::CheckpointError CheckpointEngine::write_failure(int64_t steps_done, const 
   fs::remove_all(staging, ec);
   std::string previous;
   try {
-    if (auto dir = ckpt::find_latest_checkpoint(root_))
-      previous = "the last complete checkpoint, " + *dir + " (" + std::to_string(ckpt::read_manifest(*dir).step) +
+    if (auto dir = checkpoint::find_latest_checkpoint(root_))
+      previous = "the last complete checkpoint, " + *dir + " (" + std::to_string(checkpoint::read_manifest(*dir).step) +
                  " steps), is intact and still `latest`; ";
   } catch (const std::exception&) {  // a damaged `latest` is reported when resuming, not here
   }
   if (previous.empty()) previous = "there is no earlier checkpoint; ";
-  return ckpt::CheckpointError(
+  return checkpoint::CheckpointError(
       "checkpoint step " + std::to_string(steps_done) + " could not be written on machine " +
       std::to_string(machine) + ": " + what + "\nthe partial checkpoint was removed; " + previous +
       "to go on: free disk space or make " + root_ + " writable (or set training.output_dir to another directory "
@@ -223,29 +223,29 @@ ckpt::CheckpointError CheckpointEngine::write_failure(int64_t steps_done, const 
 // Called by each storage group's writer. Node-local: the writers swap their file lists through
 // the store, so every machine's manifest lists every machine's files.
 std::string CheckpointEngine::commit(int64_t steps_done, const nlohmann::json& extra) {
-  if (storage_.shared()) return ckpt::commit_checkpoint(root_, steps_done, extra);
+  if (storage_.shared()) return checkpoint::commit_checkpoint(root_, steps_done, extra);
   const std::string key = key_prefix_ + "checkpoint/" + std::to_string(steps_done) + "/group/";
   const int group = storage_.group_of_machine(world_.machine_rank);
-  kv_->set(key + std::to_string(group), ckpt::files_to_text(ckpt::hash_staged_files(root_, steps_done)));
-  std::vector<std::vector<ckpt::FileEntry>> files_of_group;
+  kv_->set(key + std::to_string(group), checkpoint::files_to_text(checkpoint::hash_staged_files(root_, steps_done)));
+  std::vector<std::vector<checkpoint::FileEntry>> files_of_group;
   for (size_t g = 0; g < storage_.groups.size(); ++g)
-    files_of_group.push_back(ckpt::files_from_text(kv_->get(key + std::to_string(g))));
-  return ckpt::commit_node_local(root_, steps_done, extra, ckpt::merge_group_files(storage_, files_of_group),
+    files_of_group.push_back(checkpoint::files_from_text(kv_->get(key + std::to_string(g))));
+  return checkpoint::commit_node_local(root_, steps_done, extra, checkpoint::merge_group_files(storage_, files_of_group),
                                  storage_.num_machines());
 }
 
 nlohmann::json CheckpointEngine::load(const std::string& dir, const std::function<void(const nlohmann::json&)>& check) {
-  ckpt::Manifest manifest = ckpt::verify_checkpoint(dir, machine_count() > 1 ? world_.machine_rank : -1);
+  checkpoint::Manifest manifest = checkpoint::verify_checkpoint(dir, machine_count() > 1 ? world_.machine_rank : -1);
   try {
     return load_verified(dir, manifest, check);
   } catch (const RunError& e) {  // a file held by another machine's storage: say where it is
-    const std::string note = ckpt::elsewhere_note(manifest, dir);
+    const std::string note = checkpoint::elsewhere_note(manifest, dir);
     if (note.empty()) throw;
-    throw ckpt::CheckpointError(std::string(e.what()) + "\n" + note);
+    throw checkpoint::CheckpointError(std::string(e.what()) + "\n" + note);
   }
 }
 
-nlohmann::json CheckpointEngine::load_verified(const std::string& dir, const ckpt::Manifest& manifest,
+nlohmann::json CheckpointEngine::load_verified(const std::string& dir, const checkpoint::Manifest& manifest,
                                                const std::function<void(const nlohmann::json&)>& check) {
   nlohmann::json record;
   {
@@ -253,11 +253,11 @@ nlohmann::json CheckpointEngine::load_verified(const std::string& dir, const ckp
     record = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   }
   if (record.is_discarded() || !record.is_object() || !record.contains("steps_done"))
-    throw ckpt::CheckpointError(dir + "/" + kStateRecordFile + " is not an accel state record (written by another "
+    throw checkpoint::CheckpointError(dir + "/" + kStateRecordFile + " is not an accel state record (written by another "
                                 "program?)");
   const int64_t steps = record["steps_done"].get<int64_t>();
   if (steps != manifest.step)
-    throw ckpt::CheckpointError(dir + "/" + kStateRecordFile + " says " + std::to_string(steps) +
+    throw checkpoint::CheckpointError(dir + "/" + kStateRecordFile + " says " + std::to_string(steps) +
                                 " steps but the manifest says " + std::to_string(manifest.step));
   if (check) check(record);
   backend_.load_state(dir, record.value("backend_state", nlohmann::json::object()));
@@ -265,7 +265,7 @@ nlohmann::json CheckpointEngine::load_verified(const std::string& dir, const ckp
   return record;
 }
 
-void CheckpointEngine::restore_generator(const std::string& dir, const ckpt::Manifest& manifest, int saved_world) {
+void CheckpointEngine::restore_generator(const std::string& dir, const checkpoint::Manifest& manifest, int saved_world) {
   // At the same world size rank r continues its own stream. At another, a per-rank stream has no
   // counterpart; when every rank had the same state (the same seed, the same draws: what makes a
   // program's randomness independent of the world size) that state is everyone's.
@@ -291,10 +291,10 @@ void CheckpointEngine::restore_generator(const std::string& dir, const ckpt::Man
   }
   const std::string path = dir + "/" + file;
   if (file.empty() || !fs::exists(path)) return;  // node-local: held elsewhere; or written before RNG files
-  auto tensors = load_safetensors(path);
+  auto tensors = engine::load_safetensors(path);
   if (tensors.size() != 1 || tensors[0].first != "torch_cpu")
-    throw ckpt::CheckpointError(path + " holds no CPU generator state (tensor torch_cpu)");
+    throw checkpoint::CheckpointError(path + " holds no CPU generator state (tensor torch_cpu)");
   set_cpu_rng_state(tensors[0].second);
 }
 
-}  // namespace accel::train
+}  // namespace accel::api

@@ -29,7 +29,7 @@
 #include "runtime/comm/rendezvous.hpp"
 #include "runtime/config/job_loader.hpp"
 
-namespace accel::train {
+namespace accel::api {
 
 // The state record's name in every checkpoint (accel merge-weights reads its backend_state).
 inline constexpr const char* kStateRecordFile = "trainer.json";
@@ -44,7 +44,7 @@ class CheckpointEngine {
   // without, the root is taken to be one storage every machine shares. RunError when
   // training.async_checkpoint is on for several ranks without a rendezvous store.
   CheckpointEngine(const config::LoadedJob& job, comm::Communicator& comm, comm::Rendezvous* rendezvous,
-                   backends::Backend& backend, std::string root, bool probe_storage = true);
+                   engine::Backend& backend, std::string root, bool probe_storage = true);
   // Waits for a save in flight (its failure is logged: a destructor cannot throw it), or abandons
   // it, uncommitted, while an exception unwinds.
   ~CheckpointEngine();
@@ -52,7 +52,7 @@ class CheckpointEngine {
   CheckpointEngine& operator=(const CheckpointEngine&) = delete;
 
   const std::string& root() const { return root_; }
-  const ckpt::StorageLayout& storage() const { return storage_; }
+  const checkpoint::StorageLayout& storage() const { return storage_; }
   // Whether this rank writes the files every rank holds alike (the first rank of its storage).
   bool writes_shared_files() const { return writer_; }
 
@@ -72,7 +72,7 @@ class CheckpointEngine {
   struct SaveRequest {
     int64_t steps_done = 0;
     nlohmann::json record = nlohmann::json::object();
-    std::function<void(const std::string& staging, train::TensorFileSink& files)> write_files;
+    std::function<void(const std::string& staging, engine::TensorFileSink& files)> write_files;
     std::function<void(bool in_background)> after_files;
   };
   // Collective: writes root()/step_N atomically and moves `latest` to it. Returns the directory.
@@ -105,29 +105,29 @@ class CheckpointEngine {
 
  private:
   std::string commit(int64_t steps_done, const nlohmann::json& extra);
-  nlohmann::json load_verified(const std::string& dir, const ckpt::Manifest& manifest,
+  nlohmann::json load_verified(const std::string& dir, const checkpoint::Manifest& manifest,
                                const std::function<void(const nlohmann::json&)>& check);
-  void restore_generator(const std::string& dir, const ckpt::Manifest& manifest, int saved_world);
-  ckpt::CheckpointError write_failure(int64_t steps_done, const std::string& what, const std::string& staging,
+  void restore_generator(const std::string& dir, const checkpoint::Manifest& manifest, int saved_world);
+  checkpoint::CheckpointError write_failure(int64_t steps_done, const std::string& what, const std::string& staging,
                                      int machine) const;
   // Asynchronous saves (checkpoint_engine_async.cpp).
   std::string start_background_save(int64_t steps_done, const std::string& staging, std::string record_text,
                                     std::function<void(bool)> after_files);
   void write_in_background(api::BackgroundSave& self, int64_t steps_done, const std::string& staging,
                            const std::string& record_text, const std::function<void(bool)>& after_files,
-                           const std::optional<ckpt::CommitExchange>& exchange);
-  ckpt::CommitExchange commit_exchange(int64_t save_number);
+                           const std::optional<checkpoint::CommitExchange>& exchange);
+  checkpoint::CommitExchange commit_exchange(int64_t save_number);
   std::optional<std::string> agree_on_latest(const std::optional<std::string>& mine) const;
   int machine_count() const { return world_.world_size / std::max(1, world_.local_world_size); }
 
   const config::LoadedJob& job_;
   comm::Communicator& comm_;
   comm::WorldInfo world_;
-  std::optional<ckpt::KeyValueExchange> kv_;  // the rendezvous store (several machines)
+  std::optional<checkpoint::KeyValueExchange> kv_;  // the rendezvous store (several machines)
   std::string key_prefix_;
-  ckpt::StorageLayout storage_;
-  backends::CheckpointStorage rank_storage_;  // storage_ per rank, for the backend
-  backends::Backend& backend_;
+  checkpoint::StorageLayout storage_;
+  engine::CheckpointStorage rank_storage_;  // storage_ per rank, for the backend
+  engine::Backend& backend_;
   std::string root_;
   bool writer_ = false;  // the first rank of this rank's storage group: stages and commits there
   comm::Rendezvous* rendezvous_ = nullptr;
@@ -137,7 +137,7 @@ class CheckpointEngine {
   std::unique_ptr<api::BackgroundSave> in_flight_;     // the save being written, if any
   AsyncTimes async_times_;
   AsyncTimes in_flight_times_;  // written by the background thread, added once it is joined
-  std::optional<ckpt::CommitExchange> previous_exchange_;  // its store keys go at the next save
+  std::optional<checkpoint::CommitExchange> previous_exchange_;  // its store keys go at the next save
 };
 
-}  // namespace accel::train
+}  // namespace accel::api

@@ -14,7 +14,7 @@
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
 
-namespace accel::train {
+namespace accel::api {
 namespace fs = std::filesystem;
 
 namespace {
@@ -68,12 +68,12 @@ void CheckpointEngine::before_state_changes() {
   if (in_flight_->finished()) wait();  // committed: joined; failed: thrown now, not at the next save
 }
 
-ckpt::CommitExchange CheckpointEngine::commit_exchange(int64_t save_number) {
+checkpoint::CommitExchange CheckpointEngine::commit_exchange(int64_t save_number) {
   // The background thread talks to the store through a client of its own: a blocking call on the
   // training thread's client would hold that client's lock.
   if (!background_store_) background_store_ = rendezvous_->store()->clone();
   auto store = background_store_;
-  ckpt::CommitExchange x;
+  checkpoint::CommitExchange x;
   x.mailbox.set = [store](const std::string& key, const std::string& value) {
     store->set(key, std::vector<uint8_t>(value.begin(), value.end()));
   };
@@ -95,10 +95,10 @@ ckpt::CommitExchange CheckpointEngine::commit_exchange(int64_t save_number) {
 
 std::string CheckpointEngine::start_background_save(int64_t steps_done, const std::string& staging,
                                                     std::string record_text, std::function<void(bool)> after_files) {
-  std::optional<ckpt::CommitExchange> exchange;
+  std::optional<checkpoint::CommitExchange> exchange;
   if (comm_.size() > 1) exchange = commit_exchange(async_saves_started++);
   // Every rank has finished the previous save (save() joined it before its barrier): its keys go.
-  std::optional<ckpt::CommitExchange> previous = std::exchange(previous_exchange_, exchange);
+  std::optional<checkpoint::CommitExchange> previous = std::exchange(previous_exchange_, exchange);
   in_flight_ = std::make_unique<api::BackgroundSave>(
       [this, steps_done, staging, record_text = std::move(record_text), after_files = std::move(after_files),
        exchange = std::move(exchange), previous = std::move(previous)](api::BackgroundSave& self) {
@@ -108,12 +108,12 @@ std::string CheckpointEngine::start_background_save(int64_t steps_done, const st
         }
         write_in_background(self, steps_done, staging, record_text, after_files, exchange);
       });
-  return root_ + "/" + ckpt::step_dir_name(steps_done);
+  return root_ + "/" + checkpoint::step_dir_name(steps_done);
 }
 
 void CheckpointEngine::write_in_background(api::BackgroundSave& self, int64_t steps_done, const std::string& staging,
                                            const std::string& record_text, const std::function<void(bool)>& after_files,
-                                           const std::optional<ckpt::CommitExchange>& exchange) {
+                                           const std::optional<checkpoint::CommitExchange>& exchange) {
   const auto started = std::chrono::steady_clock::now();
   const double cpu_started = thread_cpu_seconds();
   in_flight_times_ = {};
@@ -128,7 +128,7 @@ void CheckpointEngine::write_in_background(api::BackgroundSave& self, int64_t st
     }
   } measure{in_flight_times_, started, cpu_started};
   // This rank's part: its files written, fsynced and hashed, or what failed.
-  ckpt::RankReport mine;
+  checkpoint::RankReport mine;
   // ACCEL_LOG_LEVEL=debug: each phase's wall and CPU seconds.
   auto phase = [&, t = started, cpu = cpu_started](const char* what) mutable {
     if (!logging::debug_enabled()) return;
@@ -146,7 +146,7 @@ void CheckpointEngine::write_in_background(api::BackgroundSave& self, int64_t st
     std::vector<std::string> names = staging_->write_files();
     phase("files written");
     if (!record_text.empty()) {
-      ckpt::write_file_synced(staging + "/" + kStateRecordFile, record_text);
+      checkpoint::write_file_synced(staging + "/" + kStateRecordFile, record_text);
       names.push_back(kStateRecordFile);
     }
     if (comm_.rank() == 0 && !job_.file.empty()) {
@@ -154,7 +154,7 @@ void CheckpointEngine::write_in_background(api::BackgroundSave& self, int64_t st
       names.push_back(kJobRecordFile);
     }
     if (after_files) after_files(true);
-    mine.files = ckpt::hash_files(staging, names);
+    mine.files = checkpoint::hash_files(staging, names);
     phase("files hashed");
   } catch (const std::exception& e) {
     mine.error = e.what();
@@ -166,7 +166,7 @@ void CheckpointEngine::write_in_background(api::BackgroundSave& self, int64_t st
   if (!exchange) {  // one rank: nobody to agree with
     if (!mine.ok()) throw write_failure(steps_done, mine.error, staging, world_.machine_rank);
     try {
-      ckpt::commit_listed(root_, steps_done, extra, mine.files);
+      checkpoint::commit_listed(root_, steps_done, extra, mine.files);
     } catch (const std::exception& e) {
       throw write_failure(steps_done, e.what(), staging, world_.machine_rank);
     }
@@ -175,45 +175,45 @@ void CheckpointEngine::write_in_background(api::BackgroundSave& self, int64_t st
     if (!exchange->writer) {
       const std::optional<std::string> outcome = exchange->wait_outcome(self.abandon_flag());
       if (!outcome) return;  // abandoned: the run is ending
-      if (!outcome->empty()) throw ckpt::CheckpointError(*outcome);
+      if (!outcome->empty()) throw checkpoint::CheckpointError(*outcome);
       return;
     }
-    std::optional<std::vector<ckpt::RankReport>> reports;
+    std::optional<std::vector<checkpoint::RankReport>> reports;
     try {
       reports = exchange->gather_reports(self.abandon_flag());
     } catch (const std::exception& e) {  // a rank never reported: the group hears it now, not at its own timeout
       const std::string message = write_failure(steps_done, e.what(), staging, world_.machine_rank).what();
       exchange->post_outcome(message);
-      throw ckpt::CheckpointError(message);
+      throw checkpoint::CheckpointError(message);
     }
     if (!reports) return;
     int failed_rank = -1;
     for (size_t r = 0; r < reports->size() && failed_rank < 0; ++r)
       if (!(*reports)[r].ok()) failed_rank = int(r);
     if (failed_rank >= 0) {
-      error = write_failure(steps_done, ckpt::first_failure(*reports), staging, world_.machine_of(failed_rank)).what();
+      error = write_failure(steps_done, checkpoint::first_failure(*reports), staging, world_.machine_of(failed_rank)).what();
     } else {
       try {
-        const auto groups = ckpt::files_of_groups(*exchange, int(storage_.groups.size()), *reports);
+        const auto groups = checkpoint::files_of_groups(*exchange, int(storage_.groups.size()), *reports);
         if (storage_.shared())
-          ckpt::commit_listed(root_, steps_done, extra, groups.front());
+          checkpoint::commit_listed(root_, steps_done, extra, groups.front());
         else
-          ckpt::commit_node_local(root_, steps_done, extra, ckpt::merge_group_files(storage_, groups),
+          checkpoint::commit_node_local(root_, steps_done, extra, checkpoint::merge_group_files(storage_, groups),
                                   storage_.num_machines());
       } catch (const std::exception& e) {
         error = write_failure(steps_done, e.what(), staging, world_.machine_rank).what();
       }
     }
     exchange->post_outcome(error);
-    if (!error.empty()) throw ckpt::CheckpointError(error);
+    if (!error.empty()) throw checkpoint::CheckpointError(error);
   }
   if (comm_.rank() == 0) {
     char took[96];
     std::snprintf(took, sizeof took, "%.2f s (%.2f s of CPU)", seconds_since(started),
                   thread_cpu_seconds() - cpu_started);
-    logging::info("accel: committed " + root_ + "/" + ckpt::step_dir_name(steps_done) + " (" +
+    logging::info("accel: committed " + root_ + "/" + checkpoint::step_dir_name(steps_done) + " (" +
                   std::to_string(steps_done) + " steps), written in the background in " + took);
   }
 }
 
-}  // namespace accel::train
+}  // namespace accel::api

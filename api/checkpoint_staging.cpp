@@ -29,8 +29,8 @@ at::Tensor CheckpointStaging::buffer_for(const std::string& key, const at::Tenso
   return buffer;
 }
 
-void CheckpointStaging::write(const std::string& file, const train::NamedTensors& tensors) {
-  train::NamedTensors staged;
+void CheckpointStaging::write(const std::string& file, const engine::NamedTensors& tensors) {
+  engine::NamedTensors staged;
   std::optional<c10::Stream> side;
   for (const auto& [name, tensor] : tensors) {
     at::Tensor live = tensor.detach();
@@ -59,10 +59,10 @@ void CheckpointStaging::write(const std::string& file, const train::NamedTensors
   files_.emplace_back(file, std::move(staged));
 }
 
-void CheckpointStaging::write_streamed(const std::string& file, const std::vector<train::TensorSpec>& specs,
+void CheckpointStaging::write_streamed(const std::string& file, const std::vector<engine::TensorSpec>& specs,
                                        const std::function<at::Tensor(size_t)>& produce) {
   // States kept on disk (nvme offload): staging them would take the host memory offload saves.
-  train::save_safetensors_streamed(dir_ + "/" + file, specs, produce);
+  engine::save_safetensors_streamed(dir_ + "/" + file, specs, produce);
   streamed_.push_back(file);
 }
 
@@ -77,7 +77,7 @@ void CheckpointStaging::copy_host() {
 std::vector<std::string> CheckpointStaging::write_files() {
   std::vector<std::string> names;
   for (const auto& [file, tensors] : files_) {
-    train::save_safetensors(dir_ + "/" + file, tensors);
+    engine::save_safetensors(dir_ + "/" + file, tensors);
     names.push_back(file);
   }
   names.insert(names.end(), streamed_.begin(), streamed_.end());

@@ -24,15 +24,15 @@
 
 namespace accel::api {
 
-class CheckpointStaging final : public train::TensorFileSink {
+class CheckpointStaging final : public engine::TensorFileSink {
  public:
   explicit CheckpointStaging(at::Device device) : device_(device) {}
 
   // A new save into staging directory `dir`. The previous save must be written (write_files
   // returned): its buffers are reused.
   void begin(const std::string& dir);
-  void write(const std::string& file, const train::NamedTensors& tensors) override;
-  void write_streamed(const std::string& file, const std::vector<train::TensorSpec>& specs,
+  void write(const std::string& file, const engine::NamedTensors& tensors) override;
+  void write_streamed(const std::string& file, const std::vector<engine::TensorSpec>& specs,
                       const std::function<at::Tensor(size_t)>& produce) override;
 
   // Background thread: copies the host tensors into their buffers, waits for the device copies,
@@ -55,7 +55,7 @@ class CheckpointStaging final : public train::TensorFileSink {
   at::Device device_;
   std::string dir_;
   std::map<std::string, at::Tensor> buffers_;           // "<file>/<tensor>" -> staging buffer
-  std::vector<std::pair<std::string, train::NamedTensors>> files_;  // this save's files, in order
+  std::vector<std::pair<std::string, engine::NamedTensors>> files_;  // this save's files, in order
   std::vector<std::string> streamed_;                  // this save's files written at once
   std::vector<std::string> used_;                      // buffer keys this save uses
   std::vector<Pending> host_copies_;                   // copied by copy_host()

@@ -26,12 +26,12 @@ void ConstructionStash::take(torch::nn::Module& unit) {
     if (p.requires_grad() && claimed_.insert(p.unsafeGetTensorImpl()).second) params.push_back(p);
   std::vector<int64_t> numels;
   for (const auto& p : params) numels.push_back(p.numel());
-  const backends::FlatLayout layout(numels, layout_.shards);
+  const engine::FlatLayout layout(numels, layout_.shards);
   // Strategies that keep parameters whole, and units under the persistence threshold, keep the unit
   // as built: prepare() broadcasts rank 0's values as it does for any model.
   if (params.empty() || !layout_.partitions || layout.numel() < layout_.persistence_threshold) return;
-  std::vector<const backends::ShardSegment*> segment_of(params.size(), nullptr);
-  const std::vector<backends::ShardSegment> segments = layout.segments(layout_.shard_rank);
+  std::vector<const engine::ShardSegment*> segment_of(params.size(), nullptr);
+  const std::vector<engine::ShardSegment> segments = layout.segments(layout_.shard_rank);
   for (const auto& seg : segments) segment_of[size_t(seg.param)] = &seg;
   at::NoGradGuard no_grad;
   for (size_t k = 0; k < params.size(); ++k) {
@@ -40,13 +40,13 @@ void ConstructionStash::take(torch::nn::Module& unit) {
     at::Tensor whole = p.detach().to(comm_.device()).contiguous();
     comm_.broadcast(whole, 0)->wait();
     Piece piece{name, 0, 0, at::Tensor(), false};
-    if (const backends::ShardSegment* seg = segment_of[k]) {
+    if (const engine::ShardSegment* seg = segment_of[k]) {
       piece.begin = seg->param_offset;
       piece.numel = seg->numel;
       piece.values = whole.reshape(-1).narrow(0, seg->param_offset, seg->numel).clone();
       bytes_held_ += piece.numel * int64_t(piece.values.element_size());
     }
-    p.set_data(backends::make_placeholder(p.sizes(), p.options()));
+    p.set_data(engine::make_placeholder(p.sizes(), p.options()));
     pieces_.emplace(p.unsafeGetTensorImpl(), std::move(piece));
   }
   ++units_cut_;
@@ -56,7 +56,7 @@ void ConstructionStash::fill(const std::string& name, const at::Tensor& param, i
   at::NoGradGuard no_grad;
   const auto it = pieces_.find(param.unsafeGetTensorImpl());
   if (it == pieces_.end()) {
-    if (backends::is_placeholder(param))
+    if (engine::is_placeholder(param))
       throw RunError("accel::ShardedInit: parameter '" + name + "' has no values (a placeholder the scope did not "
                      "make); build it inside an accel::Unit<> or outside any placeholder");
     dest.copy_(param.detach().reshape(-1).narrow(0, begin, dest.numel()));

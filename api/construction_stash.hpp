@@ -28,7 +28,7 @@ struct StashLayout {
   int64_t persistence_threshold = 0;  // units with fewer values stay whole (zero 3)
 };
 
-class ConstructionStash final : public backends::UnitSource {
+class ConstructionStash final : public engine::UnitSource {
  public:
   ConstructionStash(comm::Communicator& comm, StashLayout layout) : comm_(comm), layout_(layout) {}
 

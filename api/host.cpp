@@ -18,7 +18,7 @@ Attached attach(const config::LoadedJob& job, comm::Communicator& comm, comm::Re
   return {std::make_unique<Accelerator>(host), EngineView(host)};
 }
 
-backends::Backend& EngineView::engine() const {
+engine::Backend& EngineView::engine() const {
   if (!host_ || !host_->engine) throw RunError("accel: the engine is read before prepare(model, optimizer)");
   return *host_->engine;
 }
@@ -38,10 +38,10 @@ nlohmann::json EngineView::checkpoint_times() const {
 }
 
 void EngineView::save_full_parameters(const std::string& path) {
-  const train::NamedTensors params = engine().full_parameters();  // collective; complete on rank 0
-  if (host_->comm->rank() == 0) train::save_safetensors(path, params);
+  const engine::NamedTensors params = engine().full_parameters();  // collective; complete on rank 0
+  if (host_->comm->rank() == 0) engine::save_safetensors(path, params);
 }
 
-int64_t EngineView::unit_block_bytes() { return backends::UnitBlockAllocator::instance().mapped_bytes(); }
+int64_t EngineView::unit_block_bytes() { return engine::UnitBlockAllocator::instance().mapped_bytes(); }
 
 }  // namespace accel::api

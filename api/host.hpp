@@ -21,10 +21,10 @@
 #include "runtime/comm/rendezvous.hpp"
 #include "runtime/config/job_loader.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 class Backend;
 class UnitSource;
-}  // namespace accel::backends
+}  // namespace accel::engine
 
 namespace accel::api {
 
@@ -33,7 +33,7 @@ struct HostOptions {
   std::optional<RecordFormat> record_format;
   // Where prepare()'s engine takes the units' values from (the trainer's sharded initialization,
   // docs/design/0023): the prepared model's parameters may then be placeholders. Null: from them.
-  std::shared_ptr<backends::UnitSource> unit_source;
+  std::shared_ptr<engine::UnitSource> unit_source;
 };
 
 }  // namespace accel::api
@@ -47,7 +47,7 @@ struct Host {
   comm::Communicator* comm = nullptr;
   comm::Rendezvous* rendezvous = nullptr;
   api::HostOptions options;
-  backends::Backend* engine = nullptr;  // set by prepare(), cleared when the Accelerator goes
+  engine::Backend* engine = nullptr;  // set by prepare(), cleared when the Accelerator goes
   api::StateIo* checkpoints = nullptr;  // set at the first save or load, cleared likewise
 };
 
@@ -80,7 +80,7 @@ class EngineView {
   static int64_t unit_block_bytes();
 
  private:
-  backends::Backend& engine() const;
+  engine::Backend& engine() const;
   std::shared_ptr<detail::Host> host_;
 };
 

@@ -26,7 +26,7 @@ void MetricsLog::stage_kept_records(const std::string& path, int64_t resumed_ste
       if (keeps == ResumeKeeps::steps_before ? *step < resumed_steps : *step <= resumed_steps) kept += lines[i] + "\n";
     }
   }
-  train::ckpt::write_file_synced(staging_path(path), kept);
+  checkpoint::write_file_synced(staging_path(path), kept);
 }
 
 MetricsLog::MetricsLog(std::string path, int64_t resumed_steps, ResumeKeeps keeps, const StepOfLine& step_of)

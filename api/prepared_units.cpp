@@ -47,7 +47,7 @@ PreparedUnits prepared_units(torch::nn::Module& model, const UnitPolicy& policy,
   PreparedUnits out;
   for (auto& unit : apply_unit_policy(model, policy)) {
     if (unit.boundary) out.boundaries.emplace_back(unit.name, unit.boundary);
-    backends::UnitSpec spec;
+    engine::UnitSpec spec;
     spec.name = unit.name;
     spec.module = unit.boundary;
     spec.pinned = wrapped && !unit.boundary;  // the root (and policy units outside the wrappers): never released

@@ -25,7 +25,7 @@ namespace accel::api {
 UnitPolicy job_unit_policy(const config::LoadedJob& job, const plan::ResolvedPlan& resolved, torch::nn::Module& model);
 
 struct PreparedUnits {
-  std::vector<backends::UnitSpec> specs;                               // "root" first, then the policy's units
+  std::vector<engine::UnitSpec> specs;                               // "root" first, then the policy's units
   std::vector<std::pair<std::string, torch::nn::Module*>> boundaries;  // the wrappers that are units, by path
 };
 

@@ -54,7 +54,7 @@ void place_on_device(torch::nn::Module& model, const at::Device& device) {
   at::NoGradGuard no_grad;
   for (auto& p : model.parameters(/*recurse=*/true)) {
     if (p.device() == device) continue;
-    p.set_data(backends::is_placeholder(p) ? backends::make_placeholder(p.sizes(), p.options().device(device))
+    p.set_data(engine::is_placeholder(p) ? engine::make_placeholder(p.sizes(), p.options().device(device))
                                            : p.to(device));
   }
   for (auto& b : model.buffers(/*recurse=*/true))

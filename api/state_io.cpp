@@ -14,8 +14,8 @@
 
 namespace accel::api {
 namespace fs = std::filesystem;
-using backends::shape_text;  // canonical_state.hpp
-using train::ckpt::CheckpointError;
+using engine::shape_text;  // canonical_state.hpp
+using checkpoint::CheckpointError;
 
 namespace {
 
@@ -23,8 +23,8 @@ using Shapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
 // The module's tensors in named_parameters() order, each tensor once under its first name (as
 // the unit policy names them): those that take gradients (the backend's) or the others.
-train::NamedTensors module_params(torch::nn::Module& model, bool trainable) {
-  train::NamedTensors out;
+engine::NamedTensors module_params(torch::nn::Module& model, bool trainable) {
+  engine::NamedTensors out;
   std::unordered_set<const void*> seen;
   for (const auto& p : model.named_parameters(/*recurse=*/true))
     if (seen.insert(p.value().unsafeGetTensorImpl()).second && p.value().requires_grad() == trainable)
@@ -33,14 +33,14 @@ train::NamedTensors module_params(torch::nn::Module& model, bool trainable) {
 }
 
 // What the backend does not hold: frozen parameters, then buffers.
-train::NamedTensors module_extras(torch::nn::Module& model) {
-  train::NamedTensors out = module_params(model, /*trainable=*/false);
+engine::NamedTensors module_extras(torch::nn::Module& model) {
+  engine::NamedTensors out = module_params(model, /*trainable=*/false);
   for (const auto& b : model.named_buffers(/*recurse=*/true))
     if (b.value().defined()) out.emplace_back(b.key(), b.value());
   return out;
 }
 
-Shapes shapes_of(const train::NamedTensors& tensors) {
+Shapes shapes_of(const engine::NamedTensors& tensors) {
   Shapes out;
   for (const auto& [name, t] : tensors) out.emplace_back(name, t.sizes().vec());
   return out;
@@ -106,13 +106,13 @@ void StateIo::register_object(const std::string& name, std::function<std::vector
                    "own name");
 }
 
-train::CheckpointEngine& StateIo::engine(const std::string& root, backends::Backend& backend) {
-  const std::string own = train::ckpt::checkpoints_root(job_.job.training.output_dir);
+api::CheckpointEngine& StateIo::engine(const std::string& root, engine::Backend& backend) {
+  const std::string own = checkpoint::checkpoints_root(job_.job.training.output_dir);
   const std::string key = root.empty() ? own : root;
   auto& slot = engines_[key];
   // Only the job's own root probes node-local storage (design 0013): a root the program names is
   // taken to be one storage every machine shares.
-  if (!slot) slot = std::make_unique<train::CheckpointEngine>(job_, comm_, rendezvous_, backend, key, key == own);
+  if (!slot) slot = std::make_unique<api::CheckpointEngine>(job_, comm_, rendezvous_, backend, key, key == own);
   return *slot;
 }
 
@@ -129,14 +129,14 @@ void refuse_mid_step(const char* what, const LoopPosition& at) {
 
 }  // namespace
 
-std::string StateIo::save(const std::string& root, backends::Backend& backend, torch::nn::Module& model,
+std::string StateIo::save(const std::string& root, engine::Backend& backend, torch::nn::Module& model,
                           const LoopPosition& at) {
   refuse_mid_step("save_state()", at);
-  train::CheckpointEngine& eng = engine(root, backend);
+  api::CheckpointEngine& eng = engine(root, backend);
   const auto& t = job_.job.training;
 
   // Rank 0's buffers and frozen parameters: broadcast into copies, so every storage writes the same.
-  train::NamedTensors extras;
+  engine::NamedTensors extras;
   {
     at::NoGradGuard no_grad;
     for (auto& [name, value] : module_extras(model)) {
@@ -145,7 +145,7 @@ std::string StateIo::save(const std::string& root, backends::Backend& backend, t
       extras.emplace_back(name, copy);
     }
   }
-  train::NamedTensors objects;
+  engine::NamedTensors objects;
   nlohmann::json object_counts = nlohmann::json::object();
   for (auto& [name, object] : objects_) {
     std::vector<at::Tensor> tensors = object.save();
@@ -166,7 +166,7 @@ std::string StateIo::save(const std::string& root, backends::Backend& backend, t
   nlohmann::json extras_record = nlohmann::json::array();
   for (const auto& [name, shape] : shapes_of(extras)) extras_record.push_back({{"name", name}, {"shape", shape}});
 
-  train::CheckpointEngine::SaveRequest request;
+  api::CheckpointEngine::SaveRequest request;
   request.steps_done = at.steps;
   request.record = format_ ? format_->keys() : nlohmann::json::object();
   request.record.update({{"writer", format_ ? format_->writer : std::string(kApiWriter)},
@@ -177,7 +177,7 @@ std::string StateIo::save(const std::string& root, backends::Backend& backend, t
                          {"objects", object_counts},
                          {"module_extras", extras_record}});
   if (!at.loss_scaling.empty()) request.record["loss_scaling"] = at.loss_scaling;
-  request.write_files = [&](const std::string&, train::TensorFileSink& files) {
+  request.write_files = [&](const std::string&, engine::TensorFileSink& files) {
     if (!eng.writes_shared_files()) return;
     if (!extras.empty()) files.write(kModuleExtrasFile, extras);
     if (!objects.empty()) files.write(kObjectsFile, objects);
@@ -200,7 +200,7 @@ void StateIo::before_state_changes() {
 }
 
 nlohmann::json StateIo::async_times() const {
-  train::CheckpointEngine::AsyncTimes sum;
+  api::CheckpointEngine::AsyncTimes sum;
   for (const auto& [root, eng] : engines_) {
     const auto& t = eng->async_times();
     sum.saves += t.saves;
@@ -214,8 +214,8 @@ nlohmann::json StateIo::async_times() const {
 }
 
 void StateIo::check_fits(const std::string& dir, const nlohmann::json& record, torch::nn::Module& model,
-                         const train::OptimizerSetup& optimizer) const {
-  const std::string file = dir + "/" + train::kStateRecordFile;
+                         const engine::OptimizerSetup& optimizer) const {
+  const std::string file = dir + "/" + api::kStateRecordFile;
   const std::string writer = record.value("writer", std::string("the accel trainer"));
   if (format_) {
     format_->check(dir, record);  // names what it does not recognise first (the trainer: "not a trainer state")
@@ -235,13 +235,13 @@ void StateIo::check_fits(const std::string& dir, const nlohmann::json& record, t
   const nlohmann::json layout = record.value("backend_state", nlohmann::json::object());
   Shapes saved;
   std::vector<std::string> saved_kinds;
-  if (layout.value("layout", "") == "zero" && layout.value("format", 1) >= backends::kZeroLayoutFormat) {
+  if (layout.value("layout", "") == "zero" && layout.value("format", 1) >= engine::kZeroLayoutFormat) {
     for (const auto& unit : layout.value("units", nlohmann::json::array()))
       for (const auto& p : unit.value("params", nlohmann::json::array()))
         saved.emplace_back(p.at("name").get<std::string>(), p.at("shape").get<std::vector<int64_t>>());
     saved_kinds = layout.value("state_kinds", std::vector<std::string>{});
   } else {
-    const auto canonical = backends::CanonicalState::open(dir, layout);
+    const auto canonical = engine::CanonicalState::open(dir, layout);
     for (const auto& p : canonical->params()) saved.emplace_back(p.name, p.shape);
     saved_kinds = canonical->state_kinds();
   }
@@ -253,8 +253,8 @@ void StateIo::check_fits(const std::string& dir, const nlohmann::json& record, t
   using KindSet = std::set<std::string>;
   if (KindSet(saved_kinds.begin(), saved_kinds.end()) != KindSet(kinds.begin(), kinds.end()))
     throw CheckpointError("accel: load_state(): checkpoint " + dir + " holds optimizer state " +
-                          backends::describe_state_kinds(saved_kinds) + " but the prepared optimizer keeps " +
-                          backends::describe_state_kinds(kinds) + "; prepare the optimizer the saving program used "
+                          engine::describe_state_kinds(saved_kinds) + " but the prepared optimizer keeps " +
+                          engine::describe_state_kinds(kinds) + "; prepare the optimizer the saving program used "
                           "(AdamW/Adam, or SGD with or without momentum)");
   std::vector<std::string> diff = differences(saved, shapes_of(module_params(model, /*trainable=*/true)));
   // Frozen parameters and buffers, from the record.
@@ -289,22 +289,22 @@ void StateIo::check_fits(const std::string& dir, const nlohmann::json& record, t
                   "it resumes, and trains differently from the saving run from here on");
 }
 
-std::optional<int64_t> StateIo::load(const std::string& dir, backends::Backend& backend, torch::nn::Module& model,
+std::optional<int64_t> StateIo::load(const std::string& dir, engine::Backend& backend, torch::nn::Module& model,
                                      const LoopPosition& at) {
   refuse_mid_step("load_state()", at);
   wait_for_saves();  // a save in flight reads the state this replaces, and may be the one to load
-  train::CheckpointEngine& own = engine("", backend);
+  api::CheckpointEngine& own = engine("", backend);
   std::optional<std::string> source;
   if (dir.empty()) {
     source = own.resume_dir();  // training.resume: auto, never, or a directory
-  } else if (fs::exists(fs::path(dir) / train::ckpt::kManifestName)) {
+  } else if (fs::exists(fs::path(dir) / checkpoint::kManifestName)) {
     source = dir;
-  } else if (fs::exists(fs::path(dir) / train::ckpt::kLatestName)) {
+  } else if (fs::exists(fs::path(dir) / checkpoint::kLatestName)) {
     source = engine(dir, backend).latest();
   } else {
     throw CheckpointError("accel: load_state(" + dir + "): neither a checkpoint (no " + dir + "/" +
-                          train::ckpt::kManifestName + ") nor a checkpoints root (no " + dir + "/" +
-                          train::ckpt::kLatestName + "); give the directory save_state() returned, or the root "
+                          checkpoint::kManifestName + ") nor a checkpoints root (no " + dir + "/" +
+                          checkpoint::kLatestName + "); give the directory save_state() returned, or the root "
                           "given to it");
   }
   if (!source) return std::nullopt;
@@ -317,7 +317,7 @@ std::optional<int64_t> StateIo::load(const std::string& dir, backends::Backend& 
   if (!record.value("module_extras", nlohmann::json::array()).empty()) {
     const std::string path = *source + "/" + kModuleExtrasFile;
     std::map<std::string, at::Tensor> saved;
-    for (auto& [name, t] : train::load_safetensors(path)) saved.emplace(name, t);
+    for (auto& [name, t] : engine::load_safetensors(path)) saved.emplace(name, t);
     for (auto& [name, value] : module_extras(model)) {
       auto it = saved.find(name);
       if (it == saved.end() || it->second.sizes() != value.sizes())
@@ -331,7 +331,7 @@ std::optional<int64_t> StateIo::load(const std::string& dir, backends::Backend& 
   if (!counts.empty()) {
     const std::string path = *source + "/" + kObjectsFile;
     std::map<std::string, at::Tensor> saved;
-    for (auto& [name, t] : train::load_safetensors(path)) saved.emplace(name, t);
+    for (auto& [name, t] : engine::load_safetensors(path)) saved.emplace(name, t);
     for (const auto& [name, count] : counts.items())
       for (size_t i = 0; i < count.get<size_t>(); ++i) {
         auto it = saved.find(object_tensor_name(name, i));

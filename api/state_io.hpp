@@ -61,13 +61,13 @@ class StateIo {
   void use_record_format(RecordFormat format) { format_ = std::move(format); }
 
   // Collective. `root` empty: <output_dir>/checkpoints. RunError mid-accumulation.
-  std::string save(const std::string& root, backends::Backend& backend, torch::nn::Module& model,
+  std::string save(const std::string& root, engine::Backend& backend, torch::nn::Module& model,
                    const LoopPosition& at);
   // The state record of the checkpoint the last load() restored (empty before).
   const nlohmann::json& loaded_record() const { return loaded_record_; }
   // Collective. The steps restored, or nullopt when there was nothing to load. Waits for the saves
   // in flight first.
-  std::optional<int64_t> load(const std::string& dir, backends::Backend& backend, torch::nn::Module& model,
+  std::optional<int64_t> load(const std::string& dir, engine::Backend& backend, torch::nn::Module& model,
                               const LoopPosition& at);
   // Asynchronous saves (training.async_checkpoint): waits until every save in flight is committed
   // (throws the first failure); before_state_changes() returns once none reads the live state any
@@ -82,16 +82,16 @@ class StateIo {
     std::function<std::vector<at::Tensor>()> save;
     std::function<void(const std::vector<at::Tensor>&)> load;
   };
-  train::CheckpointEngine& engine(const std::string& root, backends::Backend& backend);
+  api::CheckpointEngine& engine(const std::string& root, engine::Backend& backend);
   void check_fits(const std::string& dir, const nlohmann::json& record, torch::nn::Module& model,
-                  const train::OptimizerSetup& optimizer) const;
+                  const engine::OptimizerSetup& optimizer) const;
 
   const config::LoadedJob& job_;
   comm::Communicator& comm_;
   comm::Rendezvous* rendezvous_;
   std::map<std::string, Object> objects_;
   std::optional<RecordFormat> format_;
-  std::map<std::string, std::unique_ptr<train::CheckpointEngine>> engines_;  // by root
+  std::map<std::string, std::unique_ptr<api::CheckpointEngine>> engines_;  // by root
   nlohmann::json loaded_record_ = nlohmann::json::object();
 };
 

@@ -13,8 +13,8 @@ namespace {
 
 // One param group's current options as the engines' hyper-parameters (read at every step, so a
 // user's scheduler acts). `where` names the group in errors.
-train::GroupHyper group_hyper(TorchOptimizerKind kind, torch::optim::OptimizerOptions& options, const std::string& where) {
-  train::GroupHyper h;
+engine::GroupHyper group_hyper(TorchOptimizerKind kind, torch::optim::OptimizerOptions& options, const std::string& where) {
+  engine::GroupHyper h;
   switch (kind) {
     case TorchOptimizerKind::adamw: {
       auto& o = static_cast<torch::optim::AdamWOptions&>(options);
@@ -64,7 +64,7 @@ TorchOptimizerKind torch_optimizer_kind(torch::optim::Optimizer& optimizer) {
 
 PreparedGroups prepared_groups(TorchOptimizerKind kind, torch::optim::Optimizer& optimizer, torch::nn::Module& model) {
   PreparedGroups out;
-  train::OptimizerSetup& setup = out.setup;
+  engine::OptimizerSetup& setup = out.setup;
   auto& group_of = out.group_of;
   setup.kind = kind == TorchOptimizerKind::sgd ? config::OptimizerName::sgd : config::OptimizerName::adamw;
   auto& groups = optimizer.param_groups();
@@ -88,13 +88,13 @@ PreparedGroups prepared_groups(TorchOptimizerKind kind, torch::optim::Optimizer&
   return out;
 }
 
-std::vector<train::GroupHyper> current_group_hypers(TorchOptimizerKind kind, torch::optim::Optimizer& optimizer,
+std::vector<engine::GroupHyper> current_group_hypers(TorchOptimizerKind kind, torch::optim::Optimizer& optimizer,
                                                     size_t prepared) {
   auto& param_groups = optimizer.param_groups();
   if (param_groups.size() != prepared)
     throw RunError("accel: the optimizer has " + std::to_string(param_groups.size()) + " param groups, " +
                    std::to_string(prepared) + " when it was prepared");
-  std::vector<train::GroupHyper> groups;
+  std::vector<engine::GroupHyper> groups;
   for (size_t g = 0; g < param_groups.size(); ++g)
     groups.push_back(group_hyper(kind, param_groups[g].options(), "param group " + std::to_string(g)));
   return groups;

@@ -22,7 +22,7 @@ enum class TorchOptimizerKind { adamw, adam, sgd };
 TorchOptimizerKind torch_optimizer_kind(torch::optim::Optimizer& optimizer);
 
 struct PreparedGroups {
-  train::OptimizerSetup setup;                   // kind and groups as they stand (fused: the caller's)
+  engine::OptimizerSetup setup;                   // kind and groups as they stand (fused: the caller's)
   std::unordered_map<const void*, int> group_of;  // a parameter's TensorImpl -> its group
 };
 // Throws RunError for a parameter in two groups, a trainable parameter in none, a group tensor
@@ -30,7 +30,7 @@ struct PreparedGroups {
 PreparedGroups prepared_groups(TorchOptimizerKind kind, torch::optim::Optimizer& optimizer, torch::nn::Module& model);
 
 // Every group's hyper-parameters now; `prepared` is the number of groups prepare() saw.
-std::vector<train::GroupHyper> current_group_hypers(TorchOptimizerKind kind, torch::optim::Optimizer& optimizer,
+std::vector<engine::GroupHyper> current_group_hypers(TorchOptimizerKind kind, torch::optim::Optimizer& optimizer,
                                                     size_t prepared);
 
 }  // namespace accel::api

@@ -23,7 +23,7 @@ void UnitSink::count_use(const torch::nn::Module& unit) {
 
 at::Tensor unit_pre_forward(UnitTag& tag, torch::nn::Module& unit, at::Tensor x, bool other_inputs_need_grad) {
   UnitSink* sink = UnitAccess::sink(tag);
-  train::UnitHooks* hooks = sink ? sink->hooks() : nullptr;
+  engine::UnitHooks* hooks = sink ? sink->hooks() : nullptr;
   const bool recompute = sink && sink->recomputes();
   if (!hooks && !recompute) return x;
   // The unit's parameters are released once the first argument's gradient is complete, and a
@@ -40,7 +40,7 @@ at::Tensor unit_pre_forward(UnitTag& tag, torch::nn::Module& unit, at::Tensor x,
 
 at::Tensor unit_post_forward(UnitTag& tag, torch::nn::Module& unit, at::Tensor y) {
   UnitSink* sink = UnitAccess::sink(tag);
-  train::UnitHooks* hooks = sink ? sink->hooks() : nullptr;
+  engine::UnitHooks* hooks = sink ? sink->hooks() : nullptr;
   return hooks ? hooks->post_forward(unit, std::move(y)) : y;
 }
 
@@ -50,7 +50,7 @@ bool unit_recomputes(UnitTag& tag) {
 }
 
 at::Tensor unit_recompute(std::function<at::Tensor(const at::Tensor&)> body, const at::Tensor& x) {
-  return train::recompute_in_backward(std::move(body), x);
+  return engine::recompute_in_backward(std::move(body), x);
 }
 
 void unit_output_unsupported(torch::nn::Module& unit) {
@@ -75,7 +75,7 @@ bool has_unit_wrappers(torch::nn::Module& root) {
 }
 
 std::shared_ptr<detail::UnitSink> attach_unit_sink(const std::vector<std::pair<std::string, torch::nn::Module*>>& units,
-                                                   std::function<train::UnitHooks*()> hooks, std::string strategy,
+                                                   std::function<engine::UnitHooks*()> hooks, std::string strategy,
                                                    bool recompute) {
   auto sink = std::make_shared<detail::UnitSink>(std::move(hooks), std::move(strategy), recompute);
   for (const auto& [path, module] : units) {

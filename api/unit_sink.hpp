@@ -20,10 +20,10 @@ class UnitSink {
  public:
   // `hooks`: the engine's hooks for the forward now running (it may begin the micro-step).
   // `recompute`: fsdp.activation_checkpointing, each wrapper recomputes its forward in backward.
-  UnitSink(std::function<train::UnitHooks*()> hooks, std::string strategy, bool recompute)
+  UnitSink(std::function<engine::UnitHooks*()> hooks, std::string strategy, bool recompute)
       : hooks_(std::move(hooks)), strategy_(std::move(strategy)), recompute_(recompute) {}
   bool recomputes() const { return recompute_ && hooks_ != nullptr; }
-  train::UnitHooks* hooks() { return hooks_ ? hooks_() : nullptr; }
+  engine::UnitHooks* hooks() { return hooks_ ? hooks_() : nullptr; }
   void detach() { hooks_ = nullptr; }
   // The wrapper's path in the prepared model ("h.3"), for messages.
   std::string path_of(const torch::nn::Module& unit) const;
@@ -39,7 +39,7 @@ class UnitSink {
   void count_use(const torch::nn::Module& unit);
 
  private:
-  std::function<train::UnitHooks*()> hooks_;
+  std::function<engine::UnitHooks*()> hooks_;
   std::string strategy_;
   bool recompute_ = false;
   std::unordered_map<const torch::nn::Module*, std::string> paths_;
@@ -65,7 +65,7 @@ bool has_unit_wrappers(torch::nn::Module& root);
 // their calls reach the engine's hooks (and recompute in backward when `recompute`); returns the
 // sink (detach it when the engine goes).
 std::shared_ptr<detail::UnitSink> attach_unit_sink(const std::vector<std::pair<std::string, torch::nn::Module*>>& units,
-                                                   std::function<train::UnitHooks*()> hooks, std::string strategy,
+                                                   std::function<engine::UnitHooks*()> hooks, std::string strategy,
                                                    bool recompute = false);
 
 }  // namespace accel::api

@@ -61,7 +61,7 @@ void check_output_dir_writable(const config::LoadedJob& loaded) {
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) problem = "cannot create " + out + ": " + ec.message();
-  const std::string checkpoints = train::ckpt::checkpoints_root(out);
+  const std::string checkpoints = checkpoint::checkpoints_root(out);
   for (const std::string& dir : {out, checkpoints}) {
     if (!problem.empty() || !fs::is_directory(dir, ec)) continue;
     const std::string probe = dir + "/.accel-write-probe." + std::to_string(::getpid());
@@ -90,21 +90,21 @@ void check_trainer_can_start(const config::LoadedJob& loaded) {
   try {
     std::optional<std::string> dir;
     if (resume == "auto")
-      dir = train::ckpt::find_latest_checkpoint(train::ckpt::checkpoints_root(j.training.output_dir));
+      dir = checkpoint::find_latest_checkpoint(checkpoint::checkpoints_root(j.training.output_dir));
     else if (std::filesystem::is_directory(resume))
       dir = resume;
     else
-      throw train::ckpt::CheckpointError("checkpoint directory " + resume + " does not exist");
+      throw checkpoint::CheckpointError("checkpoint directory " + resume + " does not exist");
     if (!dir) return;
     // Node-local storage (docs/design/0013): this machine needs only the files it holds.
-    auto manifest = train::ckpt::verify_checkpoint(*dir, j.num_machines > 1 ? j.machine_rank : -1);
+    auto manifest = checkpoint::verify_checkpoint(*dir, j.num_machines > 1 ? j.machine_rank : -1);
     std::cerr << "accel launch: resuming from " << *dir << " (" << manifest.step << " steps done)\n";
-  } catch (const train::ckpt::CheckpointError& e) {
+  } catch (const checkpoint::CheckpointError& e) {
     auto d = diagnostic_for(loaded, "training.resume", e.what(),
                             "set training.resume to another checkpoint directory, or never to start over");
     // At its default (auto) the key has no position of its own: point at the checkpoints instead.
     if (d.where.origin == Location::Origin::Default)
-      d.where = Location::in_file(train::ckpt::checkpoints_root(j.training.output_dir), 0, 0);
+      d.where = Location::in_file(checkpoint::checkpoints_root(j.training.output_dir), 0, 0);
     throw ConfigError(d);
   }
 }

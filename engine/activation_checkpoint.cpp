@@ -10,7 +10,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-namespace accel::train {
+namespace accel::engine {
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -96,4 +96,4 @@ at::Tensor recompute_in_backward(UnitBody body, const at::Tensor& x) {
   return RecomputeInBackward::apply(x, std::move(body));
 }
 
-}  // namespace accel::train
+}  // namespace accel::engine

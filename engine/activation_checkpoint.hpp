@@ -22,10 +22,10 @@
 
 #include <ATen/ATen.h>
 
-namespace accel::train {
+namespace accel::engine {
 
 using UnitBody = std::function<at::Tensor(const at::Tensor&)>;
 
 at::Tensor recompute_in_backward(UnitBody body, const at::Tensor& x);
 
-}  // namespace accel::train
+}  // namespace accel::engine

@@ -28,7 +28,7 @@
 #include "engine/unit_hooks.hpp"
 #include "engine/optim/param_groups.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 // Which ranks can read each other's checkpoint files (docs/design/0013): the storage group of each
 // rank (machines sharing output_dir). A file whose content several ranks hold is written once per
@@ -61,7 +61,7 @@ class Backend {
   // the model's forward must use (nullptr: none). Gradient readiness does not depend on them: it
   // comes from each parameter's AccumulateGrad node (grad_ready_hooks.hpp), so a model with no
   // unit boundaries in its forward runs every strategy that keeps parameters gathered.
-  virtual train::UnitHooks* begin_micro_step(int micro_step, bool sync) = 0;
+  virtual UnitHooks* begin_micro_step(int micro_step, bool sync) = 0;
   // Called after the micro-step's backward() returned. When `sync`, returns once every gradient
   // reduction has completed.
   virtual void end_micro_step(bool sync) = 0;
@@ -78,33 +78,33 @@ class Backend {
   // The gradients hold grad_scale x the true ones (fp16 loss scaling; 1 otherwise). Returns the
   // true pre-clip global L2 norm of the full model's gradients. If it is not finite (an overflow)
   // nothing is touched; otherwise the gradients are divided by grad_scale and clipped per spec
-  // when max_norm > 0 (train::unscale_and_clip_grad_norm).
+  // when max_norm > 0 (unscale_and_clip_grad_norm).
   virtual double unscale_and_clip(double max_norm, double grad_scale) = 0;
   double clip_grad_norm(double max_norm) { return unscale_and_clip(max_norm, 1.0); }
   // Applies the optimizer, each parameter with its group's hyper-parameters (one entry per group of
   // optimizer_setup(), read at this step: a user's scheduler may have changed them), and zeroes
   // the gradients for the next step.
-  virtual void optimizer_step(const std::vector<train::GroupHyper>& groups) = 0;
+  virtual void optimizer_step(const std::vector<GroupHyper>& groups) = 0;
   // The built-in trainer's step: every group at `lr` (the schedule's), as set up otherwise.
   void optimizer_step(double lr) { optimizer_step(optimizer_setup().at_lr(lr)); }
   // The optimizer kind and parameter groups the backend was built with.
-  virtual const train::OptimizerSetup& optimizer_setup() const = 0;
+  virtual const OptimizerSetup& optimizer_setup() const = 0;
   // An overflowed step: the gradients are dropped (zeroed for the next step); parameters, master
   // weights and optimizer states (and the optimizer's step count) stay as they are.
   virtual void skip_step() = 0;
 
   // Hooks for a no-grad forward (evaluation); nullptr: none.
-  virtual train::UnitHooks* eval_hooks() = 0;
+  virtual UnitHooks* eval_hooks() = 0;
 
   // The full parameters under their spec names, on the CPU (weights export). Collective; the
   // result is valid on rank 0 (other ranks may get an empty list).
-  virtual train::NamedTensors full_parameters() = 0;
+  virtual NamedTensors full_parameters() = 0;
 
   // Gives this rank's part of the training state to `files` (the checkpoint's staging directory on
   // this rank's storage, or host staging for a background write; replicated files per
   // CheckpointStorage::writes) and returns a JSON record of the layout, the same on every rank (kept
   // in the checkpoint's trainer.json). load_state reads it back from a verified checkpoint.
-  virtual nlohmann::json save_state(train::TensorFileSink& files, const CheckpointStorage& storage) = 0;
+  virtual nlohmann::json save_state(TensorFileSink& files, const CheckpointStorage& storage) = 0;
   virtual void load_state(const std::string& dir, const nlohmann::json& layout) = 0;
 
   // `accel launch --trace FILE`: start recording the per-unit schedule (false: this backend has
@@ -137,15 +137,15 @@ at::ScalarType compute_dtype(const config::JobConfig& job);
 // With a `source` (unit_source.hpp) the units' values come from it, computed by each rank, and the
 // parameters may be placeholders; the plan must then run the sharding engine.
 std::unique_ptr<Backend> make_backend(const plan::ResolvedPlan& plan, comm::Communicator& comm,
-                                      std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer,
+                                      std::vector<UnitSpec> units, const OptimizerSetup& optimizer,
                                       std::shared_ptr<UnitSource> source = nullptr);
 // The same for the job's plan, resolved for a prepared module (boundaries: has_unit_boundaries).
 std::unique_ptr<Backend> make_backend(const config::JobConfig& job, comm::Communicator& comm,
-                                      std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer);
+                                      std::vector<UnitSpec> units, const OptimizerSetup& optimizer);
 // Why the job cannot run a prepared module (the first refusal, with its key and fix), or "" if it
 // can: what make_backend refuses, known before any collective. `unit_boundaries`: the module has
 // accel::Unit<> wrappers (has_unit_boundaries of its specs), so strategies that free parameters
 // between uses can run it.
 std::string prepared_module_refusal(const config::JobConfig& job, bool unit_boundaries = false);
 
-}  // namespace accel::backends
+}  // namespace accel::engine

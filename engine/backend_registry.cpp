@@ -13,7 +13,7 @@
 #include "runtime/common/strings.hpp"
 #include "runtime/config/plan/resolve_plan.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 at::ScalarType compute_dtype(const config::JobConfig& job) { return to_scalar_type(plan::resolve_plan(job).compute); }
 
@@ -23,7 +23,7 @@ std::string prepared_module_refusal(const config::JobConfig& job, bool unit_boun
 }
 
 std::unique_ptr<Backend> make_backend(const plan::ResolvedPlan& plan, comm::Communicator& comm,
-                                      std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer,
+                                      std::vector<UnitSpec> units, const OptimizerSetup& optimizer,
                                       std::shared_ptr<UnitSource> source) {
   if (!plan.refusals.empty()) throw RunError("backend " + plan.dialect + ": " + plan::describe(plan.refusals.front()));
   if (plan.engine == plan::Engine::replicated) {
@@ -45,9 +45,9 @@ std::unique_ptr<Backend> make_backend(const plan::ResolvedPlan& plan, comm::Comm
 }
 
 std::unique_ptr<Backend> make_backend(const config::JobConfig& job, comm::Communicator& comm,
-                                      std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer) {
+                                      std::vector<UnitSpec> units, const OptimizerSetup& optimizer) {
   const plan::ResolvedPlan resolved = plan::resolve_plan(job, plan::ModelFacts::user(has_unit_boundaries(units)));
   return make_backend(resolved, comm, std::move(units), optimizer);
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -2,7 +2,7 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
-namespace accel::backends {
+namespace accel::engine {
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -29,4 +29,4 @@ at::Tensor signal_after_backward(const at::Tensor& x, BackwardListener* listener
   return BackwardSignal::apply(x, reinterpret_cast<int64_t>(listener), tag);
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-namespace accel::backends {
+namespace accel::engine {
 
 class BackwardListener {
  public:
@@ -23,4 +23,4 @@ class BackwardListener {
 // Returns x (wrapped) when x.requires_grad(), else x itself.
 at::Tensor signal_after_backward(const at::Tensor& x, BackwardListener* listener, int64_t tag);
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -4,7 +4,7 @@
 #include "runtime/common/strings.hpp"
 #include "runtime/config/plan/engine_units.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 at::ScalarType to_scalar_type(plan::Dtype dtype) {
   switch (dtype) {
@@ -40,4 +40,4 @@ ShardingPolicy sharding_policy(const plan::ResolvedPlan& plan, const std::vector
   return p;
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

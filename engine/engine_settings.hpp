@@ -12,7 +12,7 @@
 #include "engine/sharded/sharded_engine.hpp"
 #include "runtime/config/plan/resolved_plan.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 at::ScalarType to_scalar_type(plan::Dtype dtype);
 
@@ -21,4 +21,4 @@ at::ScalarType to_scalar_type(plan::Dtype dtype);
 ShardingPolicy sharding_policy(const plan::ResolvedPlan& plan, const std::vector<int64_t>& unit_numels, bool wrapped,
                                int world);
 
-}  // namespace accel::backends
+}  // namespace accel::engine

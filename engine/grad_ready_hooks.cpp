@@ -9,7 +9,7 @@
 
 #include <algorithm>
 
-namespace accel::backends {
+namespace accel::engine {
 namespace {
 
 class BeforeAccumulate final : public torch::autograd::FunctionPreHook {
@@ -86,4 +86,4 @@ void rearm_grad_aliases(std::vector<std::pair<std::string, at::Tensor>>& params,
   }
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -23,7 +23,7 @@ namespace torch::autograd {
 struct Node;
 }
 
-namespace accel::backends {
+namespace accel::engine {
 
 // A `.grad` for a parameter of shape `sizes` that lives in `flat` at element `offset` (contiguous):
 // it shares flat's storage but is not an autograd view of it. libtorch's Optimizer::zero_grad
@@ -53,4 +53,4 @@ class GradReadyHooks {
   std::vector<Registered> hooks_;
 };
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -3,11 +3,11 @@
 
 #include <cmath>
 
-namespace accel::backends {
+namespace accel::engine {
 
-GradScaling::GradScaling(const config::JobConfig& job) : GradScaling(train::loss_scaler_settings(job)) {}
+GradScaling::GradScaling(const config::JobConfig& job) : GradScaling(loss_scaler_settings(job)) {}
 
-GradScaling::GradScaling(std::optional<train::LossScalerSettings> settings) {
+GradScaling::GradScaling(std::optional<LossScalerSettings> settings) {
   if (settings) scaler_.emplace(*settings);
 }
 
@@ -44,4 +44,4 @@ void GradScaling::restore(const nlohmann::json& state) {
   skipped_ = state.value("skipped_steps", int64_t(0));
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

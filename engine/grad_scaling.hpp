@@ -19,12 +19,12 @@
 #include "engine/optim/loss_scaler.hpp"
 #include "runtime/config/job.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 class GradScaling {
  public:
   explicit GradScaling(const config::JobConfig& job);  // loss_scaler_settings(job)
-  explicit GradScaling(std::optional<train::LossScalerSettings> settings);
+  explicit GradScaling(std::optional<LossScalerSettings> settings);
 
   bool active() const { return scaler_.has_value(); }
   double scale() const { return scaler_ ? scaler_->scale() : 1.0; }
@@ -47,10 +47,10 @@ class GradScaling {
   void restore(const nlohmann::json& state);
 
  private:
-  std::optional<train::LossScaler> scaler_;
+  std::optional<LossScaler> scaler_;
   bool unscaled_ = false;  // this boundary's gradients are unscaled (norm_ is theirs)
   double norm_ = 0;
   int64_t skipped_ = 0;
 };
 
-}  // namespace accel::backends
+}  // namespace accel::engine

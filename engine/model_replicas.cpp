@@ -2,11 +2,11 @@
 
 #include <ATen/core/grad_mode.h>
 
-namespace accel::backends {
+namespace accel::engine {
 
-void broadcast_parameters(comm::Communicator& comm, const train::NamedTensors& params) {
+void broadcast_parameters(comm::Communicator& comm, const NamedTensors& params) {
   at::NoGradGuard no_grad;
   for (const auto& [name, p] : params) comm.broadcast(p, 0)->wait();
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

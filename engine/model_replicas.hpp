@@ -9,9 +9,9 @@
 #include "runtime/comm/communicator.hpp"
 #include "engine/named_tensors.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 // Collective: broadcasts every parameter from rank 0, in order.
-void broadcast_parameters(comm::Communicator& comm, const train::NamedTensors& params);
+void broadcast_parameters(comm::Communicator& comm, const NamedTensors& params);
 
-}  // namespace accel::backends
+}  // namespace accel::engine

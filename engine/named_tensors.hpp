@@ -10,12 +10,8 @@
 #include <utility>
 #include <vector>
 
-namespace accel::backends {
+namespace accel::engine {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
-}  // namespace accel::backends
-
-namespace accel::train {
-using backends::NamedTensors;  // the optimizer kernels and model layers name it here
-}  // namespace accel::train
+}  // namespace accel::engine

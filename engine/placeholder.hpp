@@ -7,10 +7,10 @@
 
 #include <ATen/ATen.h>
 
-namespace accel::backends {
+namespace accel::engine {
 
 at::Tensor make_placeholder(at::IntArrayRef shape, const at::TensorOptions& options);
 // Whether `t` holds fewer values than its shape has elements (a placeholder, or another expanded view).
 bool is_placeholder(const at::Tensor& t);
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -10,7 +10,7 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
-namespace accel::train {
+namespace accel::engine {
 
 class UnitHooks {
  public:
@@ -19,4 +19,4 @@ class UnitHooks {
   virtual at::Tensor post_forward(torch::nn::Module& /*unit*/, at::Tensor y) { return y; }
 };
 
-}  // namespace accel::train
+}  // namespace accel::engine

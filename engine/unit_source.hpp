@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-namespace accel::backends {
+namespace accel::engine {
 
 class UnitSource {
  public:
@@ -23,4 +23,4 @@ class UnitSource {
   virtual std::string describe() const = 0;
 };
 
-}  // namespace accel::backends
+}  // namespace accel::engine

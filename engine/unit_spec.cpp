@@ -4,7 +4,7 @@
 
 #include "runtime/common/errors.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 void check_unit_specs(const std::vector<UnitSpec>& units, size_t groups, const std::string& who) {
   std::set<std::string> unit_names, param_names;
@@ -38,4 +38,4 @@ NamedTensors all_parameters(const std::vector<UnitSpec>& units) {
   return out;
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -17,7 +17,7 @@ namespace torch::nn {
 class Module;
 }
 
-namespace accel::backends {
+namespace accel::engine {
 
 struct UnitSpec {
   std::string name;        // "h.3", a module path, "root"
@@ -45,4 +45,4 @@ void check_unit_specs(const std::vector<UnitSpec>& units, size_t groups, const s
 // Every parameter of every unit, in unit order (the engines' parameter indices).
 NamedTensors all_parameters(const std::vector<UnitSpec>& units);
 
-}  // namespace accel::backends
+}  // namespace accel::engine

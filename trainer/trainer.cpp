@@ -112,7 +112,7 @@ void Trainer::build() {
   const char* whole = std::getenv("ACCEL_WHOLE_MODEL_INIT");
   const bool sharded_init = plan::resolve_plan(job_, plan::ModelFacts::builtin()).frees_parameters() &&
                             !(whole && std::string(whole) == "1");
-  std::shared_ptr<backends::UnitSource> source;
+  std::shared_ptr<engine::UnitSource> source;
   if (sharded_init) {
     {
       PlaceholderScope placeholders(device_);

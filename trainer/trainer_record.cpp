@@ -28,7 +28,7 @@ nlohmann::json trainer_record(const config::JobConfig& job, int world, const Dat
 
 void check_trainer_record(const std::string& dir, const nlohmann::json& record, const Dataset& data) {
   if (!record.contains("data"))
-    throw ckpt::CheckpointError(dir + "/" + kStateRecordFile + " is not a trainer state: it was written by " +
+    throw checkpoint::CheckpointError(dir + "/" + api::kStateRecordFile + " is not a trainer state: it was written by " +
                                 record.value("writer", std::string("another program")) +
                                 "; resume it with the program that saved it, or set training.resume: never");
   data.check_state(record["data"]);

@@ -23,21 +23,20 @@ namespace accel::cli::worker_program {
 namespace {
 
 namespace fs = std::filesystem;
-namespace ckpt = train::ckpt;
 
 // A step_N directory as given; a checkpoints root, its `latest` file, or an output_dir (holding
 // checkpoints/latest): the checkpoint `latest` names.
 std::string resolve_checkpoint(const std::string& arg) {
   fs::path p(arg);
   std::error_code ec;
-  if (!fs::exists(p, ec)) throw ckpt::CheckpointError("checkpoint " + arg + " does not exist");
-  if (fs::is_regular_file(p, ec) && p.filename() == ckpt::kLatestName) p = p.parent_path();
+  if (!fs::exists(p, ec)) throw checkpoint::CheckpointError("checkpoint " + arg + " does not exist");
+  if (fs::is_regular_file(p, ec) && p.filename() == checkpoint::kLatestName) p = p.parent_path();
   if (!fs::is_directory(p, ec))
-    throw ckpt::CheckpointError(arg + " is not a checkpoint directory, a checkpoints root or its `latest` file");
-  if (fs::exists(p / ckpt::kManifestName, ec)) return p.string();
+    throw checkpoint::CheckpointError(arg + " is not a checkpoint directory, a checkpoints root or its `latest` file");
+  if (fs::exists(p / checkpoint::kManifestName, ec)) return p.string();
   for (const fs::path& root : {p, p / "checkpoints"})
-    if (fs::exists(root / ckpt::kLatestName, ec)) {
-      auto dir = ckpt::find_latest_checkpoint(root.string());
+    if (fs::exists(root / checkpoint::kLatestName, ec)) {
+      auto dir = checkpoint::find_latest_checkpoint(root.string());
       if (dir) return *dir;
     }
   return p.string();  // verification reports what is missing
@@ -46,25 +45,25 @@ std::string resolve_checkpoint(const std::string& arg) {
 struct Source {
   std::string dir;
   int64_t step = 0;
-  std::unique_ptr<backends::CanonicalState> state;
+  std::unique_ptr<engine::CanonicalState> state;
 };
 
 Source open_checkpoint(const std::string& arg) {
   Source s;
   s.dir = resolve_checkpoint(arg);
-  const ckpt::Manifest manifest = ckpt::verify_checkpoint(s.dir);
+  const checkpoint::Manifest manifest = checkpoint::verify_checkpoint(s.dir);
   s.step = manifest.step;
   const std::string trainer = s.dir + "/trainer.json";
   std::ifstream in(trainer);
   auto state = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!in || state.is_discarded() || !state.is_object() || !state.contains("backend_state"))
-    throw ckpt::CheckpointError(trainer + " is missing or has no backend_state (not a checkpoint of accel's trainer?)");
+    throw checkpoint::CheckpointError(trainer + " is missing or has no backend_state (not a checkpoint of accel's trainer?)");
   try {
-    s.state = backends::CanonicalState::open(s.dir, state["backend_state"]);
+    s.state = engine::CanonicalState::open(s.dir, state["backend_state"]);
   } catch (const RunError& e) {  // node-local storage: name the machines holding what is absent
-    const std::string note = ckpt::elsewhere_note(manifest, s.dir);
+    const std::string note = checkpoint::elsewhere_note(manifest, s.dir);
     if (note.empty()) throw;
-    throw ckpt::CheckpointError(std::string(e.what()) + "\n" + note);
+    throw checkpoint::CheckpointError(std::string(e.what()) + "\n" + note);
   }
   return s;
 }
@@ -84,12 +83,12 @@ void add_merge_weights_command(CLI::App& app) {
   cmd->add_option("-o,--output", o->output, "The safetensors file to write (replaced atomically)")->required();
   cmd->callback([o] {
     Source source;
-    train::NamedTensors weights;
+    engine::NamedTensors weights;
     int64_t values = 0;
     try {
       source = open_checkpoint(o->checkpoint);
       for (const auto& p : source.state->params()) {
-        weights.emplace_back(p.name, source.state->read_full(p.name, backends::kParamKind));
+        weights.emplace_back(p.name, source.state->read_full(p.name, engine::kParamKind));
         values += p.numel;
       }
     } catch (const RunError& e) {  // the checkpoint is the problem: a usage error, not a failed run
@@ -97,7 +96,7 @@ void add_merge_weights_command(CLI::App& app) {
     }
     fs::path parent = fs::absolute(o->output).parent_path();
     if (!fs::is_directory(parent)) throw UsageError("-o " + o->output + ": directory " + parent.string() + " does not exist");
-    train::save_safetensors(o->output, weights);
+    engine::save_safetensors(o->output, weights);
     std::cout << "accel merge-weights: " << source.dir << " (" << source.step << " steps, "
               << source.state->describe() << ") -> " << o->output << ": " << weights.size() << " tensors, " << values
               << " fp32 values\n";

@@ -13,10 +13,9 @@
 #include "runtime/common/errors.hpp"
 #include "runtime/common/strings.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 namespace {
 
-using train::SafetensorsReader;
 using Json = nlohmann::json;
 
 constexpr const char* kModelFile = "model.safetensors";
@@ -53,7 +52,7 @@ int64_t read_count(const SafetensorsReader& file, const std::string& name) {
   return file.read(name).to(at::kLong).item<int64_t>();
 }
 
-// ---- replicated: model.safetensors (weights by name) + optimizer.safetensors (train::Optimizer) ----
+// ---- replicated: model.safetensors (weights by name) + optimizer.safetensors (Optimizer) ----
 
 class ReplicatedState final : public CanonicalState {
  public:
@@ -309,4 +308,4 @@ at::Tensor CanonicalState::read_full(const std::string& name, const std::string&
   return read(name, kind, 0, p->numel).view(p->shape);
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

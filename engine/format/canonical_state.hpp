@@ -25,7 +25,7 @@
 
 #include "engine/sharded/flat_layout.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 // The weights' kind in read(); the optimizer state kinds are "exp_avg", "exp_avg_sq" (adamw) and
 // "momentum" (sgd with momentum).
@@ -100,4 +100,4 @@ class CanonicalState {
   std::unordered_map<std::string, size_t> index_;
 };
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -9,7 +9,7 @@
 #include "runtime/common/errors.hpp"
 #include "runtime/common/strings.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 namespace {
 
 // The names a refusal lists: the first 5.
@@ -105,13 +105,13 @@ void restore_shards(const CanonicalState& source, std::deque<UnitShardState>& un
   }
 }
 
-void restore_replicated(const CanonicalState& source, const train::NamedTensors& params, train::Optimizer& optimizer,
+void restore_replicated(const CanonicalState& source, const NamedTensors& params, Optimizer& optimizer,
                         const std::string& who) {
   std::vector<ParamRecord> want;
   for (const auto& [name, p] : params) want.push_back({name, p.sizes().vec(), p.numel()});
   // The optimizer's state_tensors() alias its live moments: they are filled in place below, and
   // load_state then checks the whole set and sets the step counts (copying a moment onto itself).
-  train::NamedTensors state = optimizer.state_tensors();
+  NamedTensors state = optimizer.state_tensors();
   std::vector<std::string> kinds;
   for (const char* kind : {"exp_avg", "exp_avg_sq", "momentum"})
     for (const auto& [key, t] : state)
@@ -138,4 +138,4 @@ void restore_replicated(const CanonicalState& source, const train::NamedTensors&
   optimizer.load_state(state);
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

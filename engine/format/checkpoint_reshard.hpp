@@ -19,7 +19,7 @@
 #include "engine/optim/optimizer.hpp"
 #include "engine/sharded/sharded_optimizer.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 // The optimizer state kinds a unit shard keeps ({exp_avg, exp_avg_sq}, {momentum} or {}).
 std::vector<std::string> shard_state_kinds(const UnitShardState& unit);
@@ -31,7 +31,7 @@ void restore_shards(const CanonicalState& source, std::deque<UnitShardState>& un
 
 // Copies the weights from `source` into `params` (spec names) and restores `optimizer` (built
 // over those params): moments, per-parameter steps and the step count.
-void restore_replicated(const CanonicalState& source, const train::NamedTensors& params, train::Optimizer& optimizer,
+void restore_replicated(const CanonicalState& source, const NamedTensors& params, Optimizer& optimizer,
                         const std::string& who);
 
-}  // namespace accel::backends
+}  // namespace accel::engine

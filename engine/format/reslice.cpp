@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace accel::backends {
+namespace accel::engine {
 
 std::vector<ShardPiece> locate_flat_range(const FlatLayout& layout, int64_t begin, int64_t count) {
   if (begin < 0 || count < 0 || begin + count > layout.numel())
@@ -22,4 +22,4 @@ std::vector<ShardPiece> locate_flat_range(const FlatLayout& layout, int64_t begi
   return out;
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

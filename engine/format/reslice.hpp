@@ -14,7 +14,7 @@
 
 #include "engine/sharded/flat_layout.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 struct ShardPiece {
   int rank = 0;              // whose shard holds it
@@ -27,4 +27,4 @@ struct ShardPiece {
 // std::invalid_argument when the range leaves [0, numel()) (padding is never read).
 std::vector<ShardPiece> locate_flat_range(const FlatLayout& layout, int64_t begin, int64_t count);
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -19,7 +19,7 @@
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
 
-namespace accel::train {
+namespace accel::engine {
 
 namespace {
 
@@ -292,4 +292,4 @@ NamedTensors load_safetensors(const std::string& path) {
   return out;
 }
 
-}  // namespace accel::train
+}  // namespace accel::engine

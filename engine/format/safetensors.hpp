@@ -16,7 +16,7 @@
 
 #include "engine/named_tensors.hpp"
 
-namespace accel::train {
+namespace accel::engine {
 
 // Writes `tensors` (any device; copied to CPU) to `path`. Throws accel::RunError on an empty,
 // duplicate or reserved name, an unsupported dtype, or an I/O failure.
@@ -84,4 +84,4 @@ class SafetensorsReader {
 // The safetensors name of a torch dtype ("F32"), or "" when the format has none.
 std::string safetensors_dtype_name(at::ScalarType dtype);
 
-}  // namespace accel::train
+}  // namespace accel::engine

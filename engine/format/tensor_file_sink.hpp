@@ -15,7 +15,7 @@
 #include "engine/format/safetensors.hpp"
 #include "engine/named_tensors.hpp"
 
-namespace accel::train {
+namespace accel::engine {
 
 class TensorFileSink {
  public:
@@ -44,4 +44,4 @@ class DirectFileSink final : public TensorFileSink {
   std::string dir_;
 };
 
-}  // namespace accel::train
+}  // namespace accel::engine

@@ -4,7 +4,7 @@
 
 #include "runtime/config/plan/resolve_plan.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 FsdpPlan plan_fsdp(const config::JobConfig& job, bool user_module, bool unit_boundaries) {
   const plan::ModelFacts facts = user_module ? plan::ModelFacts::user(unit_boundaries) : plan::ModelFacts{false, unit_boundaries};
@@ -31,4 +31,4 @@ FsdpPlan plan_fsdp(const config::JobConfig& job, bool user_module, bool unit_bou
 
 std::string describe_issue(const FsdpIssue& issue) { return plan::describe(issue); }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

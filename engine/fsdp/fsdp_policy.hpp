@@ -10,7 +10,7 @@
 #include "runtime/config/job.hpp"
 #include "runtime/config/plan/resolved_plan.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 using FsdpIssue = plan::PlanIssue;
 
@@ -49,4 +49,4 @@ FsdpPlan plan_fsdp(const config::JobConfig& job, bool user_module = false, bool 
 // "fsdp.auto_wrap_policy: NO_WRAP ... (allowed: ...); fix: ...", for errors outside the launcher.
 std::string describe_issue(const FsdpIssue& issue);
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace accel::train {
+namespace accel::engine {
 
 void AdamWBatch::add(at::Tensor param, at::Tensor grad, at::Tensor exp_avg, at::Tensor exp_avg_sq, int64_t step) {
   params.push_back(std::move(param));
@@ -53,4 +53,4 @@ void adamw_fused_step(const AdamWBatch& batch, const AdamWHyper& hyper) {
                     hyper.beta1, hyper.beta2, hyper.weight_decay, hyper.eps, /*amsgrad=*/false, /*maximize=*/false);
 }
 
-}  // namespace accel::train
+}  // namespace accel::engine

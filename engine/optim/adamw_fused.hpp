@@ -17,7 +17,7 @@
 #include "engine/optim/adamw_step.hpp"
 #include "runtime/config/enums.hpp"
 
-namespace accel::train {
+namespace accel::engine {
 
 // Tensors updated together: same hyper-parameters, entry i of each list belongs together, steps[i]
 // is the 1-based step of entry i (the updates it has received, this one included).
@@ -44,4 +44,4 @@ inline bool use_fused_adamw(config::FusedKernel setting, bool on_gpu) {
   return setting == config::FusedKernel::yes || (setting == config::FusedKernel::auto_ && on_gpu);
 }
 
-}  // namespace accel::train
+}  // namespace accel::engine

@@ -11,7 +11,7 @@
 #include "engine/optim/math_precision.hpp"
 #include "runtime/common/errors.hpp"
 
-namespace accel::train {
+namespace accel::engine {
 
 AdamWHyper AdamWHyper::from(const config::OptimizerSection& section, double lr) {
   if (section.betas.size() != 2) {
@@ -59,4 +59,4 @@ void adamw_step(at::Tensor param, const at::Tensor& grad, at::Tensor exp_avg, at
   p.write_back();
 }
 
-}  // namespace accel::train
+}  // namespace accel::engine

@@ -9,7 +9,7 @@
 
 #include "runtime/config/job.hpp"
 
-namespace accel::train {
+namespace accel::engine {
 
 struct AdamWHyper {
   double lr = 1e-3;
@@ -36,4 +36,4 @@ struct AdamWHyper {
 void adamw_step(at::Tensor param, const at::Tensor& grad, at::Tensor exp_avg, at::Tensor exp_avg_sq, int64_t step,
                 const AdamWHyper& hyper, bool apply_decay);
 
-}  // namespace accel::train
+}  // namespace accel::engine

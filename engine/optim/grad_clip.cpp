@@ -7,7 +7,7 @@
 #include <ATen/core/grad_mode.h>
 #include <cmath>
 
-namespace accel::train {
+namespace accel::engine {
 
 namespace {
 
@@ -77,4 +77,4 @@ double unscale_and_clip_grad_norm(const std::vector<at::Tensor>& grads, double g
   return norm;
 }
 
-}  // namespace accel::train
+}  // namespace accel::engine

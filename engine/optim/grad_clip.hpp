@@ -9,7 +9,7 @@
 #include <functional>
 #include <vector>
 
-namespace accel::train {
+namespace accel::engine {
 
 // Combines this rank's sum of squares into the global one (e.g. an all-reduce SUM over ranks).
 // An empty function is the identity (one rank holding every gradient).
@@ -45,4 +45,4 @@ double clip_grad_norm(const std::vector<at::Tensor>& grads, double max_norm, con
 double unscale_and_clip_grad_norm(const std::vector<at::Tensor>& grads, double grad_scale, double max_norm,
                                   const SumOfSquaresReduce& reduce = {});
 
-}  // namespace accel::train
+}  // namespace accel::engine

@@ -8,7 +8,7 @@
 
 #include "runtime/common/errors.hpp"
 
-namespace accel::train {
+namespace accel::engine {
 
 std::optional<LossScalerSettings> loss_scaler_settings(const config::JobConfig& job) {
   return plan::resolve_plan(job).loss_scaling;
@@ -66,4 +66,4 @@ void LossScaler::restore(const nlohmann::json& state) {
   if (!(scale_ > 0) || !std::isfinite(scale_)) throw RunError("checkpoint: the loss scale is not a positive number");
 }
 
-}  // namespace accel::train
+}  // namespace accel::engine

@@ -25,7 +25,7 @@
 #include "runtime/config/job.hpp"
 #include "runtime/config/plan/resolved_plan.hpp"
 
-namespace accel::train {
+namespace accel::engine {
 
 // The scaler's settings are the resolved plan's (runtime/config/plan/resolved_plan.hpp).
 using LossScalerSettings = accel::plan::LossScaling;
@@ -57,4 +57,4 @@ class LossScaler {
   int64_t overflows_ = 0;
 };
 
-}  // namespace accel::train
+}  // namespace accel::engine

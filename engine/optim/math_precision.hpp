@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace accel::train {
+namespace accel::engine {
 
 // The dtype of optimizer state and arithmetic for a parameter of dtype `param`.
 inline at::ScalarType optimizer_math_dtype(at::ScalarType param) {
@@ -73,4 +73,4 @@ inline void check_grad(const at::Tensor& grad, const at::Tensor& param) {
                                 c10::str(param.sizes()));
 }
 
-}  // namespace accel::train
+}  // namespace accel::engine

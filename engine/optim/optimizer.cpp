@@ -14,7 +14,7 @@
 #include "runtime/common/errors.hpp"
 #include "runtime/common/strings.hpp"
 
-namespace accel::train {
+namespace accel::engine {
 
 namespace {
 
@@ -157,4 +157,4 @@ void Optimizer::load_state(const NamedTensors& state) {
   for (const auto& [key, t] : moments) t.copy_(given.at(key));
 }
 
-}  // namespace accel::train
+}  // namespace accel::engine

@@ -18,7 +18,7 @@
 #include "engine/optim/param_groups.hpp"
 #include "runtime/config/job.hpp"
 
-namespace accel::train {
+namespace accel::engine {
 
 // The spec's rule: weights and embeddings decay, biases and LayerNorm parameters do not.
 inline bool applies_weight_decay(const at::Tensor& param) { return param.dim() >= 2; }
@@ -84,4 +84,4 @@ class Optimizer {
   int64_t step_count_ = 0;
 };
 
-}  // namespace accel::train
+}  // namespace accel::engine

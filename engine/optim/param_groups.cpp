@@ -1,6 +1,6 @@
 #include "engine/optim/param_groups.hpp"
 
-namespace accel::train {
+namespace accel::engine {
 
 AdamWHyper GroupHyper::adamw() const {
   AdamWHyper h;
@@ -53,4 +53,4 @@ OptimizerSetup builtin_optimizer_setup(const config::OptimizerSection& section) 
   return setup;
 }
 
-}  // namespace accel::train
+}  // namespace accel::engine

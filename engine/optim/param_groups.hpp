@@ -13,7 +13,7 @@
 #include "engine/optim/sgd_step.hpp"
 #include "runtime/config/job.hpp"
 
-namespace accel::train {
+namespace accel::engine {
 
 // One group's hyper-parameters. AdamW reads lr, betas, eps and weight_decay (decoupled); SGD reads
 // lr, momentum and weight_decay (coupled L2).
@@ -51,4 +51,4 @@ OptimizerSetup builtin_optimizer_setup(const config::OptimizerSection& section);
 // The built-in group of a parameter of `dim` dimensions: 0 (decays) for 2 or more, else 1.
 inline int builtin_param_group(int64_t dim) { return dim >= 2 ? 0 : 1; }
 
-}  // namespace accel::train
+}  // namespace accel::engine

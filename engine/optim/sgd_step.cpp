@@ -8,7 +8,7 @@
 
 #include "engine/optim/math_precision.hpp"
 
-namespace accel::train {
+namespace accel::engine {
 
 SgdHyper SgdHyper::from(const config::OptimizerSection& section, double lr) {
   SgdHyper h;
@@ -40,4 +40,4 @@ void sgd_step(at::Tensor param, const at::Tensor& grad, at::Tensor momentum_buf,
   p.write_back();
 }
 
-}  // namespace accel::train
+}  // namespace accel::engine

@@ -8,7 +8,7 @@
 
 #include "runtime/config/job.hpp"
 
-namespace accel::train {
+namespace accel::engine {
 
 struct SgdHyper {
   double lr = 1e-3;
@@ -30,4 +30,4 @@ struct SgdHyper {
 void sgd_step(at::Tensor param, const at::Tensor& grad, at::Tensor momentum_buf, int64_t step, const SgdHyper& hyper,
               bool apply_decay);
 
-}  // namespace accel::train
+}  // namespace accel::engine

@@ -11,7 +11,7 @@
 #include "engine/optim/grad_clip.hpp"
 #include "runtime/common/errors.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 namespace {
 
 constexpr const char* kModelFile = "model.safetensors";
@@ -19,7 +19,7 @@ constexpr const char* kOptimizerFile = "optimizer.safetensors";
 
 }  // namespace
 
-DdpBackend::DdpBackend(comm::Communicator& comm, std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer,
+DdpBackend::DdpBackend(comm::Communicator& comm, std::vector<UnitSpec> units, const OptimizerSetup& optimizer,
                        double bucket_cap_mb)
     : comm_(comm), bucket_cap_mb_(bucket_cap_mb) {
   check_unit_specs(units, optimizer.groups.size(), label_);
@@ -51,7 +51,7 @@ DdpBackend::DdpBackend(comm::Communicator& comm, std::vector<UnitSpec> units, co
   }
   std::vector<int> group_of;
   for (const auto& u : units) group_of.insert(group_of.end(), u.groups.begin(), u.groups.end());
-  optimizer_ = train::Optimizer::make(optimizer, params_, group_of);
+  optimizer_ = Optimizer::make(optimizer, params_, group_of);
   std::vector<at::Tensor> tensors;
   for (const auto& [name, p] : params_) tensors.push_back(p);
   grad_hooks_ = std::make_unique<GradReadyHooks>(tensors, nullptr, [this](int i) { on_grad_ready(i); });
@@ -70,7 +70,7 @@ std::string DdpBackend::describe() const {
   return s.str();
 }
 
-train::UnitHooks* DdpBackend::begin_micro_step(int /*micro_step*/, bool sync) {
+UnitHooks* DdpBackend::begin_micro_step(int /*micro_step*/, bool sync) {
   syncing_ = sync && comm_.size() > 1;
   if (!syncing_) return nullptr;
   ready_.assign(params_.size(), 0);
@@ -131,10 +131,10 @@ double DdpBackend::unscale_and_clip(double max_norm, double grad_scale) {
   rearm_grads();
   std::vector<at::Tensor> grads;
   for (auto& [name, p] : params_) grads.push_back(p.grad());
-  return train::unscale_and_clip_grad_norm(grads, grad_scale, max_norm);
+  return unscale_and_clip_grad_norm(grads, grad_scale, max_norm);
 }
 
-void DdpBackend::optimizer_step(const std::vector<train::GroupHyper>& groups) {
+void DdpBackend::optimizer_step(const std::vector<GroupHyper>& groups) {
   rearm_grads();  // the optimizer reads .grad: the buckets' values
   optimizer_->step(groups);
   for (auto& flat : bucket_flats_) flat.zero_();
@@ -154,7 +154,7 @@ nlohmann::json DdpBackend::memory_report() const {
           {"live_params_peak", 0}, {"live_grads_peak", 0}};
 }
 
-train::NamedTensors DdpBackend::full_parameters() {
+NamedTensors DdpBackend::full_parameters() {
   // Replicas must be bit-identical; a cheap fp64 fingerprint compared across ranks proves it
   // wherever weights leave the job.
   double fingerprint = 0;
@@ -164,15 +164,15 @@ train::NamedTensors DdpBackend::full_parameters() {
     throw RunError("ddp: the parameter replicas differ between ranks (fingerprints in [" +
                    std::to_string(-extremes[1]) + ", " + std::to_string(extremes[0]) +
                    "]); this is a bug, please report it with `accel env`");
-  train::NamedTensors out;
+  NamedTensors out;
   for (auto& [name, p] : params_) out.emplace_back(name, p.detach().to(at::kCPU));
   return out;
 }
 
-nlohmann::json DdpBackend::save_state(train::TensorFileSink& files, const CheckpointStorage& storage) {
+nlohmann::json DdpBackend::save_state(TensorFileSink& files, const CheckpointStorage& storage) {
   // Replicated state: the first rank on each storage writes the copy (full_parameters is
   // collective: every rank calls it).
-  train::NamedTensors params = full_parameters();
+  NamedTensors params = full_parameters();
   std::vector<int> everyone(size_t(comm_.size()));
   for (int r = 0; r < comm_.size(); ++r) everyone[size_t(r)] = r;
   if (storage.writes(comm_.rank(), everyone)) {
@@ -188,7 +188,7 @@ void DdpBackend::load_state(const std::string& dir, const nlohmann::json& layout
     restore_replicated(*CanonicalState::open(dir, layout), params_, *optimizer_, label_);
     return;
   }
-  train::NamedTensors saved = train::load_safetensors(dir + "/" + kModelFile);
+  NamedTensors saved = load_safetensors(dir + "/" + kModelFile);
   if (saved.size() != params_.size())
     throw RunError(dir + "/" + kModelFile + ": " + std::to_string(saved.size()) + " tensors, the model has " +
                    std::to_string(params_.size()));
@@ -202,7 +202,7 @@ void DdpBackend::load_state(const std::string& dir, const nlohmann::json& layout
       p.copy_(saved[i].second);
     }
   }
-  optimizer_->load_state(train::load_safetensors(dir + "/" + kOptimizerFile));
+  optimizer_->load_state(load_safetensors(dir + "/" + kOptimizerFile));
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -21,30 +21,30 @@
 #include "engine/optim/optimizer.hpp"
 #include "engine/replicated/grad_buckets.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 class DdpBackend final : public Backend {
  public:
   // bucket_cap_mb: ddp.bucket_cap_mb (or DeepSpeed's reduce_bucket_size for zero_stage 0).
-  DdpBackend(comm::Communicator& comm, std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer,
+  DdpBackend(comm::Communicator& comm, std::vector<UnitSpec> units, const OptimizerSetup& optimizer,
              double bucket_cap_mb);
 
   std::string name() const override { return "ddp"; }
   void set_label(std::string label) { label_ = std::move(label); }
   void set_notes(std::string notes) { notes_ = std::move(notes); }  // appended to describe()
   std::string describe() const override;
-  train::UnitHooks* begin_micro_step(int micro_step, bool sync) override;
+  UnitHooks* begin_micro_step(int micro_step, bool sync) override;
   void end_micro_step(bool sync) override;
   double unscale_and_clip(double max_norm, double grad_scale) override;
   using Backend::optimizer_step;
-  void optimizer_step(const std::vector<train::GroupHyper>& groups) override;
-  const train::OptimizerSetup& optimizer_setup() const override { return optimizer_->setup(); }
+  void optimizer_step(const std::vector<GroupHyper>& groups) override;
+  const OptimizerSetup& optimizer_setup() const override { return optimizer_->setup(); }
   void rearm_grads() override;
   void skip_step() override;
   nlohmann::json memory_report() const override;
-  train::UnitHooks* eval_hooks() override { return nullptr; }
-  train::NamedTensors full_parameters() override;
-  nlohmann::json save_state(train::TensorFileSink& files, const CheckpointStorage& storage) override;
+  UnitHooks* eval_hooks() override { return nullptr; }
+  NamedTensors full_parameters() override;
+  nlohmann::json save_state(TensorFileSink& files, const CheckpointStorage& storage) override;
   void load_state(const std::string& dir, const nlohmann::json& layout) override;
 
  private:
@@ -57,8 +57,8 @@ class DdpBackend final : public Backend {
   double bucket_cap_mb_;
   std::string label_ = "ddp";
   std::string notes_;
-  train::NamedTensors params_;                 // unit order (the spec order for built-in models)
-  std::unique_ptr<train::Optimizer> optimizer_;
+  NamedTensors params_;                 // unit order (the spec order for built-in models)
+  std::unique_ptr<Optimizer> optimizer_;
 
   std::vector<Bucket> buckets_;
   std::vector<at::Tensor> bucket_flats_;       // one flat gradient buffer per bucket
@@ -74,4 +74,4 @@ class DdpBackend final : public Backend {
   std::unique_ptr<GradReadyHooks> grad_hooks_;  // declared last: removed before the state it reads
 };
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -1,6 +1,6 @@
 #include "engine/replicated/grad_buckets.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 std::vector<Bucket> plan_buckets(const std::vector<BucketParam>& ready_order, int64_t cap_bytes) {
   std::vector<Bucket> buckets;
@@ -21,4 +21,4 @@ std::vector<Bucket> plan_buckets(const std::vector<BucketParam>& ready_order, in
   return buckets;
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

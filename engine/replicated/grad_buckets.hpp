@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace accel::backends {
+namespace accel::engine {
 
 struct BucketParam {
   int index = 0;          // the caller's parameter index
@@ -35,4 +35,4 @@ struct Bucket {
 // cap_bytes <= 0 puts everything of one dtype in a single bucket.
 std::vector<Bucket> plan_buckets(const std::vector<BucketParam>& ready_order, int64_t cap_bytes);
 
-}  // namespace accel::backends
+}  // namespace accel::engine

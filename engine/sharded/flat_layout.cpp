@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-namespace accel::backends {
+namespace accel::engine {
 
 FlatLayout::FlatLayout(std::vector<int64_t> numels, int world) : numels_(std::move(numels)), world_(world) {
   if (world < 1) throw std::invalid_argument("FlatLayout: world must be >= 1");
@@ -27,4 +27,4 @@ std::vector<ShardSegment> FlatLayout::segments(int rank) const {
   return out;
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace accel::backends {
+namespace accel::engine {
 
 struct ShardSegment {
   int param = 0;             // index into the unit's parameter list
@@ -42,4 +42,4 @@ class FlatLayout {
   int64_t numel_ = 0, padded_ = 0, shard_ = 0;
 };
 
-}  // namespace accel::backends
+}  // namespace accel::engine

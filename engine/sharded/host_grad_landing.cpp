@@ -7,7 +7,7 @@
 
 #include "engine/sharded/unit_block_allocator.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 void HostGradLanding::land(int unit, const at::Tensor& reduced, const at::Tensor& grad) {
   at::NoGradGuard no_grad;
@@ -58,4 +58,4 @@ int64_t HostGradLanding::staging_bytes() const {
   return bytes;
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

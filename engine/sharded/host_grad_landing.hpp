@@ -21,7 +21,7 @@
 #include <memory>
 #include <vector>
 
-namespace accel::backends {
+namespace accel::engine {
 
 class HostGradLanding {
  public:
@@ -48,4 +48,4 @@ class HostGradLanding {
   std::vector<Landing> pending_;
 };
 
-}  // namespace accel::backends
+}  // namespace accel::engine

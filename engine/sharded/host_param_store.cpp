@@ -3,7 +3,7 @@
 
 #include "engine/sharded/unit_block_allocator.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 int HostParamStore::add_unit(const at::Tensor& shard) {
   shards_.push_back(host_empty(shard.numel(), dtype_, device_).copy_(shard));
@@ -16,4 +16,4 @@ int64_t HostParamStore::host_bytes() const {
   return b;
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -18,7 +18,7 @@
 
 #include "engine/sharded/unit_param_buffers.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 class HostParamStore final : public ShardSource {
  public:
@@ -42,4 +42,4 @@ class HostParamStore final : public ShardSource {
   std::vector<at::Tensor> shards_;
 };
 
-}  // namespace accel::backends
+}  // namespace accel::engine

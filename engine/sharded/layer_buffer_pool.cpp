@@ -5,7 +5,7 @@
 #include <c10/core/StorageImpl.h>
 #include <c10/util/Exception.h>
 
-namespace accel::backends {
+namespace accel::engine {
 
 LayerBufferPool* LayerBufferPool::create(at::Device device, size_t slot_bytes, c10::Allocator* backing) {
   return new LayerBufferPool(device, slot_bytes, backing);  // never deleted: see the header
@@ -79,4 +79,4 @@ int64_t LayerBufferPool::fallbacks() const {
   return fallbacks_;
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -26,7 +26,7 @@
 #include <mutex>
 #include <vector>
 
-namespace accel::backends {
+namespace accel::engine {
 
 class LayerBufferPool final : public c10::Allocator {
  public:
@@ -66,4 +66,4 @@ class LayerBufferPool final : public c10::Allocator {
   bool frozen_ = false, retired_ = false;
 };
 
-}  // namespace accel::backends
+}  // namespace accel::engine

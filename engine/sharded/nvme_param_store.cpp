@@ -7,7 +7,7 @@
 #include "engine/sharded/unit_block_allocator.hpp"
 #include "runtime/common/errors.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 namespace {
 
 std::string dtype_suffix(at::ScalarType t) {
@@ -113,4 +113,4 @@ int64_t NvmeParamStore::buffer_bytes() const {
   return int64_t(std::min<int>(buffer_count_, size())) * largest * int64_t(c10::elementSize(dtype_));
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

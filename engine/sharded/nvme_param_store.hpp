@@ -20,7 +20,7 @@
 #include "engine/sharded/offload_files.hpp"
 #include "engine/sharded/unit_param_buffers.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 class NvmeParamStore final : public ShardSource {
  public:
@@ -78,4 +78,4 @@ class NvmeParamStore final : public ShardSource {
   int staged_ = 0, peak_staged_ = 0;
 };
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -8,7 +8,7 @@
 #include "engine/sharded/unit_block_allocator.hpp"
 #include "runtime/common/errors.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 namespace {
 
 }  // namespace
@@ -121,4 +121,4 @@ int64_t NvmeStateStore::buffer_bytes() const {
   return int64_t(std::min<int>(buffer_count_, size())) * largest * 4;
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -15,7 +15,7 @@
 
 #include "engine/sharded/offload_files.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 class NvmeStateStore {
  public:
@@ -59,4 +59,4 @@ class NvmeStateStore {
   std::vector<UnitFile> units_;
 };
 
-}  // namespace accel::backends
+}  // namespace accel::engine

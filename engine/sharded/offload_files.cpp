@@ -10,7 +10,7 @@
 
 #include "runtime/common/errors.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 namespace {
 
 [[noreturn]] void fail(const OffloadScratchDir& dir, const std::string& what, const std::string& path) {
@@ -66,4 +66,4 @@ void write_offload_file(const OffloadScratchDir& dir, int fd, const std::string&
   }
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

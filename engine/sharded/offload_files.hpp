@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <string>
 
-namespace accel::backends {
+namespace accel::engine {
 
 // <parent>/<prefix>_rank<r>_pid<p>. Created by the constructor; removed with its files by the
 // destructor, because the files are scratch (a checkpoint holds the real state) and a crashed
@@ -38,4 +38,4 @@ void read_offload_file(const OffloadScratchDir& dir, int fd, const std::string& 
 void write_offload_file(const OffloadScratchDir& dir, int fd, const std::string& path, const void* src, size_t bytes,
                         off_t at);
 
-}  // namespace accel::backends
+}  // namespace accel::engine

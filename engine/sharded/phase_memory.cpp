@@ -4,7 +4,7 @@
 
 #include "engine/sharded/unit_block_allocator.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 void end_memory_phase(bool trim_heap) {
   // Without trim_heap the unit blocks kept for reuse stay mapped: the next micro-step asks for the
@@ -14,4 +14,4 @@ void end_memory_phase(bool trim_heap) {
   malloc_trim(0);
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

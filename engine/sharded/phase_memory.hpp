@@ -14,8 +14,8 @@
 // (docs/design/0008). Construction and checkpoints always trim.
 #pragma once
 
-namespace accel::backends {
+namespace accel::engine {
 
 void end_memory_phase(bool trim_heap = true);
 
-}  // namespace accel::backends
+}  // namespace accel::engine

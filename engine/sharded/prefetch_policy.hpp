@@ -4,6 +4,6 @@
 
 #include "runtime/config/plan/prefetch_policy.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 using plan::PrefetchPolicy;
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -14,7 +14,7 @@
 #include "engine/sharded/unit_grouping.hpp"
 #include "runtime/common/errors.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 namespace {
 
 // Tags of backward signals: which unit, and whether it fires before (gather) or after its backward.
@@ -57,7 +57,7 @@ void ShardedEngine::fill_from_source(UnitSource& source, const std::vector<int>&
 }
 
 ShardedEngine::ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> specs,
-                             const train::OptimizerSetup& optimizer, ShardingPolicy policy,
+                             const OptimizerSetup& optimizer, ShardingPolicy policy,
                              std::shared_ptr<UnitSource> source)
     : comm_(comm), policy_(std::move(policy)) {
   check_unit_specs(specs, optimizer.groups.size(), policy_.label);
@@ -251,7 +251,7 @@ void ShardedEngine::write_trace(const std::string& path) {
   if (trace_) trace_->write_chrome_trace(path);
 }
 
-train::UnitHooks* ShardedEngine::begin_micro_step(int micro_step, bool sync) {
+UnitHooks* ShardedEngine::begin_micro_step(int micro_step, bool sync) {
   eval_ = false;
   reducing_ = policy_.shard_grads || sync;
   if (trace_ && micro_step == 0) trace_->next_step();
@@ -266,7 +266,7 @@ train::UnitHooks* ShardedEngine::begin_micro_step(int micro_step, bool sync) {
   return this;  // every micro-step: units may have to wait for their gathers
 }
 
-train::UnitHooks* ShardedEngine::eval_hooks() {
+UnitHooks* ShardedEngine::eval_hooks() {
   eval_ = true;
   return this;
 }
@@ -463,7 +463,7 @@ double ShardedEngine::unscale_and_clip(double max_norm, double grad_scale) {
   settle_host_transfers();
   std::vector<at::Tensor> grads;
   for (auto& st : optimizer_->units()) grads.push_back(st.grad);
-  return train::unscale_and_clip_grad_norm(grads, grad_scale, max_norm, [this](double local) {
+  return unscale_and_clip_grad_norm(grads, grad_scale, max_norm, [this](double local) {
     if (!policy_.shard_optimizer) return local;  // every rank holds the whole (identical) gradient
     return comm::all_reduce_value(shard_comm(), local, comm::ReduceOp::Sum);  // one copy's shards: the whole gradient
   });
@@ -508,7 +508,7 @@ void ShardedEngine::rearm_grads() {
   rearm_grad_aliases(params_, grad_views_);
 }
 
-void ShardedEngine::optimizer_step(const std::vector<train::GroupHyper>& groups) {
+void ShardedEngine::optimizer_step(const std::vector<GroupHyper>& groups) {
   settle_host_transfers();  // the gradients in host memory, the last uploads of the masters done
   optimizer_->step(groups, [this](int u, UnitShardState& st) { update_compute_shard(u, st.master); });
   optimizer_->zero_grads();
@@ -528,4 +528,4 @@ void ShardedEngine::skip_step() {
     if (rt.grad_flat.defined()) rt.grad_flat.zero_();
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

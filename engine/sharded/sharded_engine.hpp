@@ -43,7 +43,7 @@
 #include "engine/unit_source.hpp"
 #include "engine/sharded/unit_trace.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 struct ShardingPolicy {
   std::string label;          // for logs: "deepspeed zero_stage 2"
@@ -89,30 +89,30 @@ struct ShardingPolicy {
   std::string notes;
 };
 
-class ShardedEngine final : public Backend, private train::UnitHooks, private BackwardListener {
+class ShardedEngine final : public Backend, private UnitHooks, private BackwardListener {
  public:
   // `units` in forward order (api::prepared_units for a prepared module); their parameters become views
   // of the units' flat buffers (set_data: the tensors keep their identity).
   // With a `source`, the units' values come from it (each rank computes its own; nothing is
   // broadcast) and the parameters may be placeholders; without, from the parameters, rank 0's.
-  ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> units, const train::OptimizerSetup& optimizer,
+  ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> units, const OptimizerSetup& optimizer,
                 ShardingPolicy policy, std::shared_ptr<UnitSource> source = nullptr);
   ~ShardedEngine() override;
 
   std::string name() const override { return policy_.label; }
   std::string describe() const override;
-  train::UnitHooks* begin_micro_step(int micro_step, bool sync) override;
+  UnitHooks* begin_micro_step(int micro_step, bool sync) override;
   void end_micro_step(bool sync) override;
   double unscale_and_clip(double max_norm, double grad_scale) override;
   using Backend::optimizer_step;
-  void optimizer_step(const std::vector<train::GroupHyper>& groups) override;
-  const train::OptimizerSetup& optimizer_setup() const override { return optimizer_->setup(); }
+  void optimizer_step(const std::vector<GroupHyper>& groups) override;
+  const OptimizerSetup& optimizer_setup() const override { return optimizer_->setup(); }
   void wait_parameters() override;
   void rearm_grads() override;
   void skip_step() override;
-  train::UnitHooks* eval_hooks() override;
-  train::NamedTensors full_parameters() override;
-  nlohmann::json save_state(train::TensorFileSink& files, const CheckpointStorage& storage) override;
+  UnitHooks* eval_hooks() override;
+  NamedTensors full_parameters() override;
+  nlohmann::json save_state(TensorFileSink& files, const CheckpointStorage& storage) override;
   void load_state(const std::string& dir, const nlohmann::json& layout) override;
   bool start_trace() override;
   nlohmann::json memory_report() const override;
@@ -198,7 +198,7 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   at::Device device_ = at::kCPU;  // the parameters', the communicator's
   std::unique_ptr<comm::Communicator> shard_group_;    // HYBRID_SHARD: this machine's ranks
   std::unique_ptr<comm::Communicator> replica_group_;  // HYBRID_SHARD: one rank per machine, same shard
-  train::NamedTensors params_;
+  NamedTensors params_;
   std::unique_ptr<ShardedOptimizer> optimizer_;
   std::unique_ptr<UnitParamBuffers> buffers_;
   std::unique_ptr<NvmeParamStore> param_store_;  // parameter offload; may read optimizer_'s files (declared after it)
@@ -220,4 +220,4 @@ class ShardedEngine final : public Backend, private train::UnitHooks, private Ba
   std::unique_ptr<GradReadyHooks> grad_hooks_;  // declared last: removed before the state it reads
 };
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -6,7 +6,7 @@
 
 #include "engine/sharded/sharded_engine.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 std::string ShardedEngine::describe() const {
   std::ostringstream s;
@@ -104,4 +104,4 @@ nlohmann::json ShardedEngine::memory_report() const {
   return r;
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

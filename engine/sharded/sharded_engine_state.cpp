@@ -8,11 +8,11 @@
 #include "engine/optim/optimizer.hpp"
 #include "engine/sharded/phase_memory.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 namespace {
 
 // Name and shape of the parameters params[indices] (a unit's, in flat order), for checkpoints.
-std::vector<ParamRecord> param_records(const train::NamedTensors& params, const std::vector<int>& indices) {
+std::vector<ParamRecord> param_records(const NamedTensors& params, const std::vector<int>& indices) {
   std::vector<ParamRecord> out;
   for (int i : indices) out.push_back({params[size_t(i)].first, params[size_t(i)].second.sizes().vec(),
                                        params[size_t(i)].second.numel()});
@@ -21,10 +21,10 @@ std::vector<ParamRecord> param_records(const train::NamedTensors& params, const 
 
 }  // namespace
 
-train::NamedTensors ShardedEngine::full_parameters() {
+NamedTensors ShardedEngine::full_parameters() {
   // From the fp32 masters (what DeepSpeed's zero_to_fp32 recovers), whatever the compute dtype,
   // one unit at a time; only rank 0 keeps the result.
-  train::NamedTensors out;
+  NamedTensors out;
   optimizer_->visit_masters([&](int u, const at::Tensor& master) {
     const FlatLayout& layout = shard(u).layout;
     at::Tensor full = master;
@@ -60,7 +60,7 @@ std::vector<int> ShardedEngine::shard_holders() const {
   return holders;
 }
 
-nlohmann::json ShardedEngine::save_state(train::TensorFileSink& files, const CheckpointStorage& storage) {
+nlohmann::json ShardedEngine::save_state(TensorFileSink& files, const CheckpointStorage& storage) {
   // Each shard once per storage: replicated optimizer states (shard_optimizer false) are one
   // shard; under HYBRID_SHARD the other machines hold copies, written only where the first
   // machine's files cannot be read (node-local storage, docs/design/0013).
@@ -98,4 +98,4 @@ void ShardedEngine::load_state(const std::string& dir, const nlohmann::json& lay
   end_memory_phase();
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

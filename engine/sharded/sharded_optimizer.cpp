@@ -14,12 +14,12 @@
 #include "engine/sharded/unit_block_allocator.hpp"
 #include "runtime/common/errors.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 ShardedOptimizer::ShardedOptimizer(const config::OptimizerSection& section, int rank, at::ScalarType master_dtype)
-    : ShardedOptimizer(train::builtin_optimizer_setup(section), rank, master_dtype) {}
+    : ShardedOptimizer(builtin_optimizer_setup(section), rank, master_dtype) {}
 
-ShardedOptimizer::ShardedOptimizer(train::OptimizerSetup setup, int rank, at::ScalarType master_dtype)
+ShardedOptimizer::ShardedOptimizer(OptimizerSetup setup, int rank, at::ScalarType master_dtype)
     : setup_(std::move(setup)), rank_(rank), master_dtype_(master_dtype) {}
 
 at::Tensor ShardedOptimizer::state_empty(int64_t numel, at::ScalarType dtype) const {
@@ -29,7 +29,7 @@ at::Tensor ShardedOptimizer::state_empty(int64_t numel, at::ScalarType dtype) co
 UnitShardState& ShardedOptimizer::add_unit(const std::string& name, const FlatLayout& layout, std::vector<int> groups,
                                            const at::Tensor& master, bool adopt_master) {
   const int64_t S = layout.shard_numel();
-  const at::ScalarType state_dtype = train::optimizer_math_dtype(master_dtype_);
+  const at::ScalarType state_dtype = optimizer_math_dtype(master_dtype_);
   for (int g : groups)
     if (g < 0 || size_t(g) >= setup_.groups.size())
       throw RunError("sharded optimizer: unit " + name + " names parameter group " + std::to_string(g) + " of " +
@@ -62,26 +62,26 @@ void ShardedOptimizer::zero_grads() {
   for (auto& u : units_) u.grad.zero_();
 }
 
-void ShardedOptimizer::update(UnitShardState& u, const std::vector<train::GroupHyper>& groups) {
+void ShardedOptimizer::update(UnitShardState& u, const std::vector<GroupHyper>& groups) {
   ++u.step;
   // Fused: the unit's segments of each parameter group in one launch.
-  const bool fused = setup_.fused && setup_.kind == config::OptimizerName::adamw && train::fused_adamw_applies(u.master, u.exp_avg);
-  std::vector<train::AdamWBatch> batches(fused ? groups.size() : 0);
+  const bool fused = setup_.fused && setup_.kind == config::OptimizerName::adamw && fused_adamw_applies(u.master, u.exp_avg);
+  std::vector<AdamWBatch> batches(fused ? groups.size() : 0);
   for (const auto& seg : u.segments) {
     auto piece = [&](const at::Tensor& t) { return t.narrow(0, seg.shard_offset, seg.numel); };
     const int group = u.groups[size_t(seg.param)];
-    const train::GroupHyper& h = groups[size_t(group)];
+    const GroupHyper& h = groups[size_t(group)];
     if (fused) {
       batches[size_t(group)].add(piece(u.master), piece(u.grad), piece(u.exp_avg), piece(u.exp_avg_sq), u.step);
     } else if (setup_.kind == config::OptimizerName::adamw) {
-      train::adamw_step(piece(u.master), piece(u.grad), piece(u.exp_avg), piece(u.exp_avg_sq), u.step, h.adamw(),
+      adamw_step(piece(u.master), piece(u.grad), piece(u.exp_avg), piece(u.exp_avg_sq), u.step, h.adamw(),
                         /*apply_decay=*/true);
     } else {
-      train::sgd_step(piece(u.master), piece(u.grad), u.momentum.defined() ? piece(u.momentum) : at::Tensor(),
+      sgd_step(piece(u.master), piece(u.grad), u.momentum.defined() ? piece(u.momentum) : at::Tensor(),
                       u.step, h.sgd(), /*apply_decay=*/true);
     }
   }
-  for (size_t g = 0; g < batches.size(); ++g) train::adamw_fused_step(batches[g], groups[g].adamw());
+  for (size_t g = 0; g < batches.size(); ++g) adamw_fused_step(batches[g], groups[g].adamw());
 }
 
 std::vector<at::Tensor*> ShardedOptimizer::state_slots(UnitShardState& u) {
@@ -95,7 +95,7 @@ std::vector<at::Tensor*> ShardedOptimizer::state_slots(UnitShardState& u) {
   return slots;
 }
 
-void ShardedOptimizer::step(const std::vector<train::GroupHyper>& groups,
+void ShardedOptimizer::step(const std::vector<GroupHyper>& groups,
                             const std::function<void(int, UnitShardState&)>& after_unit) {
   if (groups.size() != setup_.groups.size())
     throw RunError("sharded optimizer: " + std::to_string(groups.size()) + " groups' hyper-parameters for " +
@@ -161,18 +161,18 @@ std::vector<std::string> ShardedOptimizer::state_kinds() const {
 
 void ShardedOptimizer::save_state_file(const std::string& path) {
   const std::filesystem::path p(path);
-  train::DirectFileSink files(p.parent_path().string());
+  DirectFileSink files(p.parent_path().string());
   save_state_file(files, p.filename().string());
 }
 
-void ShardedOptimizer::save_state_file(train::TensorFileSink& files, const std::string& file) {
+void ShardedOptimizer::save_state_file(TensorFileSink& files, const std::string& file) {
   if (!spilled_) {
     files.write(file, state_tensors());
     return;
   }
   // Per unit: master, the moments, then the step (the order of state_tensors()).
   const auto suffixes = slot_suffixes();
-  std::vector<train::TensorSpec> specs;
+  std::vector<TensorSpec> specs;
   std::vector<std::pair<size_t, int>> source;  // (unit, slot; -1 = step)
   for (size_t i = 0; i < units_.size(); ++i) {
     const UnitShardState& u = units_[i];
@@ -199,11 +199,11 @@ void ShardedOptimizer::save_state_file(train::TensorFileSink& files, const std::
 
 void ShardedOptimizer::load_state_file(const std::string& path) {
   if (!spilled_) {
-    load_state(train::load_safetensors(path), path);
+    load_state(load_safetensors(path), path);
     return;
   }
   // Unit by unit, with load_state's checks: names, shapes and dtypes.
-  train::SafetensorsReader reader(path);
+  SafetensorsReader reader(path);
   const auto suffixes = slot_suffixes();
   size_t expected = units_.size() * (suffixes.size() + 1);
   if (reader.tensors().size() != expected)
@@ -243,8 +243,8 @@ void ShardedOptimizer::materialize() {
   spilled_ = false;
 }
 
-train::NamedTensors ShardedOptimizer::state_tensors() const {
-  train::NamedTensors out;
+NamedTensors ShardedOptimizer::state_tensors() const {
+  NamedTensors out;
   for (const auto& u : units_) {
     out.emplace_back(u.unit + ".master", u.master);
     if (u.exp_avg.defined()) {
@@ -257,7 +257,7 @@ train::NamedTensors ShardedOptimizer::state_tensors() const {
   return out;
 }
 
-void ShardedOptimizer::load_state(const train::NamedTensors& state, const std::string& source) {
+void ShardedOptimizer::load_state(const NamedTensors& state, const std::string& source) {
   std::map<std::string, at::Tensor> by_name(state.begin(), state.end());
   auto expected = state_tensors();
   if (by_name.size() != expected.size())
@@ -280,4 +280,4 @@ void ShardedOptimizer::load_state(const train::NamedTensors& state, const std::s
   }
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -24,7 +24,7 @@
 #include "engine/named_tensors.hpp"
 #include "engine/optim/param_groups.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 struct UnitShardState {
   std::string unit;
@@ -42,7 +42,7 @@ class ShardedOptimizer {
  public:
   // The built-in groups of the job's optimizer section (builtin_optimizer_setup).
   ShardedOptimizer(const config::OptimizerSection& section, int rank, at::ScalarType master_dtype = at::kFloat);
-  ShardedOptimizer(train::OptimizerSetup setup, int rank, at::ScalarType master_dtype = at::kFloat);
+  ShardedOptimizer(OptimizerSetup setup, int rank, at::ScalarType master_dtype = at::kFloat);
 
   at::ScalarType master_dtype() const { return master_dtype_; }
   // Where units added from now on keep their master, gradient shard and states: `device` (the
@@ -59,14 +59,14 @@ class ShardedOptimizer {
   UnitShardState& add_unit(const std::string& name, const FlatLayout& layout, std::vector<int> groups,
                            const at::Tensor& master,
                            bool adopt_master = false);
-  const train::OptimizerSetup& setup() const { return setup_; }
+  const OptimizerSetup& setup() const { return setup_; }
   std::deque<UnitShardState>& units() { return units_; }  // stable references
 
   void zero_grads();
   // Updates every unit, each parameter with its group's hyper-parameters (one entry per group of
   // the setup); `after_unit` (optional) sees each unit right after its update, while its master is
   // in memory (with nvme offload, the only moment it is).
-  void step(const std::vector<train::GroupHyper>& groups, const std::function<void(int, UnitShardState&)>& after_unit = {});
+  void step(const std::vector<GroupHyper>& groups, const std::function<void(int, UnitShardState&)>& after_unit = {});
   // Every group at learning rate `lr`, its other hyper-parameters as built.
   void step(double lr, const std::function<void(int, UnitShardState&)>& after_unit = {}) {
     step(setup_.at_lr(lr), after_unit);
@@ -91,21 +91,21 @@ class ShardedOptimizer {
 
   // Checkpoint tensors: "<unit>.master", "<unit>.exp_avg", "<unit>.exp_avg_sq" | "<unit>.momentum",
   // "<unit>.step". load_state checks names and shapes first (RunError naming `source`).
-  train::NamedTensors state_tensors() const;
-  void load_state(const train::NamedTensors& state, const std::string& source);
+  NamedTensors state_tensors() const;
+  void load_state(const NamedTensors& state, const std::string& source);
   // The same tensors as one safetensors file. With nvme offload they stream unit by unit between
   // the file and the offload store, so a checkpoint never holds more than one unit's states.
-  void save_state_file(train::TensorFileSink& files, const std::string& file);
+  void save_state_file(TensorFileSink& files, const std::string& file);
   void save_state_file(const std::string& path);
   void load_state_file(const std::string& path);
 
  private:
-  void update(UnitShardState& u, const std::vector<train::GroupHyper>& groups);
+  void update(UnitShardState& u, const std::vector<GroupHyper>& groups);
   std::vector<at::Tensor*> state_slots(UnitShardState& u);  // master first, then the moments
   void spill_unit(size_t i);
   std::vector<std::string> slot_suffixes() const;  // state_tensors() names after "<unit>", step excluded
 
-  train::OptimizerSetup setup_;
+  OptimizerSetup setup_;
   int rank_;
   at::ScalarType master_dtype_;
   at::Device device_ = at::kCPU, engine_device_ = at::kCPU;
@@ -116,4 +116,4 @@ class ShardedOptimizer {
   std::deque<UnitShardState> units_;
 };
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -7,7 +7,7 @@
 
 #include <optional>
 
-namespace accel::backends {
+namespace accel::engine {
 namespace {
 
 size_t whole_pages(size_t bytes) {
@@ -105,4 +105,4 @@ at::Tensor host_empty(int64_t numel, at::ScalarType dtype, at::Device for_device
   return at::empty({numel}, at::TensorOptions(dtype).pinned_memory(true));
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

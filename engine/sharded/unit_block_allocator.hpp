@@ -18,7 +18,7 @@
 #include <mutex>
 #include <vector>
 
-namespace accel::backends {
+namespace accel::engine {
 
 class UnitBlockAllocator final : public c10::Allocator {
  public:
@@ -57,4 +57,4 @@ at::Tensor unit_zeros(int64_t numel, at::ScalarType dtype, at::Device device = a
 // plain unit_empty (nothing to pin for).
 at::Tensor host_empty(int64_t numel, at::ScalarType dtype, at::Device for_device);
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -4,7 +4,7 @@
 
 #include "runtime/config/plan/unit_grouping.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 using plan::group_by_bucket;
 using plan::group_by_size;
 using plan::group_name;
@@ -12,4 +12,4 @@ using plan::groups_for_wrap_policy;
 using plan::one_group_for_all;
 using plan::one_group_per_unit;
 using plan::UnitGroups;
-}  // namespace accel::backends
+}  // namespace accel::engine

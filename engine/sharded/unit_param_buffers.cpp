@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-namespace accel::backends {
+namespace accel::engine {
 namespace {
 
 // Frees or re-allocates a flat buffer's memory while every view of it stays valid (FSDP's
@@ -162,4 +162,4 @@ void UnitParamBuffers::prefetch_from(int u, int direction) {
   }
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

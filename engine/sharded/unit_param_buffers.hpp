@@ -28,7 +28,7 @@
 #include "engine/sharded/unit_trace.hpp"
 #include "runtime/comm/communicator.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 // Where staged units' shards come from (nvme_param_store.hpp): stage(unit) returns the shard in a
 // staging buffer, one of at most capacity() held at once; unstage(unit) gives the buffer back.
@@ -97,4 +97,4 @@ class UnitParamBuffers {
   int64_t peak_transient_bytes_ = 0;
 };
 
-}  // namespace accel::backends
+}  // namespace accel::engine

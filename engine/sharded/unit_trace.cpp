@@ -7,7 +7,7 @@
 
 #include "runtime/common/errors.hpp"
 
-namespace accel::backends {
+namespace accel::engine {
 
 const char* to_string(TraceEvent event) {
   switch (event) {
@@ -78,4 +78,4 @@ void UnitTrace::write_chrome_trace(const std::string& path) const {
   if (!f) throw RunError("--trace: cannot write " + path);
 }
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace accel::backends {
+namespace accel::engine {
 
 enum class TraceEvent {
   gather_issued,
@@ -51,4 +51,4 @@ class UnitTrace {
   std::vector<Entry> events_;
 };
 
-}  // namespace accel::backends
+}  // namespace accel::engine

@@ -14,7 +14,7 @@
 #include <stdexcept>
 #include <utility>
 
-namespace accel::train::ckpt {
+namespace accel::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
@@ -531,4 +531,4 @@ Manifest verify_checkpoint(const std::string& dir, int machine) {
   return m;
 }
 
-}  // namespace accel::train::ckpt
+}  // namespace accel::checkpoint

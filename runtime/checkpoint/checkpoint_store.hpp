@@ -36,7 +36,7 @@
 
 #include "runtime/common/errors.hpp"
 
-namespace accel::train::ckpt {
+namespace accel::checkpoint {
 
 // Every problem with a checkpoint on disk. The message names the file (full path), what is wrong
 // and how to fix it.
@@ -140,4 +140,4 @@ Manifest read_manifest(const std::string& dir);
 // in Manifest::elsewhere); `machine` (>= 0) makes the files that machine holds required.
 Manifest verify_checkpoint(const std::string& dir, int machine = -1);
 
-}  // namespace accel::train::ckpt
+}  // namespace accel::checkpoint

@@ -7,7 +7,7 @@
 
 #include "runtime/checkpoint/node_local.hpp"
 
-namespace accel::train::ckpt {
+namespace accel::checkpoint {
 namespace {
 
 // Short enough that a commit follows the last report promptly, long enough that a background
@@ -136,4 +136,4 @@ RankReport report_from_text(const std::string& text) {
   return {files_from_text(j["files"].dump()), j["error"].get<std::string>()};
 }
 
-}  // namespace accel::train::ckpt
+}  // namespace accel::checkpoint

@@ -25,7 +25,7 @@
 
 #include "runtime/checkpoint/checkpoint_store.hpp"
 
-namespace accel::train::ckpt {
+namespace accel::checkpoint {
 
 struct Mailbox {
   std::function<void(const std::string& key, const std::string& value)> set;
@@ -75,4 +75,4 @@ std::vector<std::vector<FileEntry>> files_of_groups(const CommitExchange& exchan
 std::string report_to_text(const RankReport& report);
 RankReport report_from_text(const std::string& text);
 
-}  // namespace accel::train::ckpt
+}  // namespace accel::checkpoint

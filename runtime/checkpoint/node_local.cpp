@@ -9,7 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
-namespace accel::train::ckpt {
+namespace accel::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
@@ -173,4 +173,4 @@ std::string elsewhere_note(const Manifest& verified, const std::string& dir) {
          "/) and name it in training.resume or to accel merge-weights";
 }
 
-}  // namespace accel::train::ckpt
+}  // namespace accel::checkpoint

@@ -13,7 +13,7 @@
 
 #include "runtime/checkpoint/checkpoint_store.hpp"
 
-namespace accel::train::ckpt {
+namespace accel::checkpoint {
 
 // The rendezvous store as the probe and the commit need it: set a key, and get one, waiting
 // until some rank has set it (the store's timeout bounds the wait).
@@ -59,4 +59,4 @@ std::vector<FileEntry> files_from_text(const std::string& text);
 // absent files (a few names each) and how to assemble a complete copy of `dir`.
 std::string elsewhere_note(const Manifest& verified, const std::string& dir);
 
-}  // namespace accel::train::ckpt
+}  // namespace accel::checkpoint

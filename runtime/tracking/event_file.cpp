@@ -99,7 +99,7 @@ EventFile::EventFile(const std::string& dir, int64_t keep_below) {
     }
   }
   const std::string staged = path_ + ".tmp";
-  train::ckpt::write_file_synced(staged, kept);
+  checkpoint::write_file_synced(staged, kept);
   std::error_code ec;
   std::filesystem::rename(staged, path_, ec);
   if (ec) throw RunError("cannot replace " + path_ + ": " + ec.message());

@@ -45,7 +45,7 @@ std::string read_text(const fs::path& path) {
 void write_replacing(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());
   const std::string staged = path.string() + ".tmp";
-  train::ckpt::write_file_synced(staged, text);
+  checkpoint::write_file_synced(staged, text);
   std::error_code ec;
   fs::rename(staged, path, ec);
   if (ec) throw RunError("cannot replace " + path.string() + ": " + ec.message());

@@ -50,7 +50,7 @@ TEST_CASE("built-in models as modules: spec names and the seeded init equal the 
                                                          " --n-layer 3 --n-embd 32 --vocab-size 50 --block-size 16 --seed 7");
     INFO(run.output);
     REQUIRE(run.exit_code == 0);
-    const auto want = accel::train::load_safetensors(out);
+    const auto want = accel::engine::load_safetensors(out);
     const auto got = module->spec_parameters();
     REQUIRE(got.size() == want.size());
     for (size_t i = 0; i < want.size(); ++i) {
@@ -83,13 +83,13 @@ TEST_CASE("built-in models as modules: logits and loss match the Python referenc
     const auto weights = (dir.path() / "weights.safetensors").string();
     const auto inputs = (dir.path() / "inputs.safetensors").string();
     const auto out = (dir.path() / "reference.safetensors").string();
-    accel::train::save_safetensors(weights, module->spec_parameters());
-    accel::train::save_safetensors(inputs, {{"idx", idx}, {"targets", targets}});
+    accel::engine::save_safetensors(weights, module->spec_parameters());
+    accel::engine::save_safetensors(inputs, {{"idx", idx}, {"targets", targets}});
     auto run = run_python_script("gpt_reference.py", "forward " + shell_quote(weights) + " " + shell_quote(inputs) + " " +
                                                          shell_quote(out) + model_flag(section) + " --n-head 4");
     INFO(run.output);
     REQUIRE(run.exit_code == 0);
-    const auto reference = accel::train::load_safetensors(out);
+    const auto reference = accel::engine::load_safetensors(out);
     REQUIRE(reference.size() == 2);
     REQUIRE(reference[0].first == "logits");
 

@@ -159,10 +159,10 @@ std::vector<at::Tensor> train(const accel::config::JobConfig& job, int world) {
       [&](accel::comm::Communicator& comm) {
         Net net;
         set_values(net);
-        std::vector<accel::backends::UnitSpec> specs;
+        std::vector<accel::engine::UnitSpec> specs;
         std::vector<std::pair<std::string, torch::nn::Module*>> boundaries;
         for (auto& unit : accel::api::apply_unit_policy(*net, {})) {
-          accel::backends::UnitSpec spec;
+          accel::engine::UnitSpec spec;
           spec.name = unit.name;
           spec.params = unit.params;
           spec.groups.assign(unit.params.size(), 0);
@@ -171,14 +171,14 @@ std::vector<at::Tensor> train(const accel::config::JobConfig& job, int world) {
           if (unit.boundary) boundaries.emplace_back(unit.name, unit.boundary);
           specs.push_back(std::move(spec));
         }
-        accel::train::OptimizerSetup setup;
-        accel::train::GroupHyper hyper;
+        accel::engine::OptimizerSetup setup;
+        accel::engine::GroupHyper hyper;
         hyper.lr = 0.05;
         hyper.weight_decay = 0.1;
         setup.groups = {hyper};
-        auto backend = accel::backends::make_backend(job, comm, std::move(specs), setup);
+        auto backend = accel::engine::make_backend(job, comm, std::move(specs), setup);
         backend->wait_parameters();
-        accel::train::UnitHooks* hooks = nullptr;
+        accel::engine::UnitHooks* hooks = nullptr;
         std::shared_ptr<accel::detail::UnitSink> sink;
         const bool recompute = job.fsdp.activation_checkpointing;
         if (frees_parameters(job) || recompute)

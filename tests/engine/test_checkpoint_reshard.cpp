@@ -15,9 +15,9 @@
 #include "runtime/common/errors.hpp"
 #include "tests/support/temp_dir.hpp"
 
-using namespace accel::backends;
+using namespace accel::engine;
 using accel::RunError;
-using accel::train::NamedTensors;
+using accel::engine::NamedTensors;
 
 // ---- pure arithmetic ----------------------------------------------------------------------------
 
@@ -132,7 +132,7 @@ ShardedOptimizer make_shards(const TinyModel& m, const accel::config::OptimizerS
       return expected_flat(m, u, world, kind).narrow(0, rank * layout.shard_numel(), layout.shard_numel());
     };
     std::vector<int> groups;
-    for (const auto& p : m.params[u]) groups.push_back(accel::train::builtin_param_group(int64_t(p.shape.size())));
+    for (const auto& p : m.params[u]) groups.push_back(accel::engine::builtin_param_group(int64_t(p.shape.size())));
     auto& st = opt.add_unit(m.units[u], layout, groups, filled ? slice(kParamKind) : at::zeros({layout.shard_numel()}));
     if (!filled) continue;
     for (const auto& kind : kinds_of(s)) {
@@ -147,7 +147,7 @@ ShardedOptimizer make_shards(const TinyModel& m, const accel::config::OptimizerS
 nlohmann::json write_zero_checkpoint(const std::string& dir, const TinyModel& m, const accel::config::OptimizerSection& s,
                                      int world, int64_t step) {
   for (int r = 0; r < world; ++r)
-    accel::train::save_safetensors(dir + "/" + zero_shard_file(r), make_shards(m, s, world, r, true, step).state_tensors());
+    accel::engine::save_safetensors(dir + "/" + zero_shard_file(r), make_shards(m, s, world, r, true, step).state_tensors());
   std::vector<ZeroUnitRecord> records;
   for (size_t u = 0; u < m.units.size(); ++u) records.push_back({m.units[u], layout_of(m, u, world), m.params[u]});
   return zero_layout_json("test", world, records, kinds_of(s));
@@ -168,7 +168,7 @@ NamedTensors expected_params(const TinyModel& m, const std::string& kind) {
 
 nlohmann::json write_replicated_checkpoint(const std::string& dir, const TinyModel& m, int64_t step) {
   NamedTensors params = expected_params(m, kParamKind);
-  auto opt = accel::train::Optimizer::make(adamw(), params);
+  auto opt = accel::engine::Optimizer::make(adamw(), params);
   NamedTensors state = opt->state_tensors();
   for (auto& [key, t] : state) {
     if (key == "step_count" || key.rfind("step.", 0) == 0) {
@@ -180,8 +180,8 @@ nlohmann::json write_replicated_checkpoint(const std::string& dir, const TinyMod
       if (n == name) t.copy_(v);
   }
   opt->load_state(state);
-  accel::train::save_safetensors(dir + "/model.safetensors", params);
-  accel::train::save_safetensors(dir + "/optimizer.safetensors", opt->state_tensors());
+  accel::engine::save_safetensors(dir + "/model.safetensors", params);
+  accel::engine::save_safetensors(dir + "/optimizer.safetensors", opt->state_tensors());
   return {{"layout", "replicated"}};
 }
 
@@ -255,9 +255,9 @@ TEST_CASE("resuming at another world size, a rank reads only the values of its o
         int64_t own_values = 0;
         for (size_t u = 0; u < m.units.size(); ++u)
           for (const auto& seg : layout_of(m, u, world).segments(r)) own_values += seg.numel;
-        const uint64_t before = accel::train::SafetensorsReader::data_bytes_read_on_this_thread();
+        const uint64_t before = accel::engine::SafetensorsReader::data_bytes_read_on_this_thread();
         restore_shards(*source, opt.units(), m.params, "test");
-        const uint64_t read = accel::train::SafetensorsReader::data_bytes_read_on_this_thread() - before;
+        const uint64_t read = accel::engine::SafetensorsReader::data_bytes_read_on_this_thread() - before;
         CHECK(read == uint64_t(own_values * kinds * 4));
         all_ranks += read;
       }
@@ -282,7 +282,7 @@ TEST_CASE("a replicated checkpoint resumes as shards, and shards resume a replic
     auto source = CanonicalState::open(dir.path().string(), write_zero_checkpoint(dir.path().string(), m, adamw(), 3, 9));
     NamedTensors params = expected_params(m, kParamKind);
     for (auto& [name, p] : params) p = at::zeros_like(p);
-    auto opt = accel::train::Optimizer::make(adamw(), params);
+    auto opt = accel::engine::Optimizer::make(adamw(), params);
     restore_replicated(*source, params, *opt, "test");
     auto want = expected_params(m, kParamKind);
     for (size_t i = 0; i < params.size(); ++i) CHECK(at::equal(params[i].second, want[i].second));
@@ -304,7 +304,7 @@ TEST_CASE("a zero record of format 1 (no parameter records) is read through mode
   accel::test::TempDir dir;
   TinyModel m;
   write_zero_checkpoint(dir.path().string(), m, adamw(), 2, 4);
-  accel::train::save_safetensors(dir.path().string() + "/model.safetensors", expected_params(m, kParamKind));
+  accel::engine::save_safetensors(dir.path().string() + "/model.safetensors", expected_params(m, kParamKind));
   nlohmann::json legacy = {{"layout", "zero"}, {"world_size", 2}, {"policy", "deepspeed zero_stage 2"},
                            {"units", {{{"unit", "a"}, {"numel", 9}}, {{"unit", "b"}, {"numel", 4}}}}};
   auto source = CanonicalState::open(dir.path().string(), legacy);

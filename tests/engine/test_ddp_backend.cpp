@@ -11,7 +11,7 @@
 #include "tests/comm/comm_test_support.hpp"
 #include "tests/support/prepared_builtin.hpp"
 
-using accel::backends::DdpBackend;
+using accel::engine::DdpBackend;
 using accel::comm::Communicator;
 using accel::comm::FakeWorld;
 using accel::test::builtin_module;
@@ -64,8 +64,8 @@ class ObservedCommunicator : public Communicator {
 
 // The ddp engine over the built-in model's units, as prepared for the trainer.
 PreparedBuiltin::EngineFactory ddp_engine(Communicator& comm, const accel::config::JobConfig& job) {
-  return [&comm, &job](std::vector<accel::backends::UnitSpec> specs) {
-    return std::make_unique<DdpBackend>(comm, std::move(specs), accel::train::builtin_optimizer_setup(job.optimizer),
+  return [&comm, &job](std::vector<accel::engine::UnitSpec> specs) {
+    return std::make_unique<DdpBackend>(comm, std::move(specs), accel::engine::builtin_optimizer_setup(job.optimizer),
                                         job.ddp.bucket_cap_mb);
   };
 }

@@ -10,9 +10,9 @@
 #include "tests/comm/comm_test_support.hpp"
 #include "tests/support/prepared_builtin.hpp"
 
-using accel::backends::FsdpPlan;
-using accel::backends::plan_fsdp;
-using accel::backends::PrefetchPolicy;
+using accel::engine::FsdpPlan;
+using accel::engine::plan_fsdp;
+using accel::engine::PrefetchPolicy;
 using namespace accel::config;
 
 namespace {
@@ -25,7 +25,7 @@ bool has_note(const FsdpPlan& plan, const std::string& text) {
   return false;
 }
 
-const accel::backends::FsdpIssue* issue(const std::vector<accel::backends::FsdpIssue>& issues, const std::string& key) {
+const accel::engine::FsdpIssue* issue(const std::vector<accel::engine::FsdpIssue>& issues, const std::string& key) {
   for (const auto& i : issues)
     if (i.key == key) return &i;
   return nullptr;

@@ -66,8 +66,8 @@ Peak run(const config::JobConfig& job, std::chrono::milliseconds delay) {
       },
       [&](comm::Communicator& comm) {
         const plan::ResolvedPlan resolved = plan::resolve_plan(job);
-        test::PreparedBuiltin model(job, test::builtin_module(job.model, 3), [&](std::vector<backends::UnitSpec> specs) {
-          return backends::make_backend(resolved, comm, std::move(specs), train::builtin_optimizer_setup(job.optimizer));
+        test::PreparedBuiltin model(job, test::builtin_module(job.model, 3), [&](std::vector<engine::UnitSpec> specs) {
+          return engine::make_backend(resolved, comm, std::move(specs), engine::builtin_optimizer_setup(job.optimizer));
         });
         auto& engine = model.engine();
         for (int step = 0; step < 2; ++step) {

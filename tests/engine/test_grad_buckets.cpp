@@ -5,9 +5,9 @@
 
 #include "engine/replicated/grad_buckets.hpp"
 
-using accel::backends::Bucket;
-using accel::backends::BucketParam;
-using accel::backends::plan_buckets;
+using accel::engine::Bucket;
+using accel::engine::BucketParam;
+using accel::engine::plan_buckets;
 
 namespace {
 

@@ -7,7 +7,7 @@
 
 #include "engine/sharded/host_grad_landing.hpp"
 
-using accel::backends::HostGradLanding;
+using accel::engine::HostGradLanding;
 
 TEST_CASE("host grad landing: shards are added at settle, accumulation keeps every contribution", "[offload]") {
   HostGradLanding landing(at::kCPU);

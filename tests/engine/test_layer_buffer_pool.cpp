@@ -8,8 +8,8 @@
 #include "engine/sharded/layer_buffer_pool.hpp"
 #include "engine/sharded/unit_block_allocator.hpp"
 
-using accel::backends::LayerBufferPool;
-using accel::backends::UnitBlockAllocator;
+using accel::engine::LayerBufferPool;
+using accel::engine::UnitBlockAllocator;
 
 TEST_CASE("layer buffer pool: slots are reused, frozen, and larger requests fall back", "[layer_buffers]") {
   LayerBufferPool* pool = LayerBufferPool::create(at::kCPU, 64 * 4, &UnitBlockAllocator::instance());
@@ -33,7 +33,7 @@ TEST_CASE("layer buffer pool: slots are reused, frozen, and larger requests fall
     CHECK(pool->fallbacks() == 2);
   }
   // A storage given to the pool regrows into a slot (UnitParamBuffers' release and issue).
-  at::Tensor unit = accel::backends::unit_empty(64, at::kFloat);
+  at::Tensor unit = accel::engine::unit_empty(64, at::kFloat);
   c10::StorageImpl* storage = unit.storage().unsafeGetStorageImpl();
   storage->set_data_ptr_noswap(at::DataPtr(nullptr, at::kCPU));
   storage->set_nbytes(0);

@@ -26,8 +26,8 @@
 using accel::comm::Communicator;
 using accel::config::Backend;
 using accel::config::JobConfig;
-using accel::train::LossScalerSettings;
-using accel::backends::GradScaling;
+using accel::engine::LossScalerSettings;
+using accel::engine::GradScaling;
 
 namespace {
 
@@ -159,7 +159,7 @@ TEST_CASE("an overflowed step is skipped on every rank and leaves no trace", "[l
 }
 
 TEST_CASE("the loss scaling's checkpoint state: the scale and the skipped count come back", "[loss_scaling]") {
-  accel::train::LossScaler scaler(dynamic_scaler());
+  accel::engine::LossScaler scaler(dynamic_scaler());
   scaler.update(true);  // 1024 -> 512
   GradScaling resumed(dynamic_scaler());
   resumed.restore({{"loss_scaler", scaler.state()}, {"skipped_steps", 3}});

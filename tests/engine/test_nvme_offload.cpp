@@ -12,7 +12,7 @@
 #include "runtime/config/job.hpp"
 #include "tests/support/temp_dir.hpp"
 
-using namespace accel::backends;
+using namespace accel::engine;
 
 TEST_CASE("nvme store: every unit streams through the pool and is written back, for any buffer count",
           "[offload]") {
@@ -162,7 +162,7 @@ TEST_CASE("sharded optimizer: states in files update exactly like states in memo
   const std::string from_memory = (dir.path() / "memory.safetensors").string();
   on_disk.save_state_file(from_disk);
   in_memory.save_state_file(from_memory);
-  auto file_a = accel::train::load_safetensors(from_disk), file_b = accel::train::load_safetensors(from_memory);
+  auto file_a = accel::engine::load_safetensors(from_disk), file_b = accel::engine::load_safetensors(from_memory);
   REQUIRE(file_a.size() == file_b.size());
   for (size_t i = 0; i < file_a.size(); ++i) {
     CHECK(file_a[i].first == file_b[i].first);

@@ -30,7 +30,7 @@
 #include "tests/support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
-using namespace accel::backends;
+using namespace accel::engine;
 using accel::comm::Communicator;
 
 TEST_CASE("nvme param store: shards in files of their dtype, or read from the master file, through a bounded pool",
@@ -200,7 +200,7 @@ Observed run(const Setup& s, int steps, int first_step = 0, const fs::path& resu
             if (pinned) root_shard_bytes = bytes;
             else shard_bytes.push_back(bytes);
           }
-          return std::make_unique<ShardedEngine>(comm, std::move(specs), accel::train::builtin_optimizer_setup(job.optimizer),
+          return std::make_unique<ShardedEngine>(comm, std::move(specs), accel::engine::builtin_optimizer_setup(job.optimizer),
                                                  policy_for(s, dir.path()));
         };
         {
@@ -217,7 +217,7 @@ Observed run(const Setup& s, int steps, int first_step = 0, const fs::path& resu
           auto full = engine.full_parameters();
           nlohmann::json saved;
           if (!save.empty()) {
-            accel::train::DirectFileSink files(save.string());
+            accel::engine::DirectFileSink files(save.string());
             saved = engine.save_state(files, {});
           }
           std::lock_guard<std::mutex> lock(mu);

@@ -10,7 +10,7 @@
 #include "runtime/comm/fake_communicator.hpp"
 #include "tests/comm/comm_test_support.hpp"
 
-using accel::backends::UnitSpec;
+using accel::engine::UnitSpec;
 using accel::comm::Communicator;
 
 TEST_CASE("AccumulateGrad hooks: once per pass for a parameter used twice; before() can redirect .grad",
@@ -19,7 +19,7 @@ TEST_CASE("AccumulateGrad hooks: once per pass for a parameter used twice; befor
   at::Tensor buffer = torch::zeros({8});
   std::vector<int> before, after;
   {
-    accel::backends::GradReadyHooks hooks(
+    accel::engine::GradReadyHooks hooks(
         {w},
         [&](int i) {
           before.push_back(i);
@@ -70,12 +70,12 @@ std::vector<UnitSpec> specs_of(Net& net) {
   return out;
 }
 
-accel::train::OptimizerSetup two_groups() {
-  accel::train::OptimizerSetup setup;
-  accel::train::GroupHyper decay;
+accel::engine::OptimizerSetup two_groups() {
+  accel::engine::OptimizerSetup setup;
+  accel::engine::GroupHyper decay;
   decay.lr = 0.05;
   decay.weight_decay = 0.1;
-  accel::train::GroupHyper plain = decay;
+  accel::engine::GroupHyper plain = decay;
   plain.weight_decay = 0;
   plain.lr = 0.02;  // another learning rate: groups must not be mixed up
   setup.groups = {decay, plain};
@@ -103,7 +103,7 @@ std::vector<at::Tensor> train(accel::config::JobConfig job, int world, bool zero
       [&](Communicator& comm) {
         Net net;
         set_values(net);
-        auto backend = accel::backends::make_backend(job, comm, specs_of(net), two_groups());
+        auto backend = accel::engine::make_backend(job, comm, specs_of(net), two_groups());
         backend->wait_parameters();
         for (int step = 0; step < 3; ++step) {
           for (int m = 0; m < 2; ++m) {
@@ -183,7 +183,7 @@ TEST_CASE("a module without unit hooks: stage 3 and FULL_SHARD are refused, nami
                           job_for(Backend::fsdp, 0, accel::config::ShardingStrategy::HYBRID_SHARD)}) {
     Net net;
     set_values(net);
-    CHECK_THROWS_WITH(accel::backends::make_backend(job, *comm, specs_of(net), two_groups()),
+    CHECK_THROWS_WITH(accel::engine::make_backend(job, *comm, specs_of(net), two_groups()),
                       Catch::Matchers::Contains("no unit boundaries") && Catch::Matchers::Contains("design B") &&
                           Catch::Matchers::Contains("wrap the blocks in accel::Unit<>"));
   }

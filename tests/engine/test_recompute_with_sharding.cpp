@@ -19,7 +19,7 @@
 
 using accel::test::builtin_module;
 using accel::test::PreparedBuiltin;
-using accel::train::UnitHooks;
+using accel::engine::UnitHooks;
 
 namespace {
 
@@ -88,14 +88,14 @@ TEST_CASE("FULL_SHARD: a recomputed unit is released after its forward and gathe
   auto errors = accel::test::run_ranks(
       2, [&](int r) { return world.communicator(r); },
       [&](accel::comm::Communicator& comm) {
-        accel::backends::ShardingPolicy policy;
+        accel::engine::ShardingPolicy policy;
         policy.label = "test FULL_SHARD";
         policy.shard_grads = policy.shard_params = true;
         policy.prefetch.forward = false;  // no prefetch: a unit is gathered only on demand
-        policy.prefetch.backward = accel::backends::PrefetchPolicy::Backward::none;
-        PreparedBuiltin model(job, builtin_module(job.model, 9), [&](std::vector<accel::backends::UnitSpec> specs) {
-          return std::make_unique<accel::backends::ShardedEngine>(
-              comm, std::move(specs), accel::train::builtin_optimizer_setup(job.optimizer), policy);
+        policy.prefetch.backward = accel::engine::PrefetchPolicy::Backward::none;
+        PreparedBuiltin model(job, builtin_module(job.model, 9), [&](std::vector<accel::engine::UnitSpec> specs) {
+          return std::make_unique<accel::engine::ShardedEngine>(
+              comm, std::move(specs), accel::engine::builtin_optimizer_setup(job.optimizer), policy);
         });
         if (!model.recomputes()) throw std::runtime_error("the wrappers do not recompute");
         auto& engine = model.engine();

@@ -14,9 +14,9 @@
 #include "tests/engine/tiny_job.hpp"
 #include "tests/support/prepared_builtin.hpp"
 
-using accel::backends::FlatLayout;
-using accel::backends::ShardedEngine;
-using accel::backends::ShardingPolicy;
+using accel::engine::FlatLayout;
+using accel::engine::ShardedEngine;
+using accel::engine::ShardingPolicy;
 using accel::comm::Communicator;
 
 TEST_CASE("flat layout: equal padded shards, segments cover every parameter element once", "[sharding]") {
@@ -44,21 +44,21 @@ TEST_CASE("flat layout: equal padded shards, segments cover every parameter elem
 }
 
 TEST_CASE("unit grouping: one per unit, whole model, and by size with the tail in the root", "[sharding][wrap]") {
-  using accel::backends::UnitGroups;
-  CHECK(accel::backends::one_group_per_unit(3) == UnitGroups{{0}, {1}, {2}});
-  CHECK(accel::backends::one_group_for_all(3) == UnitGroups{{0, 1, 2}});
+  using accel::engine::UnitGroups;
+  CHECK(accel::engine::one_group_per_unit(3) == UnitGroups{{0}, {1}, {2}});
+  CHECK(accel::engine::one_group_for_all(3) == UnitGroups{{0, 1, 2}});
   // embedding 100, four layers of 50, final 2: at 100, layers pair up and the final joins the root.
   const std::vector<int64_t> numels{100, 50, 50, 50, 50, 2};
-  CHECK(accel::backends::group_by_size(numels, 100) == UnitGroups{{0, 5}, {1, 2}, {3, 4}});
-  CHECK(accel::backends::group_by_size(numels, 1) == UnitGroups{{0}, {1}, {2}, {3}, {4}, {5}});
-  CHECK(accel::backends::group_by_size(numels, 150) == UnitGroups{{0, 4, 5}, {1, 2, 3}});
-  CHECK(accel::backends::group_by_size(numels, 1000) == UnitGroups{{0, 1, 2, 3, 4, 5}});  // FSDP: all in the root
-  CHECK(accel::backends::group_name({"h.0", "h.1"}) == "h.0+h.1");
+  CHECK(accel::engine::group_by_size(numels, 100) == UnitGroups{{0, 5}, {1, 2}, {3, 4}});
+  CHECK(accel::engine::group_by_size(numels, 1) == UnitGroups{{0}, {1}, {2}, {3}, {4}, {5}});
+  CHECK(accel::engine::group_by_size(numels, 150) == UnitGroups{{0, 4, 5}, {1, 2, 3}});
+  CHECK(accel::engine::group_by_size(numels, 1000) == UnitGroups{{0, 1, 2, 3, 4, 5}});  // FSDP: all in the root
+  CHECK(accel::engine::group_name({"h.0", "h.1"}) == "h.0+h.1");
 }
 
 TEST_CASE("unit grouping: ZeRO 1-2 buckets fill from the last unit backward", "[sharding][wrap]") {
-  using accel::backends::UnitGroups;
-  using accel::backends::group_by_bucket;
+  using accel::engine::UnitGroups;
+  using accel::engine::group_by_bucket;
   const std::vector<int64_t> numels{100, 50, 50, 50, 50, 2};
   // From the end: final (2) + h.3 (50) = 52; + h.2 would be 102 > 100, so h.2 opens the next bucket.
   CHECK(group_by_bucket(numels, 100) == UnitGroups{{0}, {1}, {2, 3}, {4, 5}});
@@ -77,8 +77,8 @@ using accel::test::tiny_job;
 // A ShardedEngine under `policy` over the built-in model's units, as prepared for the trainer.
 PreparedBuiltin::EngineFactory sharded_engine(Communicator& comm, const accel::config::JobConfig& job,
                                               const ShardingPolicy& policy) {
-  return [&comm, &job, policy](std::vector<accel::backends::UnitSpec> specs) {
-    return std::make_unique<ShardedEngine>(comm, std::move(specs), accel::train::builtin_optimizer_setup(job.optimizer),
+  return [&comm, &job, policy](std::vector<accel::engine::UnitSpec> specs) {
+    return std::make_unique<ShardedEngine>(comm, std::move(specs), accel::engine::builtin_optimizer_setup(job.optimizer),
                                            policy);
   };
 }

@@ -31,16 +31,16 @@ at::Tensor tokens(int rows, int offset, int vocab, int seq) {
 // initialized (`sharded` false) or built of placeholders and filled from the spec source; with a
 // `weights` file, loaded from it (whole, or as the engine's source). `bytes_read`: each rank's
 // data bytes read from the file by the source.
-std::vector<train::NamedTensors> run(const config::JobConfig& job, int world, bool sharded, const std::string& weights = "",
+std::vector<engine::NamedTensors> run(const config::JobConfig& job, int world, bool sharded, const std::string& weights = "",
                                      std::vector<uint64_t>* bytes_read = nullptr) {
   comm::FakeWorld fake(world);
-  std::vector<train::NamedTensors> seen;
+  std::vector<engine::NamedTensors> seen;
   if (bytes_read) bytes_read->assign(size_t(world), 0);
   auto errors = test::run_ranks(
       world, [&](int r) { return fake.communicator(r); },
       [&](comm::Communicator& comm) {
         std::shared_ptr<train::BuiltinModule> module;
-        std::shared_ptr<backends::UnitSource> source;
+        std::shared_ptr<engine::UnitSource> source;
         std::shared_ptr<train::WeightsFileSource> file_source;
         if (sharded) {
           train::PlaceholderScope scope(at::kCPU);
@@ -58,12 +58,12 @@ std::vector<train::NamedTensors> run(const config::JobConfig& job, int world, bo
           if (!weights.empty()) train::load_weights_into(module->spec_parameters(), weights);
         }
         const plan::ResolvedPlan resolved = plan::resolve_plan(job, plan::ModelFacts::builtin());
-        PreparedBuiltin model(job, module, [&](std::vector<backends::UnitSpec> specs) {
-          return backends::make_backend(resolved, comm, std::move(specs), train::builtin_optimizer_setup(job.optimizer),
+        PreparedBuiltin model(job, module, [&](std::vector<engine::UnitSpec> specs) {
+          return engine::make_backend(resolved, comm, std::move(specs), engine::builtin_optimizer_setup(job.optimizer),
                                         source);
         });
         auto& engine = model.engine();
-        std::vector<train::NamedTensors> mine{engine.full_parameters()};
+        std::vector<engine::NamedTensors> mine{engine.full_parameters()};
         for (int step = 0; step < 2; ++step) {
           auto* hooks = engine.begin_micro_step(0, true);
           const int r = comm.rank();
@@ -82,7 +82,7 @@ std::vector<train::NamedTensors> run(const config::JobConfig& job, int world, bo
   return seen;
 }
 
-void check_equal(const std::vector<train::NamedTensors>& a, const std::vector<train::NamedTensors>& b) {
+void check_equal(const std::vector<engine::NamedTensors>& a, const std::vector<engine::NamedTensors>& b) {
   REQUIRE(a.size() == b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     REQUIRE(a[i].size() == b[i].size());
@@ -140,9 +140,9 @@ TEST_CASE("sharded init: the replicated engine refuses a unit source", "[sharded
   auto source = train::make_spec_init_source(*module, job.model.n_layer, 1);
   const plan::ResolvedPlan resolved = plan::resolve_plan(job);
   CHECK_THROWS_WITH(PreparedBuiltin(job, module,
-                                    [&](std::vector<backends::UnitSpec> specs) {
-                                      return backends::make_backend(resolved, *comm, std::move(specs),
-                                                                    train::builtin_optimizer_setup(job.optimizer), source);
+                                    [&](std::vector<engine::UnitSpec> specs) {
+                                      return engine::make_backend(resolved, *comm, std::move(specs),
+                                                                    engine::builtin_optimizer_setup(job.optimizer), source);
                                     }),
                     Catch::Matchers::Contains("not a unit source"));
 }
@@ -156,7 +156,7 @@ TEST_CASE("sharded init: a weights file is read in slices, each rank its own, wi
   job.deepspeed.zero_stage = 3;
   job.deepspeed.stage3_param_persistence_threshold = 0;  // every layer released: read as shards
   auto source_model = test::builtin_module(job.model, 5);  // other values than the runs' own init
-  train::save_safetensors(path, source_model->spec_parameters());
+  engine::save_safetensors(path, source_model->spec_parameters());
   // The root (wte, wpe, ln_f) is kept whole on every rank; each layer's elements belong to one rank.
   uint64_t root_bytes = 0, layer_bytes = 0;
   for (const auto& [name, p] : source_model->spec_parameters())
@@ -183,7 +183,7 @@ TEST_CASE("sharded init: a weights file that is not the model's is refused befor
   config::JobConfig job = test::tiny_job();
   auto other = job.model;
   other.n_embd = 32;
-  train::save_safetensors(path, test::builtin_module(other, 1)->spec_parameters());
+  engine::save_safetensors(path, test::builtin_module(other, 1)->spec_parameters());
   std::shared_ptr<train::BuiltinModule> module;
   {
     train::PlaceholderScope scope(at::kCPU);

@@ -9,9 +9,9 @@
 
 #include "engine/sharded/unit_block_allocator.hpp"
 
-using accel::backends::UnitBlockAllocator;
-using accel::backends::unit_empty;
-using accel::backends::unit_zeros;
+using accel::engine::UnitBlockAllocator;
+using accel::engine::unit_empty;
+using accel::engine::unit_zeros;
 
 TEST_CASE("unit blocks: a released block is reused by its size until trim", "[memory]") {
   auto& blocks = UnitBlockAllocator::instance();

@@ -19,8 +19,8 @@ std::shared_ptr<train::BuiltinModule> builtin_module(const config::ModelSection&
 PreparedBuiltin::PreparedBuiltin(const config::JobConfig& job, comm::Communicator& comm,
                                  std::shared_ptr<train::BuiltinModule> module)
     : module_(std::move(module)) {
-  prepare(job, [&](std::vector<backends::UnitSpec> specs) {
-    return backends::make_backend(job, comm, std::move(specs), train::builtin_optimizer_setup(job.optimizer));
+  prepare(job, [&](std::vector<engine::UnitSpec> specs) {
+    return engine::make_backend(job, comm, std::move(specs), engine::builtin_optimizer_setup(job.optimizer));
   });
 }
 
@@ -44,7 +44,7 @@ void PreparedBuiltin::prepare(const config::JobConfig& job, const EngineFactory&
   loaded.job = job;
   std::unordered_map<const void*, int> group_of;
   for (const auto& [name, p] : module_->spec_parameters())
-    group_of[p.unsafeGetTensorImpl()] = train::builtin_param_group(p.dim());
+    group_of[p.unsafeGetTensorImpl()] = engine::builtin_param_group(p.dim());
   const at::Device device = module_->spec_parameters().front().second.device();
   api::PreparedUnits prepared =
       api::prepared_units(*module_, api::job_unit_policy(loaded, resolved, *module_), group_of, device);
@@ -62,12 +62,12 @@ void PreparedBuiltin::prepare(const config::JobConfig& job, const EngineFactory&
   sink_->refuse_second_use(recompute_ && !resolved.frees_parameters());
 }
 
-at::Tensor PreparedBuiltin::forward(const at::Tensor& idx, train::UnitHooks* hooks) {
+at::Tensor PreparedBuiltin::forward(const at::Tensor& idx, engine::UnitHooks* hooks) {
   engine_->wait_parameters();
   sink_->begin_micro_step();  // one forward per micro-step, as the trainer runs them
   hooks_ = hooks;
   struct Reset {
-    train::UnitHooks*& hooks;
+    engine::UnitHooks*& hooks;
     ~Reset() { hooks = nullptr; }
   } reset{hooks_};
   return module_->forward(idx);

@@ -32,7 +32,7 @@ std::shared_ptr<train::BuiltinModule> builtin_module(const config::ModelSection&
 class PreparedBuiltin {
  public:
   // Builds the engine over the units (a test's own: a ShardedEngine with its policy, a DdpBackend).
-  using EngineFactory = std::function<std::unique_ptr<backends::Backend>(std::vector<backends::UnitSpec>)>;
+  using EngineFactory = std::function<std::unique_ptr<engine::Backend>(std::vector<engine::UnitSpec>)>;
 
   struct UnitInfo {
     std::string name;    // "root", "h.0", "layer.2"
@@ -40,7 +40,7 @@ class PreparedBuiltin {
     bool pinned = false;  // no boundary: never released
   };
 
-  // The job's engine (backends::make_backend) with the job's optimizer section.
+  // The job's engine (engine::make_backend) with the job's optimizer section.
   PreparedBuiltin(const config::JobConfig& job, comm::Communicator& comm, std::shared_ptr<train::BuiltinModule> module);
   PreparedBuiltin(const config::JobConfig& job, std::shared_ptr<train::BuiltinModule> module,
                   const EngineFactory& make_engine);
@@ -48,18 +48,18 @@ class PreparedBuiltin {
   PreparedBuiltin(const PreparedBuiltin&) = delete;
   PreparedBuiltin& operator=(const PreparedBuiltin&) = delete;
 
-  backends::Backend& engine() { return *engine_; }
+  engine::Backend& engine() { return *engine_; }
   train::BuiltinModule& module() { return *module_; }
 
   // Logits of idx [B, T]; the wrappers' boundaries call `hooks` (nullptr: none) during this call.
   // Waits first for the parameters the forward reads outside any boundary (the root's). Each call
   // is one micro-step's forward (the sink's count of a wrapper's uses starts again).
-  at::Tensor forward(const at::Tensor& idx, train::UnitHooks* hooks);
+  at::Tensor forward(const at::Tensor& idx, engine::UnitHooks* hooks);
   // Mean token cross-entropy in fp32 (token_cross_entropy).
   static at::Tensor loss(const at::Tensor& logits, const at::Tensor& targets);
 
   // (spec name, parameter) in spec order: the tensors themselves.
-  train::NamedTensors parameters() const { return module_->spec_parameters(); }
+  engine::NamedTensors parameters() const { return module_->spec_parameters(); }
   // The engine's units, in the order they were given to it.
   const std::vector<UnitInfo>& units() const { return units_; }
   // The unit a wrapper is ("h.1"); throws std::out_of_range for another module.
@@ -71,9 +71,9 @@ class PreparedBuiltin {
   void prepare(const config::JobConfig& job, const EngineFactory& make_engine);
 
   std::shared_ptr<train::BuiltinModule> module_;
-  std::unique_ptr<backends::Backend> engine_;
+  std::unique_ptr<engine::Backend> engine_;
   std::shared_ptr<detail::UnitSink> sink_;
-  train::UnitHooks* hooks_ = nullptr;
+  engine::UnitHooks* hooks_ = nullptr;
   std::vector<UnitInfo> units_;
   std::unordered_map<const torch::nn::Module*, std::string> names_;
   bool recompute_ = false;

@@ -9,8 +9,8 @@
 
 namespace accel::train {
 
-NamedTensors BuiltinModule::spec_parameters() const {
-  NamedTensors out;
+engine::NamedTensors BuiltinModule::spec_parameters() const {
+  engine::NamedTensors out;
   for (const auto& p : named_parameters(/*recurse=*/true)) out.emplace_back(p.key(), p.value());
   return out;
 }

@@ -22,7 +22,7 @@ class BuiltinModule : public torch::nn::Module {
   // idx [B, T] int64 -> logits [B, T, vocab].
   virtual at::Tensor forward(const at::Tensor& idx) = 0;
   // (spec name, parameter) in spec order.
-  NamedTensors spec_parameters() const;
+  engine::NamedTensors spec_parameters() const;
   // The spec initialisation from `seed` (spec_init.hpp).
   void initialize(uint64_t seed);
 

@@ -10,14 +10,14 @@
 namespace accel::train {
 
 std::unique_ptr<torch::optim::Optimizer> make_builtin_optimizer(const config::OptimizerSection& section,
-                                                                const NamedTensors& parameters) {
-  const OptimizerSetup setup = builtin_optimizer_setup(section);
+                                                                const engine::NamedTensors& parameters) {
+  const engine::OptimizerSetup setup = engine::builtin_optimizer_setup(section);
   std::vector<std::vector<at::Tensor>> members(setup.groups.size());
-  for (const auto& [name, p] : parameters) members[size_t(builtin_param_group(p.dim()))].push_back(p);
+  for (const auto& [name, p] : parameters) members[size_t(engine::builtin_param_group(p.dim()))].push_back(p);
   std::vector<torch::optim::OptimizerParamGroup> groups;
   for (size_t g = 0; g < setup.groups.size(); ++g) {
     if (members[g].empty()) continue;
-    const GroupHyper& h = setup.groups[g];
+    const engine::GroupHyper& h = setup.groups[g];
     if (setup.kind == config::OptimizerName::adamw) {
       groups.emplace_back(members[g], std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(h.lr)
                                                                                        .betas({h.beta1, h.beta2})

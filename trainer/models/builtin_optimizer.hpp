@@ -15,7 +15,7 @@ namespace accel::train {
 
 // AdamW or SGD over `parameters` (spec order), empty groups left out.
 std::unique_ptr<torch::optim::Optimizer> make_builtin_optimizer(const config::OptimizerSection& section,
-                                                                const NamedTensors& parameters);
+                                                                const engine::NamedTensors& parameters);
 
 // Sets every param group's learning rate (the scheduled lr of this step).
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr);

@@ -21,16 +21,16 @@ std::string shape_text(at::IntArrayRef shape) {
 
 // The file's header against the model: every parameter present with its shape and a floating
 // dtype, and no other name.
-void check_weights_file(const SafetensorsReader& reader, const NamedTensors& params) {
+void check_weights_file(const engine::SafetensorsReader& reader, const engine::NamedTensors& params) {
   const std::string where = "weights file '" + reader.path() + "'";
   for (const auto& [name, param] : params) {
-    const SafetensorsReader::Info* info = reader.find(name);
+    const engine::SafetensorsReader::Info* info = reader.find(name);
     if (!info) throw RunError(where + ": parameter '" + name + "' is missing");
     if (at::IntArrayRef(info->shape) != param.sizes())
       throw RunError(where + ": parameter '" + name + "' has shape " + shape_text(info->shape) + ", the model needs " +
                      shape_text(param.sizes()));
     if (!at::isFloatingType(info->dtype))
-      throw RunError(where + ": parameter '" + name + "' has non-floating dtype " + safetensors_dtype_name(info->dtype));
+      throw RunError(where + ": parameter '" + name + "' has non-floating dtype " + engine::safetensors_dtype_name(info->dtype));
   }
   if (reader.tensors().size() != params.size()) {
     std::string extra;
@@ -45,14 +45,14 @@ void check_weights_file(const SafetensorsReader& reader, const NamedTensors& par
 
 }  // namespace
 
-void load_weights_into(const NamedTensors& params, const std::string& path) {
-  SafetensorsReader reader(path);
+void load_weights_into(const engine::NamedTensors& params, const std::string& path) {
+  engine::SafetensorsReader reader(path);
   check_weights_file(reader, params);
   torch::NoGradGuard no_grad;
   for (const auto& [name, param] : params) param.copy_(reader.read(name));
 }
 
-WeightsFileSource::WeightsFileSource(const NamedTensors& params, const std::string& path) : reader_(path) {
+WeightsFileSource::WeightsFileSource(const engine::NamedTensors& params, const std::string& path) : reader_(path) {
   check_weights_file(reader_, params);
 }
 

@@ -10,8 +10,8 @@
 
 namespace accel::train {
 
-using backends::is_placeholder;
-using backends::make_placeholder;
+using engine::is_placeholder;
+using engine::make_placeholder;
 
 // While one lives on this thread, the built-in models' layers (layers.hpp) create placeholders on
 // `device` instead of zero-filled parameters. Scopes nest; the innermost wins.

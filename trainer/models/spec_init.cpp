@@ -30,7 +30,7 @@ InitRule spec_init_rule(const std::string& spec_name, int n_layer) {
   throw std::invalid_argument("spec init: no rule for parameter '" + spec_name + "'");
 }
 
-void initialize_in_spec_order(const NamedTensors& parameters, int n_layer, uint64_t seed) {
+void initialize_in_spec_order(const engine::NamedTensors& parameters, int n_layer, uint64_t seed) {
   torch::NoGradGuard no_grad;
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
   for (const auto& [name, param] : parameters) {

@@ -34,6 +34,6 @@ constexpr double kInitStd = 0.02;
 InitRule spec_init_rule(const std::string& spec_name, int n_layer);
 
 // Initialises `parameters` (spec order) in place, drawing as documented above.
-void initialize_in_spec_order(const NamedTensors& parameters, int n_layer, uint64_t seed);
+void initialize_in_spec_order(const engine::NamedTensors& parameters, int n_layer, uint64_t seed);
 
 }  // namespace accel::train

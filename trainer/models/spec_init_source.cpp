@@ -6,7 +6,7 @@
 namespace accel::train {
 namespace {
 
-class SpecInitSource final : public backends::UnitSource {
+class SpecInitSource final : public engine::UnitSource {
  public:
   SpecInitSource(std::vector<SpecParam> params, int n_layer, uint64_t seed)
       : stream_(std::move(params), n_layer, seed), seed_(seed) {}
@@ -23,7 +23,7 @@ class SpecInitSource final : public backends::UnitSource {
 
 }  // namespace
 
-std::shared_ptr<backends::UnitSource> make_spec_init_source(BuiltinModule& model, int n_layer, uint64_t seed) {
+std::shared_ptr<engine::UnitSource> make_spec_init_source(BuiltinModule& model, int n_layer, uint64_t seed) {
   std::vector<SpecParam> params;
   for (const auto& [name, p] : model.spec_parameters()) params.push_back({name, p.sizes().vec(), p.scalar_type()});
   return std::make_shared<SpecInitSource>(std::move(params), n_layer, seed);

@@ -12,6 +12,6 @@
 namespace accel::train {
 
 // `model`: the built-in module (placeholders or not; only names, shapes and dtypes are read).
-std::shared_ptr<backends::UnitSource> make_spec_init_source(BuiltinModule& model, int n_layer, uint64_t seed);
+std::shared_ptr<engine::UnitSource> make_spec_init_source(BuiltinModule& model, int n_layer, uint64_t seed);
 
 }  // namespace accel::train

@@ -121,7 +121,7 @@ at::Tensor tokens(int rows, int offset) {
 // transient peaks left out: they follow the threads' pace).
 struct Run {
   std::vector<double> losses[2], norms[2];
-  train::NamedTensors full;
+  engine::NamedTensors full;
   nlohmann::json memory;
 };
 
@@ -143,7 +143,7 @@ Run run_world2(const config::JobConfig& job) {
           run.norms[r].push_back(engine.clip_grad_norm(1.0));
           engine.optimizer_step(1e-2);
         }
-        train::NamedTensors full = engine.full_parameters();  // collective
+        engine::NamedTensors full = engine.full_parameters();  // collective
         // Both ranks finish their collectives before either leaves (the fake world's rule).
         comm.barrier()->wait();
         if (r != 0) return;

@@ -13,7 +13,7 @@
 #include "support/temp_dir.hpp"
 
 using namespace accel;
-using namespace accel::train::ckpt;
+using namespace accel::checkpoint;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 

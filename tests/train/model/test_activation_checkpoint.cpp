@@ -23,8 +23,8 @@
 using accel::test::gpt_section;
 using accel::test::mlp_section;
 using accel::train::BuiltinModule;
-using accel::train::recompute_in_backward;
-using accel::train::UnitHooks;
+using accel::engine::recompute_in_backward;
+using accel::engine::UnitHooks;
 
 namespace {
 

@@ -13,7 +13,7 @@ using accel::test::gpt_section;
 using accel::test::parameter;
 using accel::train::load_weights_into;
 using accel::train::make_builtin_module;
-using accel::train::NamedTensors;
+using accel::engine::NamedTensors;
 
 namespace {
 // The weights of `model`, with `edit` applied, saved to a file in `dir`.
@@ -22,7 +22,7 @@ std::string edited_weights(accel::test::TempDir& dir, const accel::train::Builti
   NamedTensors tensors = model.spec_parameters();
   edit(tensors);
   const auto path = (dir.path() / "edited.safetensors").string();
-  accel::train::save_safetensors(path, tensors);
+  accel::engine::save_safetensors(path, tensors);
   return path;
 }
 }  // namespace
@@ -32,7 +32,7 @@ TEST_CASE("saved weights load back exactly into a fresh model", "[model][weights
   auto source = make_builtin_module(gpt_section());
   source->initialize(99);
   const auto path = (dir.path() / "weights.safetensors").string();
-  accel::train::save_safetensors(path, source->spec_parameters());
+  accel::engine::save_safetensors(path, source->spec_parameters());
   auto target = make_builtin_module(gpt_section());
   load_weights_into(target->spec_parameters(), path);
   auto a = source->spec_parameters(), b = target->spec_parameters();
@@ -41,7 +41,7 @@ TEST_CASE("saved weights load back exactly into a fresh model", "[model][weights
     CHECK(at::equal(a[i].second, b[i].second));
   }
   // The file lists the parameters in spec order.
-  auto file = accel::train::load_safetensors(path);
+  auto file = accel::engine::load_safetensors(path);
   for (size_t i = 0; i < a.size(); ++i) CHECK(file[i].first == a[i].first);
 }
 
@@ -50,7 +50,7 @@ TEST_CASE("loading converts the file's dtype to the model's", "[model][weights]"
   auto source = make_builtin_module(gpt_section());
   source->initialize(5);
   const auto path = (dir.path() / "fp32.safetensors").string();
-  accel::train::save_safetensors(path, source->spec_parameters());
+  accel::engine::save_safetensors(path, source->spec_parameters());
   auto section = gpt_section();
   section.dtype = accel::config::ParamDtype::bf16;
   auto target = make_builtin_module(section);

@@ -13,9 +13,9 @@
 #include "tests/support/temp_dir.hpp"
 #include "tests/train/model/model_test_support.hpp"
 
-using accel::train::load_safetensors;
-using accel::train::NamedTensors;
-using accel::train::save_safetensors;
+using accel::engine::load_safetensors;
+using accel::engine::NamedTensors;
+using accel::engine::save_safetensors;
 
 namespace {
 
@@ -104,7 +104,7 @@ TEST_CASE("SafetensorsReader reads single tensors and element ranges without the
   const auto path = (dir.path() / "r.safetensors").string();
   at::Tensor big = at::arange(24, at::TensorOptions(at::kFloat)).view({4, 6});
   save_safetensors(path, {{"step", at::scalar_tensor(7, at::kLong)}, {"big", big}, {"half", at::ones({3}, at::kHalf)}});
-  accel::train::SafetensorsReader reader(path);
+  accel::engine::SafetensorsReader reader(path);
   REQUIRE(reader.tensors().size() == 3);
   CHECK(reader.tensors()[1].name == "big");
   CHECK(reader.tensors()[1].shape == std::vector<int64_t>{4, 6});

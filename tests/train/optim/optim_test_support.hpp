@@ -30,23 +30,23 @@ inline std::vector<std::pair<std::string, std::vector<int64_t>>> gpt_like_shapes
 }
 
 // Leaf parameters (requires_grad) with seeded values, optionally in another dtype.
-inline train::NamedTensors make_params(uint64_t seed, at::ScalarType dtype = at::kFloat) {
+inline engine::NamedTensors make_params(uint64_t seed, at::ScalarType dtype = at::kFloat) {
   at::manual_seed(seed);
-  train::NamedTensors out;
+  engine::NamedTensors out;
   for (const auto& [name, shape] : gpt_like_shapes())
     out.emplace_back(name, (at::randn(shape) * 0.5).to(dtype).requires_grad_(true));
   return out;
 }
 
 // Deep copies (fresh leaves) of `params`, for a second optimizer over the same starting point.
-inline train::NamedTensors clone_params(const train::NamedTensors& params) {
-  train::NamedTensors out;
+inline engine::NamedTensors clone_params(const engine::NamedTensors& params) {
+  engine::NamedTensors out;
   for (const auto& [name, p] : params) out.emplace_back(name, p.detach().clone().requires_grad_(true));
   return out;
 }
 
 // Seeded gradients for every parameter, one list per step (same order as the parameters).
-inline std::vector<std::vector<at::Tensor>> make_grads(const train::NamedTensors& params, int steps, uint64_t seed,
+inline std::vector<std::vector<at::Tensor>> make_grads(const engine::NamedTensors& params, int steps, uint64_t seed,
                                                        double scale = 1.0) {
   at::manual_seed(seed);
   std::vector<std::vector<at::Tensor>> out(steps);
@@ -56,7 +56,7 @@ inline std::vector<std::vector<at::Tensor>> make_grads(const train::NamedTensors
 }
 
 // Sets p.grad() to a copy of each gradient (in the parameter's dtype).
-inline void set_grads(const train::NamedTensors& params, const std::vector<at::Tensor>& grads) {
+inline void set_grads(const engine::NamedTensors& params, const std::vector<at::Tensor>& grads) {
   for (size_t i = 0; i < params.size(); ++i) {
     at::Tensor p = params[i].second;
     p.mutable_grad() = grads[i].to(p.scalar_type()).clone();

@@ -14,7 +14,7 @@
 #include "engine/optim/optimizer.hpp"
 #include "tests/train/optim/optim_test_support.hpp"
 
-using namespace accel::train;
+using namespace accel::engine;
 using namespace accel::test;
 
 namespace {

@@ -16,6 +16,7 @@
 #include "trainer/lr_schedule.hpp"
 
 using namespace accel::train;
+using namespace accel::engine;
 using namespace accel::test;
 using accel::config::OptimizerSection;
 

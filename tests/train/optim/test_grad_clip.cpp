@@ -15,7 +15,7 @@
 #include "engine/optim/grad_clip.hpp"
 #include "tests/train/optim/optim_test_support.hpp"
 
-using namespace accel::train;
+using namespace accel::engine;
 using namespace accel::test;
 
 namespace {

@@ -8,8 +8,8 @@
 #include "runtime/common/errors.hpp"
 
 using accel::RunError;
-using accel::train::LossScaler;
-using accel::train::LossScalerSettings;
+using accel::engine::LossScaler;
+using accel::engine::LossScalerSettings;
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include "runtime/common/errors.hpp"
 #include "tests/train/optim/optim_test_support.hpp"
 
-using namespace accel::train;
+using namespace accel::engine;
 using namespace accel::test;
 using accel::config::OptimizerName;
 using accel::config::OptimizerSection;

@@ -20,6 +20,7 @@
 #include "trainer/lr_schedule.hpp"
 
 using namespace accel::train;
+using namespace accel::engine;
 using namespace accel::test;
 using nlohmann::json;
 

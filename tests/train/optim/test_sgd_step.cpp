@@ -9,7 +9,7 @@
 #include "engine/optim/sgd_step.hpp"
 #include "tests/train/optim/optim_test_support.hpp"
 
-using namespace accel::train;
+using namespace accel::engine;
 using namespace accel::test;
 using accel::config::OptimizerSection;
 
