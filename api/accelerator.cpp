@@ -126,6 +126,7 @@ Accelerator::~Accelerator() {
   current_comm.compare_exchange_strong(mine, nullptr);  // a later Accelerator's stays current
   if (state_->unit_sink) state_->unit_sink->detach();  // the model's wrappers become plain calls
   if (state_->host) state_->host->engine = nullptr;     // its engine goes with it
+  if (state_->host) state_->host->checkpoints = nullptr;
 }
 
 int Accelerator::rank() const { return state_->comm->rank(); }
@@ -313,6 +314,7 @@ void Accelerator::optimizer_step(torch::optim::Optimizer& optimizer, bool& appli
   if (!s.sync_ready) return;  // an accumulation micro-step: nothing to apply
   const std::vector<engine::GroupHyper> groups =
       api::current_group_hypers(s.kind, optimizer, engine.optimizer_setup().groups.size());
+  if (s.io) s.io->before_state_changes();  // an asynchronous save's copies of the state come first
   s.sync_ready = false;
   ++s.steps;  // a skipped step counts too: step() is the loop's position
   s.last_step = {groups.empty() ? 0.0 : groups.front().lr, s.scaling->scale(), false, s.boundary_grad_norm};
@@ -384,6 +386,10 @@ std::string Accelerator::save_state(const std::string& root) {
   State& s = *state_;
   engine::Backend& engine = s.engine("save_state()");
   return s.checkpoints().save(root, engine, *s.model, s.position());
+}
+
+void Accelerator::wait_for_checkpoint() {
+  if (state_->io) state_->io->wait_for_saves();
 }
 
 bool Accelerator::load_state(const std::string& dir) {

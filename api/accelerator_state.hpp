@@ -77,6 +77,7 @@ struct Accelerator::State {
     if (!io) {
       io = std::make_unique<api::StateIo>(job, *comm, rendezvous);
       if (host && host->options.record_format) io->use_record_format(*host->options.record_format);
+      if (host) host->checkpoints = io.get();
     }
     return *io;
   }

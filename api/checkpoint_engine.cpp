@@ -20,7 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kJobFile = "job.resolved.yaml";
 constexpr const char* kRngPrefix = "rng_rank_";
 
 std::string rng_file(int rank) {
@@ -72,15 +71,23 @@ comm::WorldInfo world_of(const comm::Communicator& comm, const comm::Rendezvous*
 }  // namespace
 
 CheckpointEngine::CheckpointEngine(const config::LoadedJob& job, comm::Communicator& comm,
-                                   comm::Rendezvous* rendezvous, engine::Backend& backend, std::string root)
+                                   comm::Rendezvous* rendezvous, engine::Backend& backend, std::string root,
+                                   bool probe_storage)
     : job_(job),
       comm_(comm),
       world_(world_of(comm, rendezvous)),
       backend_(backend),
       root_(std::move(root)),
-      writer_(world_.rank == 0) {
+      writer_(world_.rank == 0),
+      rendezvous_(rendezvous),
+      async_(job.job.training.async_checkpoint) {
+  if (async_ && comm.size() > 1 && !rendezvous)
+    throw RunError("training.async_checkpoint: true needs the launcher's rendezvous store (the ranks agree there "
+                   "that every rank's files are written before `latest` moves), and this run of " +
+                   std::to_string(comm.size()) + " ranks has none; start it with `accel launch`, or set "
+                   "training.async_checkpoint: false");
   const int machines = machine_count();
-  if (machines <= 1 || !rendezvous) return;  // one machine: one storage, nothing to probe
+  if (machines <= 1 || !rendezvous || !probe_storage) return;  // one storage, nothing to probe
   kv_ = store_exchange(rendezvous->store());
   key_prefix_ = rendezvous->prefix();
   if (world_.rank == 0) kv_->set(key_prefix_ + "storage/nonce", random_nonce());
@@ -137,6 +144,7 @@ std::optional<std::string> CheckpointEngine::agree_on_latest(const std::optional
 }
 
 std::string CheckpointEngine::save(const SaveRequest& request) {
+  wait();  // the previous save, when it is still being written: its buffers and `latest` come first
   const int64_t steps_done = request.steps_done;
   const int rank = comm_.rank();
   const std::string staging = root_ + "/." + std::string("tmp.") + checkpoint::step_dir_name(steps_done);
@@ -153,7 +161,7 @@ std::string CheckpointEngine::save(const SaveRequest& request) {
     } catch (const comm::CommError&) {
       throw;
     } catch (const std::exception& e) {
-      throw write_failure(steps_done, e.what(), staging);
+      throw write_failure(steps_done, e.what(), staging, world_.machine_rank);
     }
   };
   guarded([&] {
@@ -161,19 +169,30 @@ std::string CheckpointEngine::save(const SaveRequest& request) {
   });
   comm_.barrier()->wait();  // the staging directories exist before anyone writes into them
 
+  engine::DirectFileSink direct(staging);
+  if (async_) {
+    if (!staging_) staging_ = std::make_unique<api::CheckpointStaging>(comm_.device());
+    staging_->begin(staging);
+    async_times_.fence_waits.push_back(0.0);
+  }
+  engine::TensorFileSink& files = async_ ? static_cast<engine::TensorFileSink&>(*staging_) : direct;
+  std::string record_text;
   guarded([&] {
     nlohmann::json record = request.record;
     record["steps_done"] = steps_done;
     record["backend"] = config::to_string(job_.job.backend);
-    record["backend_state"] = backend_.save_state(staging, rank_storage_);
+    record["backend_state"] = backend_.save_state(files, rank_storage_);
     record["world_size"] = comm_.size();
-    engine::save_safetensors(staging + "/" + rng_file(rank), {{"torch_cpu", cpu_rng_state()}});
-    if (request.write_files) request.write_files(staging);
-    if (writer_) checkpoint::write_file_synced(staging + "/" + kStateRecordFile, record.dump(2) + "\n");
+    files.write(rng_file(rank), {{"torch_cpu", cpu_rng_state()}});
+    if (request.write_files) request.write_files(staging, files);
+    record_text = record.dump(2) + "\n";
+    if (async_) return;
+    if (writer_) checkpoint::write_file_synced(staging + "/" + kStateRecordFile, record_text);
     if (rank == 0 && !job_.file.empty())
-      fs::copy_file(job_.file, staging + "/" + kJobFile, fs::copy_options::overwrite_existing);
+      fs::copy_file(job_.file, staging + "/" + kJobRecordFile, fs::copy_options::overwrite_existing);
   });
-  if (request.after_files) request.after_files();
+  if (async_) return start_background_save(steps_done, staging, writer_ ? record_text : "", request.after_files);
+  if (request.after_files) request.after_files(false);
   task.set_stage("waiting for every rank's files");
   comm_.barrier()->wait();  // every rank's files are complete before the manifest seals them
   task.set_stage("sealing (hashing the files, the manifest, `latest`)");
@@ -190,7 +209,7 @@ std::string CheckpointEngine::save(const SaveRequest& request) {
 }
 
 checkpoint::CheckpointError CheckpointEngine::write_failure(int64_t steps_done, const std::string& what,
-                                                      const std::string& staging) const {
+                                                      const std::string& staging, int machine) const {
   // The partial directory holds nothing usable and may hold most of a disk: give the space back
   // (best effort; the next checkpoint's begin would remove it too).
   std::error_code ec;
@@ -205,7 +224,7 @@ checkpoint::CheckpointError CheckpointEngine::write_failure(int64_t steps_done, 
   if (previous.empty()) previous = "there is no earlier checkpoint; ";
   return checkpoint::CheckpointError(
       "checkpoint step " + std::to_string(steps_done) + " could not be written on machine " +
-      std::to_string(world_.machine_rank) + ": " + what + "\nthe partial checkpoint was removed; " + previous +
+      std::to_string(machine) + ": " + what + "\nthe partial checkpoint was removed; " + previous +
       "to go on: free disk space or make " + root_ + " writable (or set training.output_dir to another directory "
       "and copy the checkpoints there), then run the same command again: training.resume: auto continues from "
       "the last complete checkpoint");

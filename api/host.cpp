@@ -34,6 +34,10 @@ std::vector<std::pair<std::string, const comm::Communicator*>> EngineView::group
 
 nlohmann::json EngineView::memory_report() const { return engine().memory_report(); }
 
+nlohmann::json EngineView::checkpoint_times() const {
+  return host_ && host_->checkpoints ? host_->checkpoints->async_times() : nlohmann::json::object();
+}
+
 void EngineView::save_full_parameters(const std::string& path) {
   progress::stage("gathering the full weights");
   const engine::NamedTensors params = engine().full_parameters();  // collective; complete on rank 0

@@ -48,6 +48,7 @@ struct Host {
   comm::Rendezvous* rendezvous = nullptr;
   api::HostOptions options;
   engine::Backend* engine = nullptr;  // set by prepare(), cleared when the Accelerator goes
+  api::StateIo* checkpoints = nullptr;  // set at the first save or load, cleared likewise
 };
 
 }  // namespace accel::detail
@@ -70,6 +71,8 @@ class EngineView {
   std::vector<std::pair<std::string, const comm::Communicator*>> group_communicators() const;
   // This rank's model-state bytes as the engine holds them (backend.hpp's memory_report).
   nlohmann::json memory_report() const;
+  // Where asynchronous checkpoints spent time (StateIo::async_times); {} before any save or load.
+  nlohmann::json checkpoint_times() const;
   // Collective: the full parameters in the engine's order (units, then their parameters: the
   // order `accel merge-weights` writes), written by rank 0 to `path` as safetensors.
   void save_full_parameters(const std::string& path);

@@ -112,8 +112,7 @@ api::CheckpointEngine& StateIo::engine(const std::string& root, engine::Backend&
   auto& slot = engines_[key];
   // Only the job's own root probes node-local storage (design 0013): a root the program names is
   // taken to be one storage every machine shares.
-  if (!slot)
-    slot = std::make_unique<api::CheckpointEngine>(job_, comm_, key == own ? rendezvous_ : nullptr, backend, key);
+  if (!slot) slot = std::make_unique<api::CheckpointEngine>(job_, comm_, rendezvous_, backend, key, key == own);
   return *slot;
 }
 
@@ -158,7 +157,9 @@ std::string StateIo::save(const std::string& root, engine::Backend& backend, tor
         throw RunError("accel: save_state(): registered object '" + name + "' returned a " +
                        std::string(c10::toString(tensors[i].scalar_type())) + " tensor (#" + std::to_string(i) +
                        "); checkpoints hold float64/32/16, bfloat16, int64/32/16/8, uint8 and bool tensors");
-      objects.emplace_back(object_tensor_name(name, i), tensors[i].detach().contiguous().cpu());
+      // A copy: the program may change its tensors once save_state() returned, before an
+      // asynchronous save has written them.
+      objects.emplace_back(object_tensor_name(name, i), tensors[i].detach().cpu().clone(at::MemoryFormat::Contiguous));
     }
     object_counts[name] = tensors.size();
   }
@@ -176,15 +177,40 @@ std::string StateIo::save(const std::string& root, engine::Backend& backend, tor
                          {"objects", object_counts},
                          {"module_extras", extras_record}});
   if (!at.loss_scaling.empty()) request.record["loss_scaling"] = at.loss_scaling;
-  request.write_files = [&](const std::string& staging) {
+  request.write_files = [&](const std::string&, engine::TensorFileSink& files) {
     if (!eng.writes_shared_files()) return;
-    if (!extras.empty()) engine::save_safetensors(staging + "/" + kModuleExtrasFile, extras);
-    if (!objects.empty()) engine::save_safetensors(staging + "/" + kObjectsFile, objects);
+    if (!extras.empty()) files.write(kModuleExtrasFile, extras);
+    if (!objects.empty()) files.write(kObjectsFile, objects);
   };
-  if (format_ && format_->after_files) request.after_files = [&] { format_->after_files(at.steps); };
+  if (format_ && format_->after_files)  // may run on the background thread: nothing of this frame
+    request.after_files = [this, steps = at.steps](bool in_background) { format_->after_files(steps, in_background); };
   const std::string dir = eng.save(request);
-  if (comm_.rank() == 0) logging::info("accel: saved " + dir + " (" + std::to_string(at.steps) + " steps)");
+  if (comm_.rank() == 0)
+    logging::info(std::string(eng.async() ? "accel: saving " : "accel: saved ") + dir + " (" +
+                  std::to_string(at.steps) + " steps)" + (eng.async() ? " in the background" : ""));
   return dir;
+}
+
+void StateIo::wait_for_saves() {
+  for (auto& [root, eng] : engines_) eng->wait();
+}
+
+void StateIo::before_state_changes() {
+  for (auto& [root, eng] : engines_) eng->before_state_changes();
+}
+
+nlohmann::json StateIo::async_times() const {
+  api::CheckpointEngine::AsyncTimes sum;
+  for (const auto& [root, eng] : engines_) {
+    const auto& t = eng->async_times();
+    sum.saves += t.saves;
+    sum.fence_wait_s += t.fence_wait_s;
+    sum.background_s += t.background_s;
+    sum.background_cpu_s += t.background_cpu_s;
+    sum.fence_waits.insert(sum.fence_waits.end(), t.fence_waits.begin(), t.fence_waits.end());
+  }
+  return {{"saves", sum.saves}, {"fence_wait", sum.fence_wait_s}, {"fence_waits", sum.fence_waits},
+          {"background", sum.background_s}, {"background_cpu", sum.background_cpu_s}};
 }
 
 void StateIo::check_fits(const std::string& dir, const nlohmann::json& record, torch::nn::Module& model,
@@ -266,6 +292,7 @@ void StateIo::check_fits(const std::string& dir, const nlohmann::json& record, t
 std::optional<int64_t> StateIo::load(const std::string& dir, engine::Backend& backend, torch::nn::Module& model,
                                      const LoopPosition& at) {
   refuse_mid_step("load_state()", at);
+  wait_for_saves();  // a save in flight reads the state this replaces, and may be the one to load
   api::CheckpointEngine& own = engine("", backend);
   std::optional<std::string> source;
   if (dir.empty()) {

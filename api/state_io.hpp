@@ -42,9 +42,10 @@ struct RecordFormat {
   std::string writer;                                                     // the records it writes and reads
   std::function<nlohmann::json()> keys;                                   // added to every record saved
   std::function<void(const std::string& dir, const nlohmann::json&)> check;  // throws for a record it cannot resume
-  // Called on every rank once this rank's files are staged, before the commit (steps done); may be
-  // empty. The trainer's fault injection stops a rank here (the checkpoint_write point).
-  std::function<void(int64_t steps_done)> after_files;
+  // Called on every rank once this rank's files are staged, before the commit (steps done; true on
+  // the background thread of an asynchronous save); may be empty. The trainer's fault injection
+  // stops a rank here (the checkpoint_write and checkpoint_background_write points).
+  std::function<void(int64_t steps_done, bool in_background)> after_files;
 };
 
 class StateIo {
@@ -64,9 +65,17 @@ class StateIo {
                    const LoopPosition& at);
   // The state record of the checkpoint the last load() restored (empty before).
   const nlohmann::json& loaded_record() const { return loaded_record_; }
-  // Collective. The steps restored, or nullopt when there was nothing to load.
+  // Collective. The steps restored, or nullopt when there was nothing to load. Waits for the saves
+  // in flight first.
   std::optional<int64_t> load(const std::string& dir, engine::Backend& backend, torch::nn::Module& model,
                               const LoopPosition& at);
+  // Asynchronous saves (training.async_checkpoint): waits until every save in flight is committed
+  // (throws the first failure); before_state_changes() returns once none reads the live state any
+  // more (call it before an optimizer step) and throws a failure already known.
+  void wait_for_saves();
+  void before_state_changes();
+  // The saves' times over every checkpoint root (CheckpointEngine::AsyncTimes), as JSON.
+  nlohmann::json async_times() const;
 
  private:
   struct Object {

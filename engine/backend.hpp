@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/format/tensor_file_sink.hpp"
 #include "engine/unit_source.hpp"
 #include "engine/unit_spec.hpp"
 #include "runtime/comm/communicator.hpp"
@@ -99,11 +100,11 @@ class Backend {
   // result is valid on rank 0 (other ranks may get an empty list).
   virtual NamedTensors full_parameters() = 0;
 
-  // Writes this rank's part of the training state into checkpoint directory `dir` (the staging
-  // directory on this rank's storage; replicated files per CheckpointStorage::writes) and returns a
-  // JSON record of the layout, the same on every rank (kept in the checkpoint's trainer.json).
-  // load_state reads it back from a verified checkpoint.
-  virtual nlohmann::json save_state(const std::string& dir, const CheckpointStorage& storage) = 0;
+  // Gives this rank's part of the training state to `files` (the checkpoint's staging directory on
+  // this rank's storage, or host staging for a background write; replicated files per
+  // CheckpointStorage::writes) and returns a JSON record of the layout, the same on every rank (kept
+  // in the checkpoint's trainer.json). load_state reads it back from a verified checkpoint.
+  virtual nlohmann::json save_state(TensorFileSink& files, const CheckpointStorage& storage) = 0;
   virtual void load_state(const std::string& dir, const nlohmann::json& layout) = 0;
 
   // `accel launch --trace FILE`: start recording the per-unit schedule (false: this backend has

@@ -4,20 +4,25 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <thread>
 
 #include "runtime/common/errors.hpp"
 
 namespace accel::train {
 namespace {
 
-constexpr std::array<const char*, 8> kPoints = {
-    "after_step",     "checkpoint_write", "die_in_collective",      "hang_in_collective",
-    "slow_collective", "skip_collective", "other_op_in_collective", "other_size_in_collective"};
+constexpr std::array<const char*, 9> kPoints = {
+    "after_step",      "checkpoint_write", "checkpoint_background_write", "die_in_collective",
+    "hang_in_collective", "slow_collective", "skip_collective",           "other_op_in_collective",
+    "other_size_in_collective"};
 
-bool is_collective_point(const std::string& point) { return point != "after_step" && point != "checkpoint_write"; }
+bool is_collective_point(const std::string& point) {
+  return point != "after_step" && point != "checkpoint_write" && point != "checkpoint_background_write";
+}
 
 // The points that change what is issued fire at an all_reduce (whose size can be halved).
 bool mutates_all_reduce(const std::string& point) {
@@ -57,6 +62,20 @@ FaultInjector::FaultInjector(int rank) {
 
 void FaultInjector::at(const std::string& point, int64_t step) const {
   if (!armed_ || point != point_ || step != step_ || fired_.exchange(true)) return;
+  if (point == "checkpoint_background_write") {
+    // Proof that the save returned: the training thread starts step + 2 (so it applied step + 1)
+    // while this checkpoint is still being written. Bounded, for a run that ends sooner.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (current_step_.load() < step + 2 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::fprintf(stderr,
+                 "ACCEL_FAULT: killing this worker inside the background write of the checkpoint of step %lld, "
+                 "while its training thread runs step %lld\n",
+                 static_cast<long long>(step), static_cast<long long>(current_step_.load()));
+    std::fflush(stderr);
+    ::kill(::getpid(), SIGKILL);
+    return;
+  }
   std::fprintf(stderr, "ACCEL_FAULT: killing this worker at %s of step %lld\n", point.c_str(),
                static_cast<long long>(step));
   std::fflush(stderr);

@@ -4,7 +4,11 @@
 // through. Points:
 //  - after_step: SIGKILL once the optimizer step is applied, nothing of it recorded yet;
 //  - checkpoint_write: SIGKILL once the files of the checkpoint written after step <step> are in the
-//    staging directory, before the manifest and the rename;
+//    staging directory, before the manifest and the rename (with training.async_checkpoint, on
+//    the background thread);
+//  - checkpoint_background_write (training.async_checkpoint only): SIGKILL inside the background
+//    write of that checkpoint, once this rank's files are written and its training thread has
+//    started step <step> + 2 (the save returned and training went on), before the commit;
 //  - die_in_collective: SIGKILL as the rank issues its first collective of step <step> (its peers
 //    are inside that collective, waiting for it);
 //  - hang_in_collective: SIGSTOP there instead: the rank stays alive but never takes part, as a
@@ -32,7 +36,8 @@ class FaultInjector {
  public:
   // Reads ACCEL_FAULT and ACCEL_RESTART_COUNT for `rank`.
   explicit FaultInjector(int rank);
-  // Fires the after_step / checkpoint_write fault armed for `point` of `step`.
+  // Fires the after_step / checkpoint_write / checkpoint_background_write fault armed for `point`
+  // of `step` (the last from a checkpoint's background thread: it waits for the training thread).
   void at(const std::string& point, int64_t step) const;
 
   // True when a collective point is armed on this rank (the trainer then wraps its communicator).

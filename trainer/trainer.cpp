@@ -146,7 +146,10 @@ void Trainer::build(progress::Task& setup) {
         check_trainer_record(dir, record, *data_);
         resumed_dir_ = dir;
       },
-      [this](int64_t steps_done) { faults_.at("checkpoint_write", steps_done - 1); }};
+      [this](int64_t steps_done, bool in_background) {
+        faults_.at("checkpoint_write", steps_done - 1);
+        if (in_background) faults_.at("checkpoint_background_write", steps_done - 1);
+      }};
   setup.advance();
   setup.set_stage(std::string("preparing the ") + config::to_string(job_.backend) + " engine" +
                   (sharded_init ? (t_.init_from.empty() ? ", each rank initializing its shards"
@@ -247,6 +250,7 @@ void Trainer::run() {
   double train_seconds = 0;
   int64_t tokens = 0;
   std::string last_checkpoint;
+  std::vector<double> save_times;  // each save_state() on this thread (asynchronous: staging, waiting)
   StepCommCounter step_comm;
   std::vector<std::pair<std::string, const comm::Communicator*>> counted = {{"world", &comm_}};
   for (const auto& group : engine_.group_communicators()) counted.push_back(group);
@@ -278,10 +282,17 @@ void Trainer::run() {
     if ((final_step && t_.checkpoint_at_end) || (t_.checkpoint_every > 0 && (step + 1) % t_.checkpoint_every == 0)) {
       const auto t_save = Clock::now();
       last_checkpoint = acc_->save_state();
-      times.checkpoint_s += seconds_since(t_save);
+      save_times.push_back(seconds_since(t_save));
+      times.checkpoint_s += save_times.back();
       log_memory(rank_, world_, "checkpoint " + std::to_string(step + 1));
     }
   }
+  // training.async_checkpoint: the last checkpoint may still be being written; the run is done
+  // once it is committed (a failure to write it ends the run here).
+  const auto t_wait = Clock::now();
+  acc_->wait_for_checkpoint();
+  const double final_wait_s = seconds_since(t_wait);
+  times.checkpoint_s += final_wait_s;
 
   if (!options_.trace_path.empty()) engine_.write_trace(trace_file_for_rank(options_.trace_path, rank_));
   std::string weights;
@@ -301,6 +312,8 @@ void Trainer::run() {
   nlohmann::json report = make_run_report(rank_, world_, engine_.name(), engine_.memory_report(), step_comm,
                                           t_.max_steps - start, peak_rss_bytes());
   report["time_s"] = times.to_json();
+  report["checkpoint_s"] = {{"async", t_.async_checkpoint}, {"saves", save_times}, {"final_wait", final_wait_s},
+                            {"async_times", engine_.checkpoint_times()}};
   report["setup_peak_rss_bytes"] = setup_peak_rss;
   write_run_report(out, rank_, report);
   char buf[512];

@@ -169,15 +169,15 @@ NamedTensors DdpBackend::full_parameters() {
   return out;
 }
 
-nlohmann::json DdpBackend::save_state(const std::string& dir, const CheckpointStorage& storage) {
+nlohmann::json DdpBackend::save_state(TensorFileSink& files, const CheckpointStorage& storage) {
   // Replicated state: the first rank on each storage writes the copy (full_parameters is
   // collective: every rank calls it).
   NamedTensors params = full_parameters();
   std::vector<int> everyone(size_t(comm_.size()));
   for (int r = 0; r < comm_.size(); ++r) everyone[size_t(r)] = r;
   if (storage.writes(comm_.rank(), everyone)) {
-    save_safetensors(dir + "/" + kModelFile, params);
-    save_safetensors(dir + "/" + kOptimizerFile, optimizer_->state_tensors());
+    files.write(kModelFile, params);
+    files.write(kOptimizerFile, optimizer_->state_tensors());
   }
   return {{"layout", "replicated"}, {"files", {kModelFile, kOptimizerFile}}};
 }

@@ -44,7 +44,7 @@ class DdpBackend final : public Backend {
   nlohmann::json memory_report() const override;
   UnitHooks* eval_hooks() override { return nullptr; }
   NamedTensors full_parameters() override;
-  nlohmann::json save_state(const std::string& dir, const CheckpointStorage& storage) override;
+  nlohmann::json save_state(TensorFileSink& files, const CheckpointStorage& storage) override;
   void load_state(const std::string& dir, const nlohmann::json& layout) override;
 
  private:

@@ -112,7 +112,7 @@ class ShardedEngine final : public Backend, private UnitHooks, private BackwardL
   void skip_step() override;
   UnitHooks* eval_hooks() override;
   NamedTensors full_parameters() override;
-  nlohmann::json save_state(const std::string& dir, const CheckpointStorage& storage) override;
+  nlohmann::json save_state(TensorFileSink& files, const CheckpointStorage& storage) override;
   void load_state(const std::string& dir, const nlohmann::json& layout) override;
   bool start_trace() override;
   nlohmann::json memory_report() const override;

@@ -60,12 +60,12 @@ std::vector<int> ShardedEngine::shard_holders() const {
   return holders;
 }
 
-nlohmann::json ShardedEngine::save_state(const std::string& dir, const CheckpointStorage& storage) {
+nlohmann::json ShardedEngine::save_state(TensorFileSink& files, const CheckpointStorage& storage) {
   // Each shard once per storage: replicated optimizer states (shard_optimizer false) are one
   // shard; under HYBRID_SHARD the other machines hold copies, written only where the first
   // machine's files cannot be read (node-local storage, docs/design/0013).
   if (storage.writes(comm_.rank(), shard_holders()))
-    optimizer_->save_state_file(dir + "/" + zero_shard_file(shard_rank()));
+    optimizer_->save_state_file(files, zero_shard_file(shard_rank()));
   end_memory_phase();
   std::vector<ZeroUnitRecord> records;
   // The state kinds come from the optimizer's configuration: with nvme offload no unit holds its

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 
 #include "engine/format/safetensors.hpp"
@@ -228,8 +229,14 @@ std::vector<std::string> ShardedOptimizer::state_kinds() const {
 }
 
 void ShardedOptimizer::save_state_file(const std::string& path) {
+  const std::filesystem::path p(path);
+  DirectFileSink files(p.parent_path().string());
+  save_state_file(files, p.filename().string());
+}
+
+void ShardedOptimizer::save_state_file(TensorFileSink& files, const std::string& file) {
   if (!spilled_) {
-    save_safetensors(path, state_tensors());
+    files.write(file, state_tensors());
     return;
   }
   // Per unit: master, the moments, then the step (the order of state_tensors()).
@@ -247,7 +254,7 @@ void ShardedOptimizer::save_state_file(const std::string& path) {
   }
   at::Tensor cached;
   size_t cached_unit = SIZE_MAX;
-  save_safetensors_streamed(path, specs, [&](size_t t) {
+  files.write_streamed(file, specs, [&](size_t t) {
     auto [i, k] = source[t];
     if (k < 0) return at::tensor(units_[i].step, at::kLong);
     if (cached_unit != i) {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/format/tensor_file_sink.hpp"
 #include "engine/sharded/flat_layout.hpp"
 #include "engine/sharded/nvme_state_store.hpp"
 #include "runtime/config/job.hpp"
@@ -108,6 +109,7 @@ class ShardedOptimizer {
   void load_state(const NamedTensors& state, const std::string& source);
   // The same tensors as one safetensors file. With nvme offload they stream unit by unit between
   // the file and the offload store, so a checkpoint never holds more than one unit's states.
+  void save_state_file(TensorFileSink& files, const std::string& file);
   void save_state_file(const std::string& path);
   void load_state_file(const std::string& path);
 

@@ -200,7 +200,17 @@ class Accelerator {
   // stay shards), the optimizer-step count, each rank's torch CPU generator, the module's buffers
   // and frozen parameters (rank 0's) and the registered objects. `root` empty: the job's
   // <output_dir>/checkpoints, as the built-in trainer's. Returns the step_N directory.
+  // With training.async_checkpoint: true it returns once this rank's state is staged in host
+  // memory (waiting first for the previous save, whose failure it throws); a background thread
+  // writes and commits it, and `latest` moves when every rank's files are written. The state is
+  // copied while the next forward and backward run: the prepared optimizer's step() waits for that
+  // copy, so change parameters only through it until then.
   std::string save_state(const std::string& root = "");
+  // Returns once the asynchronous save in flight (if any) is committed; throws its failure (the
+  // checkpoint, the file, the OS error; `latest` stays on the last complete checkpoint). Without
+  // training.async_checkpoint there is never one in flight. Destroying the Accelerator waits too,
+  // but can only log a failure: call this before the program ends.
+  void wait_for_checkpoint();
   // Collective, after prepare() and before the first micro-step (or at a step boundary). Restores
   // what save_state saved, at any world size and under any backend the job names, after checking
   // every file against the checkpoint's manifest and the checkpoint against the prepared model

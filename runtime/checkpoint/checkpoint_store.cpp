@@ -416,6 +416,35 @@ std::string commit_node_local(const std::string& root, int64_t step, const nlohm
   return seal(root, tmp, m);
 }
 
+std::vector<FileEntry> hash_files(const std::string& dir, const std::vector<std::string>& names) {
+  return hash_names(fs::path(dir), names);
+}
+
+std::string commit_listed(const std::string& root, int64_t step, const nlohmann::json& extra,
+                          const std::vector<FileEntry>& files) {
+  Json checked = checked_extra(extra);
+  const fs::path tmp = staging_dir(root, step, "commit");
+  std::set<std::string> listed;
+  for (const auto& f : files) {
+    if (!listed.insert(f.name).second) fail("cannot commit " + tmp.string() + ": " + f.name + " is listed twice");
+    std::error_code ec;
+    const uint64_t size = fs::file_size(tmp / f.name, ec);
+    if (ec) fail("cannot commit " + tmp.string() + ": " + f.name + " was listed but cannot be read: " + ec.message());
+    if (size != f.bytes)
+      fail("cannot commit " + tmp.string() + ": " + f.name + " has " + std::to_string(size) + " bytes, its writer "
+           "listed " + std::to_string(f.bytes) + " (changed after it was hashed)");
+  }
+  for (const auto& n : staged_names(tmp))
+    if (!listed.count(n))
+      fail("cannot commit " + tmp.string() + ": " + n + " was staged here but no rank listed it");
+  Manifest m;
+  m.step = step;
+  m.extra = std::move(checked);
+  m.files = files;
+  std::sort(m.files.begin(), m.files.end(), [](const FileEntry& a, const FileEntry& b) { return a.name < b.name; });
+  return seal(root, tmp, m);
+}
+
 std::optional<std::string> find_latest_checkpoint(const std::string& root) {
   const auto root_type = type_of(root);
   if (root_type == fs::file_type::not_found) return std::nullopt;

@@ -112,6 +112,15 @@ std::vector<FileEntry> hash_staged_files(const std::string& root, int64_t step);
 std::string commit_node_local(const std::string& root, int64_t step, const nlohmann::json& extra,
                               const std::vector<FileEntry>& files, int num_machines);
 
+// Asynchronous checkpoints (docs/design/0028): each rank hashes and fsyncs the files it wrote
+// itself (hash_files: `names` inside `dir`, in that order; same errors as commit_checkpoint), and
+// one writer commits root/.tmp.step_N with every rank's list as a version 1 manifest, without
+// reading the files again. Every file staged must be listed, and every listed file must be there
+// with its listed size, else CheckpointError.
+std::vector<FileEntry> hash_files(const std::string& dir, const std::vector<std::string>& names);
+std::string commit_listed(const std::string& root, int64_t step, const nlohmann::json& extra,
+                          const std::vector<FileEntry>& files);
+
 // The directory root/latest names, or std::nullopt when root or root/latest does not exist (no
 // checkpoint yet: not an error). An empty or malformed latest, or one naming a directory that does
 // not exist, is a CheckpointError naming root/latest. Does not verify the checkpoint.

@@ -103,6 +103,8 @@ struct TrainingSection {
   int eval_every = 0;
   int checkpoint_every = 0;
   bool checkpoint_at_end = true;
+  // Stage each checkpoint in host memory and write it on a background thread (docs/design/0028).
+  bool async_checkpoint = false;
   std::string resume = "auto";
   std::string init_from;
   bool save_weights = true;

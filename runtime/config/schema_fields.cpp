@@ -318,6 +318,12 @@ std::vector<FieldSpec> build_schema() {
       field(KEY(training.log_every), "Print a log line every N steps.").range(1),
       field(KEY(training.eval_every), "Evaluate on the held-out split every N steps; 0 disables.").range(0),
       field(KEY(training.checkpoint_every), "Checkpoint every N steps; 0 checkpoints only at the end.").range(0),
+      field(KEY(training.async_checkpoint), "Write checkpoints in the background: a save copies this rank's state "
+                                            "into host memory while the next step runs and returns; a background "
+                                            "thread writes, hashes and commits it, and `latest` moves once every "
+                                            "rank's files are written. The next save waits for the previous one. "
+                                            "Costs a second copy of the rank's saved state in host memory. false: "
+                                            "each save returns once committed."),
       field(KEY(training.checkpoint_at_end), "Checkpoint after the last step too. false: only every checkpoint_every "
                                              "steps (a benchmark, or a run kept by its exported weights)."),
       field(KEY(training.resume), "auto (continue from the latest checkpoint in output_dir if any), never, or "

@@ -216,7 +216,10 @@ Observed run(const Setup& s, int steps, int first_step = 0, const fs::path& resu
           o.eval_loss[size_t(r)] = eval_loss(model);
           auto full = engine.full_parameters();
           nlohmann::json saved;
-          if (!save.empty()) saved = engine.save_state(save.string(), {});
+          if (!save.empty()) {
+            accel::engine::DirectFileSink files(save.string());
+            saved = engine.save_state(files, {});
+          }
           std::lock_guard<std::mutex> lock(mu);
           if (r == 0) {
             for (auto& [n, t] : full) o.full.push_back(t);

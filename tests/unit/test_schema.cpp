@@ -29,7 +29,7 @@ TEST_CASE("every key of the public contract (spec/config.md) is in the schema") 
       "scheduler.min_lr_ratio", "training.max_steps", "training.micro_batch_size",
       "training.gradient_accumulation_steps", "training.seq_len", "training.max_grad_norm", "training.seed",
       "training.output_dir", "training.log_every", "training.eval_every", "training.checkpoint_every",
-      "training.resume", "training.init_from", "training.save_weights"};
+      "training.async_checkpoint", "training.resume", "training.init_from", "training.save_weights"};
   for (const auto& key : contract) {
     INFO(key);
     CHECK(find_field(key) != nullptr);
