@@ -156,6 +156,9 @@ else
   ACCEL_NCCL_ISSUE_AT_WORLD_ONE=1 step smoke_bench_comm_nccl_world1 90 "$accel" bench comm "$smoke_job" --set "training.output_dir=$work/smoke_bench_comm_nccl_world1" \
     --set num_processes=1 --json "$logs/bench_comm.json" &
   step smoke_llama_sharded_init 120 "$accel" launch "$llama_job" --set "training.output_dir=$work/llama_world1" --set device=cuda --set num_processes=1 &
+  # Asynchronous checkpoints from a GPU: the state copied to pinned host memory on a side stream.
+  step smoke_llama_async_checkpoint 120 "$accel" launch "$llama_job" --set "training.output_dir=$work/llama_async" \
+    --set training.async_checkpoint=true --set device=cuda --set num_processes=1 &
   step smoke_llama_sharded_init_staged_world2 120 "$accel" launch "$llama_job" --set "training.output_dir=$work/llama_world2" --set device=cuda --set num_processes=2 \
     --set cuda_collectives=gloo &
 fi
