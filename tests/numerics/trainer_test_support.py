@@ -233,8 +233,8 @@ def check_run_times(test, out, label):
     saved = os.path.isdir(os.path.join(out, "checkpoints"))
     for phase in ("setup", "training", "evaluation") + (("checkpoint",) if saved else ()):
         test.assertGreater(times[phase], 0, f"{label}: {phase} took no time: {times}")
-    if not saved:
-        test.assertEqual(times["checkpoint"], 0, f"{label}: no checkpoint, yet checkpoint time: {times}")
+    if not saved:  # only the end-of-run wait for a save in flight is timed, and there is none: microseconds
+        test.assertLess(times["checkpoint"], 0.01, f"{label}: no checkpoint, yet checkpoint time: {times}")
     # "other" is the total minus the measured phases: the sum is the total up to float rounding.
     test.assertAlmostEqual(sum(times[p] for p in phases), times["total"], delta=1e-6, msg=f"{label}: {times}")
     with open(os.path.join(out, "logs", "rank_0.log")) as f:
