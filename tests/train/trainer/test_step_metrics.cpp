@@ -97,7 +97,7 @@ TEST_CASE("the step line carries every metric; the progress bar only when asked"
 TEST_CASE("ACCEL_FAULT: malformed values are refused, other ranks and later attempts are not armed", "[trainer][fault]") {
   setenv("ACCEL_FAULT", "1:bogus:3", 1);
   CHECK_THROWS_WITH(FaultInjector(1), Catch::Matchers::Contains(
-                                           "expected <rank>:<after_step|checkpoint_write|die_in_collective|hang_in_collective|"
+                                           "expected <rank>:<after_step|checkpoint_write|checkpoint_background_write|die_in_collective|hang_in_collective|"
                                            "slow_collective|skip_collective|other_op_in_collective|"
                                            "other_size_in_collective>:<step>"));
   setenv("ACCEL_FAULT", "x:after_step:3", 1);
