@@ -107,11 +107,9 @@ def run_accel(name, a, workdir):
             "loss_first": rows[0]["loss"], "loss_last": rows[-1]["loss"]}
 
 
-def worker(kind, a):
-    """One peer in this process: prints its figures as one JSON line."""
-    import torch
+def use_fused_attention(gpt_model):
+    """The spec GPT's attention through torch's scaled_dot_product_attention (causal), as accel's."""
     import torch.nn.functional as F
-    import gpt_model
 
     def sdpa_forward(self, x):
         B, T, C = x.shape
@@ -121,6 +119,14 @@ def worker(kind, a):
         return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
 
     gpt_model.CausalSelfAttention.forward = sdpa_forward
+
+
+def worker(kind, a):
+    """One peer in this process: prints its figures as one JSON line."""
+    import torch
+    import gpt_model
+
+    use_fused_attention(gpt_model)
     torch.manual_seed(1337)
     dev = torch.device("cuda", 0)
     torch.cuda.set_device(dev)

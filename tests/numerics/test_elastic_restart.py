@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import trainer_test_support as ts  # noqa: E402
 from reserved_ports import reserve_port  # noqa: E402
 from test_trainer_end_to_end import _Base  # noqa: E402  (assertLaunch, assertSameMetrics, tmpdir)
+from watched_launch import job_processes  # noqa: E402
 
 STEPS = 10
 CHECKPOINT_EVERY = 4
@@ -36,20 +37,8 @@ FAULT = "2:hang_in_collective:6"  # rank 2, machine 1's first, freezes as step 6
 
 
 def run_processes(run_dir):
-    """Pids of live processes of this run (any machine's): their environment names its resolved job."""
-    needle = ("ACCEL_JOB=" + os.path.join(run_dir, "job.resolved")).encode()
-    pids = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        if any(e.startswith(needle) for e in env):
-            pids.append(int(name))
-    return pids
+    """Pids of live processes of this run (any machine's)."""
+    return job_processes(run_dir, every_machine=True)
 
 
 def running(pid):

@@ -11,9 +11,10 @@ import time
 import trainer_test_support as ts
 
 
-def job_processes(run_dir):
-    """Pids of live processes started for this run: their environment names its resolved job."""
-    needle = ("ACCEL_JOB=" + os.path.join(run_dir, "job.resolved.yaml")).encode()
+def job_processes(run_dir, every_machine=False):
+    """Pids of live processes started for this run: their environment names its resolved job
+    (every_machine: any machine's, job.resolved.yaml or job.resolved.machine<k>.yaml)."""
+    needle = ("ACCEL_JOB=" + os.path.join(run_dir, "job.resolved" + ("" if every_machine else ".yaml"))).encode()
     pids = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -23,7 +24,7 @@ def job_processes(run_dir):
                 env = f.read().split(b"\0")
         except OSError:  # gone meanwhile, or not ours to read
             continue
-        if needle in env:
+        if any(e == needle or (every_machine and e.startswith(needle)) for e in env):
             pids.append(int(name))
     return pids
 
