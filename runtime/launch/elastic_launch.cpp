@@ -37,14 +37,6 @@ ElasticMessage join_message(int machine) {
   return m;
 }
 
-ElasticMessage report(ElasticKind kind, int round, std::string text = "") {
-  ElasticMessage m;
-  m.kind = kind;
-  m.round = round;
-  m.text = std::move(text);
-  return m;
-}
-
 std::string ranks_text(int first, int count) {
   return count == 1 ? "rank " + std::to_string(first)
                     : "ranks " + std::to_string(first) + "-" + std::to_string(first + count - 1);
@@ -201,13 +193,13 @@ LaunchResult run_elastic_launch(const LaunchPlan& plan, GroupSetup setup, Signal
     switch (group.end) {
       case GroupEnd::Succeeded:
         finished_here = true;
-        client->send(report(ElasticKind::Done, round.round));
+        client->send(elastic_message(ElasticKind::Done, round.round));
         break;
       case GroupEnd::WorkerFailed: {
         const std::string failure = describe_failure_line(group);
         last_failure = launch_summary(here, group, round.round);
         say(me + ": " + failure + "; machine 0 decides on a restart round");
-        client->send(report(ElasticKind::Failed, round.round, failure));
+        client->send(elastic_message(ElasticKind::Failed, round.round, failure));
         break;
       }
       case GroupEnd::StopRequested: break;  // the message that stopped it is read next

@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace accel::launch {
@@ -31,6 +32,15 @@ struct ElasticMessage {
 
   bool operator==(const ElasticMessage&) const = default;
 };
+
+// A message of `kind` for `round` with `text` (Failed, Done, Stop, Wait; the other fields default).
+inline ElasticMessage elastic_message(ElasticKind kind, int round, std::string text = "") {
+  ElasticMessage m;
+  m.kind = kind;
+  m.round = round;
+  m.text = std::move(text);
+  return m;
+}
 
 std::string encode(const ElasticMessage& message);               // one line with its '\n'
 std::optional<ElasticMessage> decode(const std::string& line);  // a line without its '\n'

@@ -20,11 +20,7 @@ ElasticMessage join(int machine) {
 }
 
 ElasticMessage news(ElasticKind kind, int round, std::string text = "") {
-  ElasticMessage m;
-  m.kind = kind;
-  m.round = round;
-  m.text = std::move(text);
-  return m;
+  return accel::launch::elastic_message(kind, round, std::move(text));
 }
 
 RoundLimits limits(int min, int max, int restarts) {
