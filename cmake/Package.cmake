@@ -3,6 +3,7 @@
 #   <p>/libexec/accel/accel-worker              what it starts: ranks, merge-weights (links torch)
 #   <p>/libexec/accel/accel-report              what `accel report` starts (links cairo)
 #   <p>/lib/libaccel.so                         the public API (accel::accel)
+#   <p>/lib/libaccel_cuda.so                    its CUDA plugin, loaded on a GPU (with the CUDA wheel)
 #   <p>/include/accel/*.hpp                     its headers (torch and the standard library only)
 #   <p>/lib/cmake/accel/accelConfig.cmake       find_package(accel), which finds the same torch
 # and the build tree holds the same config, so find_package(accel) works against either.
@@ -15,6 +16,9 @@ install(TARGETS accel-report RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/acc
 install(TARGETS accel_api EXPORT accelTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+if(TARGET accel_cuda)  # accel's CUDA plugin, beside libaccel.so (docs/design/0029)
+  install(TARGETS accel_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/accel DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT accelTargets NAMESPACE accel:: DESTINATION ${ACCEL_CMAKE_DIR})
 export(EXPORT accelTargets NAMESPACE accel:: FILE ${PROJECT_BINARY_DIR}/accelTargets.cmake)

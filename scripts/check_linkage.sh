@@ -2,9 +2,21 @@
 # Checks what an accel binary loads: exactly one libtorch (PyTorch's wheel, under TORCH_LIB_DIR when
 # given) and no separate Gloo library (Gloo must be the copy inside libtorch_cpu, docs/design/0012);
 # with --no-torch (the launcher, accel), no libtorch, c10, CUDA or NCCL library at all.
-# Usage: scripts/check_linkage.sh [--no-torch] BINARY [TORCH_LIB_DIR]. Prints the relevant ldd
-# lines; exit 1 on a breach.
+# with --no-cuda (accel-worker), no libtorch_cuda, c10_cuda, cuBLAS, cuDNN, cuSPARSE, cuFFT, NVSHMEM
+# or NCCL: those come with accel's CUDA plugin, loaded only by a process that uses a GPU
+# (docs/design/0029). The CUDA runtime and CUPTI stay: libtorch_cpu itself needs them.
+# Usage: scripts/check_linkage.sh [--no-torch | --no-cuda] BINARY [TORCH_LIB_DIR]. Prints the relevant
+# ldd lines; exit 1 on a breach.
 set -euo pipefail
+if [ "${1:-}" = "--no-cuda" ]; then
+  deps="$(ldd "$2")"
+  cuda="$(echo "$deps" | grep -E 'libtorch_cuda|libc10_cuda|libcublas|libcudnn|libnccl|libcusparse|libcufft|libnvshmem' || true)"
+  if [ -n "$cuda" ]; then
+    echo "check_linkage: $2 must not load CUDA libraries (accel's CUDA plugin brings them), but loads:"; echo "$cuda"; exit 1
+  fi
+  echo "check_linkage: $2 loads no CUDA library ($(echo "$deps" | grep -c '=>') shared libraries in all)"
+  exit 0
+fi
 if [ "${1:-}" = "--no-torch" ]; then
   deps="$(ldd "$2")"
   heavy="$(echo "$deps" | grep -E 'libtorch|libc10|libcuda|libcudart|libnccl|libgloo|libgomp' || true)"

@@ -3,7 +3,8 @@
 # same torch wheel but no compiler time to spare (a lease is 15 minutes in all, see
 # scripts/gpu_run.sh). The folder holds
 #   bin/   accel, accel-worker, test_cuda_communicators, accel_example_llama (debug info stripped)
-#   lib/   libaccel.so.*, and the non-torch shared libraries they link (yaml-cpp, spdlog, fmt, ...)
+#   lib/   libaccel.so.*, libaccel_cuda.so (accel's CUDA plugin, which the programs load on a GPU), and
+#          the non-torch shared libraries they link (yaml-cpp, spdlog, fmt, ...)
 #   torch_build.txt   the torch version and git revision the binaries were built against
 #   manifest.txt      every file and its size
 # The test and benchmark scripts travel as part of the working tree. Torch's own libraries are not
@@ -25,8 +26,9 @@ programs=(accel accel-worker tests/gpu/test_cuda_communicators examples/llama/ac
 
 if [ $do_build -eq 1 ]; then
   [ -f "$build/CMakeCache.txt" ] || { echo "gpu_stage: $build is not configured: run scripts/build.sh first" >&2; exit 2; }
-  cmake --build "$build" -j "$(nproc)" --target accel accel-worker test_cuda_communicators accel_example_llama
+  cmake --build "$build" -j "$(nproc)" --target accel accel-worker accel_cuda test_cuda_communicators accel_example_llama
 fi
+[ -f "$build/api/libaccel_cuda.so" ] || { echo "gpu_stage: $build/api/libaccel_cuda.so is not built (cmake --build $build --target accel_cuda)" >&2; exit 2; }
 for p in "${programs[@]}"; do
   [ -x "$build/$p" ] || { echo "gpu_stage: $build/$p is not built (cmake --build $build --target $(basename "$p"))" >&2; exit 2; }
 done
@@ -52,6 +54,8 @@ ldd "$build/accel" "$build/accel-worker" "$build/tests/gpu/test_cuda_communicato
     # Copied under the name the programs ask for (the soname), as a plain file: links do not travel.
     strip --strip-debug -o "$stage/lib/$name" "$(readlink -f "$path")"
   done
+
+strip --strip-debug -o "$stage/lib/libaccel_cuda.so" "$build/api/libaccel_cuda.so"
 
 "$python" -c 'import torch; print(torch.__version__, torch.version.git_version)' >"$stage/torch_build.txt"
 (cd "$stage" && find . -type f -printf '%s %p\n' | sort -k2 >manifest.txt)

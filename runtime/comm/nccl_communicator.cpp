@@ -1,5 +1,5 @@
 // NcclCommunicator: the Communicator over c10d::ProcessGroupNCCL, used as a plain c10d::Backend (see
-// the header and docs/design/0014). Why c10d's backend and not the NCCL C API with a unique id
+// the header and docs/design/0014), built into accel's CUDA plugin (cuda_plugin.hpp, design 0029). Why c10d's backend and not the NCCL C API with a unique id
 // through the store: it is the NCCL torch itself loads and was built against, and it brings what a
 // hand-written one would have to repeat: the caching-allocator safety of tensors used on NCCL's
 // stream (recordStream), the watchdog that turns a hung collective into an error naming the op,
@@ -8,6 +8,7 @@
 // ops in the same order (NCCL matches collectives by order); uneven reduce_scatter / all_gather
 // sizes (shard_range) go through zero-padded buffers, finished on the caller's stream in wait().
 #include "runtime/comm/nccl_communicator.hpp"
+#include "runtime/comm/cuda_plugin.hpp"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
@@ -27,6 +28,12 @@
 namespace accel::comm {
 
 #if defined(ACCEL_WITH_NCCL)
+
+// Connects this rank's NCCL communicator (make_nccl_communicator's contract, nccl_communicator.hpp);
+// the host reaches it through the plugin's entry point, split() directly.
+std::unique_ptr<Communicator> connect_nccl(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                                           std::chrono::milliseconds timeout, int device_index,
+                                           const std::string& store_prefix);
 
 namespace {
 
@@ -209,7 +216,7 @@ class NcclCommunicator final : public Communicator {
   // no member list beyond what the color exchange gives.
   std::unique_ptr<Communicator> split(int color) override {
     const SplitGroup g = exchange_split_colors(*this, color);
-    return make_nccl_communicator(store_, g.rank, g.size, timeout_, device_.index(),
+    return connect_nccl(store_, g.rank, g.size, timeout_, device_.index(),
                                   store_prefix_ + "/split" + std::to_string(g.sequence) + "/color" +
                                       std::to_string(g.color));
   }
@@ -241,18 +248,9 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-bool nccl_communicator_built() { return true; }
-
-// A one-rank communicator is valid NCCL; padding every chunk by one element (equal_chunks) sends the
-// one-GPU run through the padded buffers as well.
-bool nccl_issues_at_world_one() {
-  const char* flag = std::getenv("ACCEL_NCCL_ISSUE_AT_WORLD_ONE");
-  return flag != nullptr && std::string(flag) == "1";
-}
-
-std::unique_ptr<Communicator> make_nccl_communicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                                                     std::chrono::milliseconds timeout, int device_index,
-                                                     const std::string& store_prefix) {
+std::unique_ptr<Communicator> connect_nccl(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                                           std::chrono::milliseconds timeout, int device_index,
+                                           const std::string& store_prefix) {
   if (size < 1 || rank < 0 || rank >= size) {
     throw CommError("nccl communicator: rank " + std::to_string(rank) + " is out of range for world size " +
                     std::to_string(size));
@@ -282,18 +280,18 @@ std::unique_ptr<Communicator> make_nccl_communicator(c10::intrusive_ptr<c10d::St
   }
 }
 
-#else  // a libtorch without CUDA, or NCCL's header not found at configure time
-
-bool nccl_communicator_built() { return false; }
-bool nccl_issues_at_world_one() { return false; }
-
-std::unique_ptr<Communicator> make_nccl_communicator(c10::intrusive_ptr<c10d::Store>, int rank, int size,
-                                                     std::chrono::milliseconds, int, const std::string&) {
-  throw CommError("nccl communicator on " + rank_of_world(rank, size) +
-                  ": this accel was built without NCCL (its libtorch has no CUDA, or nccl.h was not found at "
-                  "configure time); build against the CUDA torch wheel (scripts/setup.sh) or use device: cpu");
-}
-
 #endif
 
 }  // namespace accel::comm
+
+// The plugin's entry point (cuda_plugin.hpp): the only symbol libaccel_cuda.so exports.
+extern "C" __attribute__((visibility("default"))) void accel_cuda_plugin(accel::comm::CudaPluginApi* api) {
+  api->abi = accel::comm::kCudaPluginAbi;
+#if defined(ACCEL_WITH_NCCL)
+  api->nccl_built = true;
+  api->make_nccl = &accel::comm::connect_nccl;
+#else
+  api->nccl_built = false;
+  api->make_nccl = nullptr;
+#endif
+}

@@ -69,11 +69,13 @@ void render_torch(std::ostringstream& out, const json& torch) {
   const bool cuda_built = torch.value("built_with_cuda", false);
   const bool cuda_loaded = torch.value("cuda_library_loaded", false);
   const std::string no_cuda = cuda_built && !cuda_loaded
-                                  ? "built with CUDA, but libtorch_cuda is not loaded (link it with -Wl,--no-as-needed)"
+                                  ? "built with CUDA, but libtorch_cuda is not loaded (accel's CUDA plugin: " +
+                                        text(torch, "cuda_plugin", "not tried") + ")"
                                   : "not built with CUDA";
   out << "libtorch\n";
   out << "- libtorch version: " << text(torch, "version") << (cuda_built ? " (CUDA build)" : " (CPU only)") << "\n";
   out << "- libtorch loaded from: " << text(torch, "library_path") << "\n";
+  if (torch.contains("cuda_plugin")) out << "- accel CUDA plugin: " << text(torch, "cuda_plugin") << "\n";
   out << "- CUDA runtime: " << text(torch, "cuda_runtime_version", no_cuda) << "\n";
   if (cuda_loaded) {
     out << "- cuDNN: " << text(torch, "cudnn_version", "not built with cuDNN") << "\n";

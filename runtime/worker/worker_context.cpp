@@ -9,6 +9,7 @@
 
 #include "runtime/comm/gloo_communicator.hpp"
 #include "runtime/comm/host_staged_communicator.hpp"
+#include "runtime/comm/cuda_plugin.hpp"
 #include "runtime/comm/nccl_communicator.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
@@ -19,8 +20,11 @@ namespace {
 
 // The GPU this worker binds, made the process's current CUDA device: cuda:LOCAL_RANK (placement
 // gave every local rank its own), or round-robin over the GPUs when host-staged collectives let
-// ranks share them. Through c10's device-guard registry, so this file needs no CUDA headers.
+// ranks share them. Through c10's device-guard registry, so this file needs no CUDA headers; the
+// registry has CUDA once accel's CUDA plugin (and with it libtorch_cuda) is loaded.
 int bind_gpu(const comm::WorldInfo& world, config::CudaCollectives collectives) {
+  std::string why;
+  if (comm::load_cuda_plugin(&why) == nullptr) throw RunError("device: cuda, but " + why);
   if (!c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA))
     throw RunError("device: cuda, but this accel's libtorch has no CUDA; build against the CUDA torch wheel "
                    "(scripts/setup.sh) or use device: cpu");

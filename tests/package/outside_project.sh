@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # accel as a package (docs/design/0016), as a user outside accel's tree meets it:
-#  1. `cmake --install` gives bin/accel, lib/libaccel.so, include/accel and lib/cmake/accel, and the
+#  1. `cmake --install` gives bin/accel, lib/libaccel.so (and its CUDA plugin, lib/libaccel_cuda.so,
+#     which the installed accel-worker loads), include/accel and lib/cmake/accel, and the
 #     installed config names nothing in accel's source tree;
 #  2. examples/minimal, configured as a project of its own, builds with find_package(accel) against
 #     the installed tree and against the build tree;
@@ -35,6 +36,12 @@ done
 if grep -l "$src" "$work"/prefix/lib/cmake/accel/*.cmake; then fail "the installed config refers to the source tree"; fi
 "$work/prefix/bin/accel" --version > /dev/null || fail "the installed accel does not run"
 "$work/prefix/bin/accel" env --json | grep -q "\"cuda_library_loaded\"" || fail "the installed accel does not find its accel-worker"
+# With a CUDA libtorch, the installed accel-worker finds the installed CUDA plugin beside libaccel.so.
+if [ -e "$build/api/libaccel_cuda.so" ]; then
+  [ -e "$work/prefix/lib/libaccel_cuda.so" ] || fail "the install has no lib/libaccel_cuda.so"
+  "$work/prefix/bin/accel" env --json | grep -Eq '"cuda_plugin": *"loaded' ||
+    fail "the installed accel-worker does not load the installed CUDA plugin: $("$work/prefix/bin/accel" env --json | grep cuda_plugin)"
+fi
 
 echo "== 2. examples/minimal as a project of its own, against each tree"
 for tree in install build; do
