@@ -86,6 +86,9 @@ def main() -> int:
     import deepspeed
     import gpt_model
     from procs import vm_hwm_bytes
+    # The shm comm op serves only DeepSpeed's inference all-reduce, and each rank's 66 MiB /dev/shm
+    # segment outlives the rank (never unlinked): skip building and mapping it.
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
     deepspeed.init_distributed(dist_backend="gloo")
     cfg = spec["ds_config"]
     remote = cfg["zero_optimization"].get("offload_param", {}).get("device", "none")

@@ -114,7 +114,7 @@ def deepspeed_config(variant: str, world: int, nvme_dir: str, carried: Dict[str,
 def prepare_ops(variant: str, env: Dict[str, str]) -> dict:
     """Build the JIT ops the variant loads (cached under ~/.cache/torch_extensions) before any timed
     run, and check that async_io can run here; exit 2 naming the fix when it cannot."""
-    ops = ["ShareMemCommBuilder"]
+    ops = []  # ds_zero3: torch's AdamW, no op (the shm comm op is skipped: peer_scale_deepspeed.py)
     if variant != "ds_zero3":
         ops.append("CPUAdamBuilder")
     if variant == "ds_zero3_nvme":
