@@ -20,8 +20,8 @@ each sets and why. They fill the same row fields from each rank's VmHWM and time
 estimate (accel estimate-memory models accel's engine). --set deepspeed.<key> carries into their
 DeepSpeed JSON where the key is the same DeepSpeed key; --ds-set sets DeepSpeed-only keys.
 --before sets ACCEL_WHOLE_MODEL_INIT=1: every rank builds the whole model first, as the trainer did
-before sharded initialization (docs/design/0023). Prints a markdown table and
-writes --json; asserts nothing (tests do).
+before sharded initialization (docs/design/0023). Prints a markdown table and writes --json;
+asserts nothing (tests do).
 
   scripts/python scripts/bench_scale.py --sizes 8x512,12x1024 --worlds 2,4 --variants zero3,full_shard
   scripts/python scripts/bench_scale.py --sizes 12x1536 --worlds 2 --variants zero3_nvme --before
@@ -174,6 +174,8 @@ def main() -> int:
         p.error(str(e))
     ds_ops = {v: scale_deepspeed.prepare_ops(v, dict(os.environ))
               for v in a.variants.split(",") if v in scale_deepspeed.VARIANTS}
+    if a.ds_set and not ds_ops:
+        print("bench_scale: warning: --ds-set has no effect: no ds_* variant in --variants", file=sys.stderr)
     ignored = scale_deepspeed.carried_sets(a.set)[1]
     if ds_ops and ignored:
         print(f"bench_scale: warning: --set {', '.join(ignored)} has no DeepSpeed counterpart; the ds_* rows "
