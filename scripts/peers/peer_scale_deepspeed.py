@@ -13,8 +13,9 @@ drawn in scope by each Linear and Embedding as it is built, from the spec's dist
 N(0, 0.02), biases 0; LayerNorm 1 and 0), not from the spec's seeded stream; loading a whole weights
 file would put the whole model on every rank and defeat the point (a DeepSpeed user loads per
 module under GatheredParameters). zero.Init takes its dtype from the config (fp32 here): an explicit
-dtype=torch.float32 is overridden to bf16 on a CPU without oneDNN fp16 in DeepSpeed 0.19.8
-(Init._set_dtype's conditional expression binds before its `or`).
+dtype=torch.float32 becomes bf16 on a CPU without oneDNN fp16 in DeepSpeed 0.19.8 (in
+Init._set_dtype the conditional expression binds before its `or`; a first run with it gave
+bf16-rounded losses). result.json records the partitions' dtypes.
 
 Then deepspeed.initialize with AdamW in the reference's two groups, and spec.steps steps of one
 micro batch of random tokens (seeded by step and rank). Each rank measures VmHWM after initialize

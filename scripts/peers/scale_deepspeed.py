@@ -14,8 +14,8 @@ started with torchrun's environment (procs.py):
                    size in host memory as well: on these models only the optimizer's state (fp32
                    master, moments, gradients) lives in the files. With max_in_cpu 0 (parameters in
                    the files, as accel's zero3_nvme) DeepSpeed 0.19.8 stopped in the first forward
-                   ("Not enough buffers 0 for swapping 1") at 8x512, world 2, with buffer_count 5 and
-                   16, and ran with 32: enough locked buffers for all 25 swapped parameters at once.
+                   ("Not enough buffers 0 for swapping 1") at 8x512, world 2, with buffer_count 5
+                   (buffer_size 1e8) and 16 (1e7), and ran with 32 (1e7).
                  - the swap buffers are locked host memory: 5 x buffer_size (1e8) fp32 for parameters
                    (1.9 GiB a rank, used or not) and 4 for the optimizer, each the size of the
                    largest sub group (sub_group_size 1e9: a whole param group's partition).
