@@ -13,12 +13,19 @@ set of the same launch with a one-layer model of width 64 (libtorch, the runtime
 
 Variants: zero3 (deepspeed zero_stage 3, persistence threshold 0), full_shard (fsdp FULL_SHARD),
 zero3_cpu (parameters and optimizer offloaded to host memory), zero3_nvme (both to files under
---nvme-dir). --before sets ACCEL_WHOLE_MODEL_INIT=1: every rank builds the whole model first, as
-the trainer did before sharded initialization (docs/design/0023). Prints a markdown table and
-writes --json; asserts nothing (tests do).
+--nvme-dir). ds_zero3, ds_zero3_cpu and ds_zero3_nvme run DeepSpeed ZeRO-3 on its CPU accelerator
+with the same model shape, the model built inside deepspeed.zero.Init with random in-scope init (no
+init file: loading a whole one would defeat zero.Init); scripts/peers/scale_deepspeed.py says what
+each sets and why. They fill the same row fields from each rank's VmHWM and timers, and have no
+estimate (accel estimate-memory models accel's engine). --set deepspeed.<key> carries into their
+DeepSpeed JSON where the key is the same DeepSpeed key; --ds-set sets DeepSpeed-only keys.
+--before sets ACCEL_WHOLE_MODEL_INIT=1: every rank builds the whole model first, as the trainer did
+before sharded initialization (docs/design/0023). Prints a markdown table and writes --json;
+asserts nothing (tests do).
 
   scripts/python scripts/bench_scale.py --sizes 8x512,12x1024 --worlds 2,4 --variants zero3,full_shard
   scripts/python scripts/bench_scale.py --sizes 12x1536 --worlds 2 --variants zero3_nvme --before
+  scripts/python scripts/bench_scale.py --sizes 12x1536 --worlds 2,4 --variants zero3_cpu,ds_zero3_cpu
   scripts/python scripts/bench_scale.py --sizes 32x2816 --worlds 4 --variants zero3_nvme \
       --set deepspeed.reduce_bucket_size=5e7 --set deepspeed.stage3_max_live_parameters=1e8
 """
@@ -35,7 +42,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(HERE, "peers"))
+import scale_deepspeed  # noqa: E402
+
 MIB = 1024 * 1024
+ACCEL_VARIANTS = ("zero3", "full_shard", "zero3_cpu", "zero3_nvme")
 
 
 def gpt_params(n_layer: int, n_embd: int, vocab: int, seq: int) -> int:
@@ -87,6 +98,9 @@ def estimate(a, job: str) -> dict:
 
 def run_one(a, variant: str, world: int, n_layer: int, n_embd: int, before: bool) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"bench_scale_{variant}_w{world}_", dir=a.tmp) as d:
+        if variant in scale_deepspeed.VARIANTS:
+            return scale_deepspeed.run_row(a, variant, world, n_layer, n_embd, d,
+                                           gpt_params(n_layer, n_embd, a.vocab_size, a.seq_len))
         job = write_job(a, d, variant, world, n_layer, n_embd)
         est = estimate(a, job)
         env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
@@ -124,7 +138,8 @@ def main() -> int:
     p.add_argument("--accel", default=os.path.join(ROOT, "build", "accel"))
     p.add_argument("--sizes", default="8x512,12x1024", help="n_layer x n_embd, comma separated")
     p.add_argument("--worlds", default="2,4")
-    p.add_argument("--variants", default="zero3,full_shard")
+    p.add_argument("--variants", default="zero3,full_shard",
+                   help="comma separated: " + ", ".join(ACCEL_VARIANTS + scale_deepspeed.VARIANTS))
     p.add_argument("--before", action="store_true", help="also run each case with the whole model built first")
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--seq-len", type=int, default=64)
@@ -135,9 +150,36 @@ def main() -> int:
     p.add_argument("--timeout", type=int, default=3600)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a job key for every run and estimate (repeatable), as accel launch --set")
+    p.add_argument("--ds-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a DeepSpeed key under zero_optimization for the ds_* rows only (repeatable, dotted for "
+                        "nested blocks: offload_param.buffer_count=16)")
     p.add_argument("--json", default="")
     a = p.parse_args()
-    sizes = [tuple(int(x) for x in s.split("x")) for s in a.sizes.split(",")]
+    try:
+        sizes = [tuple(int(x) for x in s.split("x")) for s in a.sizes.split(",")]
+        if any(len(s) != 2 for s in sizes):
+            raise ValueError
+    except ValueError:
+        p.error(f"--sizes {a.sizes!r}: expected n_layer x n_embd pairs, comma separated, e.g. 8x512,12x1024")
+    allowed = ACCEL_VARIANTS + scale_deepspeed.VARIANTS
+    unknown = [v for v in a.variants.split(",") if v not in allowed]
+    if unknown:
+        p.error(f"--variants: unknown {', '.join(unknown)}; allowed: {', '.join(allowed)}")
+    if a.before and any(v in scale_deepspeed.VARIANTS for v in a.variants.split(",")):
+        p.error("--before builds accel's model whole first; DeepSpeed's rows have no such mode: "
+                "run the ds_* variants without --before")
+    try:
+        scale_deepspeed.apply_ds_sets({}, a.ds_set)
+    except ValueError as e:
+        p.error(str(e))
+    ds_ops = {v: scale_deepspeed.prepare_ops(v, dict(os.environ))
+              for v in a.variants.split(",") if v in scale_deepspeed.VARIANTS}
+    if a.ds_set and not ds_ops:
+        print("bench_scale: warning: --ds-set has no effect: no ds_* variant in --variants", file=sys.stderr)
+    ignored = scale_deepspeed.carried_sets(a.set)[1]
+    if ds_ops and ignored:
+        print(f"bench_scale: warning: --set {', '.join(ignored)} has no DeepSpeed counterpart; the ds_* rows "
+              f"run without it", file=sys.stderr)
     rows = []
     for world in [int(w) for w in a.worlds.split(",")]:
         for variant in a.variants.split(","):
@@ -152,18 +194,21 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         model = f"{r['n_layer']}x{r['n_embd']}"
-        init = "whole" if r["before"] else "sharded"
+        init = "zero.Init" if r["variant"] in scale_deepspeed.VARIANTS else "whole" if r["before"] else "sharded"
+        est = f"{r['estimate_bytes'] / MIB:.0f}" if r["estimate_bytes"] else ""
         if "failed" in r:
             print(f"| {r['variant']} | {r['world']} | {model} | {r['params'] / 1e6:.0f}M | {init} | failed | | "
-                  f"{r['estimate_bytes'] / MIB:.0f} | | | |")
+                  f"{est} | | | |")
             continue
-        ratio = (r["peak_rss_bytes"] - r["base_peak_rss_bytes"]) / r["estimate_bytes"] if r["estimate_bytes"] else 0
+        ratio = (f"{(r['peak_rss_bytes'] - r['base_peak_rss_bytes']) / r['estimate_bytes']:.2f}"
+                 if r["estimate_bytes"] else "")
         print(f"| {r['variant']} | {r['world']} | {model} | {r['params'] / 1e6:.0f}M | {init} | "
-              f"{r['setup_peak_rss_bytes'] / MIB:.0f} | {r['peak_rss_bytes'] / MIB:.0f} | {r['estimate_bytes'] / MIB:.0f} | "
-              f"{ratio:.2f} | {r['setup_s']:.1f} | {r['step_time_s']:.2f} |")
+              f"{r['setup_peak_rss_bytes'] / MIB:.0f} | {r['peak_rss_bytes'] / MIB:.0f} | {est} | "
+              f"{ratio} | {r['setup_s']:.1f} | {r['step_time_s']:.2f} |")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"rows": rows, "args": vars(a)}, f, indent=1)
+            json.dump({"command": " ".join(sys.argv), "rows": rows, "args": vars(a),
+                       "deepspeed_ops": ds_ops}, f, indent=1)
     return 0
 
 

@@ -20,6 +20,7 @@ packages=(
   python3-venv            # the Python environment below
   tmux                    # drives the interactive `accel config` in a real terminal in tests
   libcairo2-dev fonts-dejavu-core  # `accel report`: charts drawn once as SVG and PNG, in DejaVu Sans
+  libaio-dev              # DeepSpeed's async_io op (ZeRO-Infinity NVMe offload) in bench_scale.py's ds_zero3_nvme
 )
 
 missing=()
