@@ -7,26 +7,25 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include <sys/mman.h>
-
-#include <new>
+#include <mutex>
 
 namespace accel::train {
-namespace {
 
-// A draw gets pages of its own, returned to the kernel when it is freed: in the malloc heap a freed
-// draw stays resident between the engine's long-lived shards, and the engine's unit-block pool
-// would keep it for a reuse that never comes (each parameter's size differs).
-at::Tensor mapped_empty(at::IntArrayRef sizes, at::ScalarType dtype) {
-  int64_t numel = 1;
-  for (int64_t d : sizes) numel *= d;
-  const size_t bytes = std::max<size_t>(1, size_t(numel) * c10::elementSize(dtype));
-  void* data = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (data == MAP_FAILED) throw std::bad_alloc();
-  return at::from_blob(data, sizes, [bytes](void* p) { ::munmap(p, bytes); }, at::TensorOptions(dtype));
+// ATen fills a float64 tensor of 16 or more values with uniforms in order, turns each block of 16
+// into normals, and when the size is not a multiple of 16 redraws the last 16; so chunks of a
+// multiple of 16 values, the last one holding the remainder and at least 16, visit the generator
+// exactly as one draw of the whole does (tests/train/model/test_spec_init_stream.cpp checks it).
+void draw_normal_in_chunks(at::Generator& generator, int64_t numel, double std, const ChunkSink& sink) {
+  at::Tensor chunk = at::empty({std::min(numel, kNormalChunk + 15)}, at::kDouble);
+  for (int64_t at = 0; at < numel;) {
+    int64_t n = std::min(kNormalChunk, numel - at);
+    if (numel - at - n < 16) n = numel - at;  // the remainder joins the last chunk
+    at::Tensor values = chunk.narrow(0, 0, n);
+    values.normal_(0.0, std, generator);
+    if (!sink(at, values)) return;
+    at += n;
+  }
 }
-
-}  // namespace
 
 SpecInitStream::SpecInitStream(std::vector<SpecParam> params, int n_layer, uint64_t seed)
     : params_(std::move(params)), generator_(at::make_generator<at::CPUGeneratorImpl>(seed)) {
@@ -60,25 +59,32 @@ void SpecInitStream::fill(size_t index, int64_t begin, at::Tensor dest) {
     if (index < next_normal_)
       throw std::logic_error("spec init: '" + p.name + "' was asked for after the stream went past it; units must "
                              "be built in spec order");
-    // Every normal parameter before this one draws (and is dropped), as in the whole-model init.
-    draw_ = at::Tensor();
+    // Every normal parameter before this one draws (and is dropped), as in the whole-model init;
+    // this one's start is kept, and the stream moves past it.
     for (size_t k = next_normal_; k <= index; ++k) {
       if (rules_[k].kind != InitRule::Kind::normal) continue;
-      at::Tensor draw = mapped_empty(params_[k].sizes, at::kDouble);
-      draw.normal_(0.0, rules_[k].std, generator_);
-      if (k == index) draw_ = draw.reshape(-1);
+      if (k == index) {
+        std::lock_guard<std::mutex> lock(generator_.mutex());
+        start_ = generator_.clone();
+      }
+      int64_t n = 1;
+      for (int64_t s : params_[k].sizes) n *= s;
+      draw_normal_in_chunks(generator_, n, rules_[k].std, [](int64_t, const at::Tensor&) { return true; });
     }
     next_normal_ = index + 1;
     drawn_ = index;
   }
-  // The range only, in chunks (no range-sized temporary): float64 -> float32 -> the parameter's
-  // dtype -> dest's.
-  constexpr int64_t kChunk = 1 << 20;
+  // Redrawn from the parameter's start up to the end of the range; each chunk's overlap with the
+  // range goes float64 -> float32 -> the parameter's dtype -> dest's.
+  at::Generator generator = start_.clone();
   at::Tensor out = dest.view(-1);
-  for (int64_t at = 0; at < out.numel(); at += kChunk) {
-    const int64_t n = std::min(kChunk, out.numel() - at);
-    out.narrow(0, at, n).copy_(draw_.narrow(0, begin + at, n).to(at::kFloat).to(p.dtype));
-  }
+  const int64_t end = begin + out.numel();
+  draw_normal_in_chunks(generator, numel, rule.std, [&](int64_t at, const at::Tensor& values) {
+    const int64_t lo = std::max(at, begin);
+    const int64_t hi = std::min(at + values.numel(), end);
+    if (lo < hi) out.narrow(0, lo - begin, hi - lo).copy_(values.narrow(0, lo - at, hi - lo).to(at::kFloat).to(p.dtype));
+    return at + values.numel() < end;
+  });
 }
 
 }  // namespace accel::train

@@ -4,13 +4,15 @@
 // The generator is visited as the contract says: normal-initialized parameters in spec order, each
 // drawn whole in float64; constant-initialized ones draw nothing. A request for a normal parameter
 // after the stream went past it throws: values must not depend on the order units are built in.
-// Memory: the last drawn parameter's float64 draw (twice its fp32 size), in pages of its own, and
-// one chunk of a request's conversion.
+// The float64 values are drawn in chunks that give the same numbers as one draw of the whole
+// parameter (spec_init_stream.cpp says why), so the memory is one chunk (8 MiB), never a
+// parameter's float64 draw; a request redraws its parameter from the parameter's start.
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,16 @@ struct SpecParam {
   std::vector<int64_t> sizes;  // its shape
   at::ScalarType dtype = at::kFloat;  // the parameter's: values are rounded to it, as the model holds them
 };
+
+// Values per chunk of draw_normal_in_chunks: a multiple of 16.
+constexpr int64_t kNormalChunk = int64_t(1) << 20;
+// Gets each chunk and its offset in the parameter; returns false to stop early.
+using ChunkSink = std::function<bool(int64_t offset, const at::Tensor& values)>;
+
+// Draws `numel` normal values (mean 0, `std`) from `generator` in float64 chunks of at most
+// kNormalChunk + 15 values: the same values, and the same generator state after the last one, as one
+// normal_ over a float64 tensor of `numel` values. Stopped early, the generator is left mid-draw.
+void draw_normal_in_chunks(at::Generator& generator, int64_t numel, double std, const ChunkSink& sink);
 
 class SpecInitStream {
  public:
@@ -42,8 +54,8 @@ class SpecInitStream {
   std::vector<InitRule> rules_;
   at::Generator generator_;
   size_t next_normal_ = 0;   // the first parameter whose normal draw has not been taken
-  size_t drawn_ = SIZE_MAX;  // the parameter `draw_` holds
-  at::Tensor draw_;          // its float64 draw, flat
+  size_t drawn_ = SIZE_MAX;  // the parameter `start_` is the generator state of
+  at::Generator start_;      // the generator where the draw of parameter `drawn_` starts
 };
 
 }  // namespace accel::train

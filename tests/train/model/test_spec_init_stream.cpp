@@ -6,6 +6,8 @@
 #include <map>
 #include <random>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include "trainer/models/spec_init_stream.hpp"
 #include "trainer/models/builtin_module.hpp"
 #include "tests/train/model/model_test_support.hpp"
@@ -66,6 +68,38 @@ TEST_CASE("spec init stream: slices equal the whole-model init bit for bit", "[s
     auto bf16 = test::gpt_section();
     bf16.dtype = config::ParamDtype::bf16;
     check_slices_equal_whole_init(bf16, shards);
+  }
+}
+
+TEST_CASE("spec init stream: parameters over several draw chunks equal the whole-model init", "[spec_init]") {
+  // wte 32789 x 96 = 3,147,744 values: three chunks and 2,016 more; wte 58255 x 18 = 1,048,590: one
+  // chunk and 14, fewer than 16, drawn with it as one.
+  check_slices_equal_whole_init(test::gpt_section(1, 2, 96, 32789, 8), 3);
+  check_slices_equal_whole_init(test::gpt_section(1, 2, 18, 58255, 8), 4);
+}
+
+TEST_CASE("spec init stream: chunked normal draws equal one draw of the whole", "[spec_init]") {
+  const int64_t c = train::kNormalChunk;
+  for (int64_t n : {int64_t(1), int64_t(15), int64_t(16), int64_t(17), c - 1, c, c + 1, c + 15, c + 16, c + 17,
+                    2 * c + 31, 3 * c}) {
+    at::Generator whole_gen = at::make_generator<at::CPUGeneratorImpl>(99);
+    at::Tensor whole = at::empty({n}, at::kDouble);
+    whole.normal_(0.0, 0.02, whole_gen);
+    at::Generator chunk_gen = at::make_generator<at::CPUGeneratorImpl>(99);
+    at::Tensor chunked = at::empty({n}, at::kDouble);
+    int64_t largest = 0;
+    train::draw_normal_in_chunks(chunk_gen, n, 0.02, [&](int64_t at, const at::Tensor& values) {
+      chunked.narrow(0, at, values.numel()).copy_(values);
+      largest = std::max(largest, values.numel());
+      return true;
+    });
+    INFO("numel " << n);
+    CHECK(at::equal(whole, chunked));
+    CHECK(largest <= c + 15);
+    // The generator is where the whole draw leaves it: the next draws agree too.
+    at::Tensor next_whole = at::empty({40}, at::kDouble).normal_(0.0, 1.0, whole_gen);
+    at::Tensor next_chunked = at::empty({40}, at::kDouble).normal_(0.0, 1.0, chunk_gen);
+    CHECK(at::equal(next_whole, next_chunked));
   }
 }
 
