@@ -6,7 +6,8 @@
 // after the stream went past it throws: values must not depend on the order units are built in.
 // The float64 values are drawn in chunks that give the same numbers as one draw of the whole
 // parameter (spec_init_stream.cpp says why), so the memory is one chunk (8 MiB), never a
-// parameter's float64 draw; a request redraws its parameter from the parameter's start.
+// parameter's float64 draw; each parameter is drawn once, unless a rank asks for a range behind
+// one it already read (then again from the parameter's start).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -33,8 +34,10 @@ using ChunkSink = std::function<bool(int64_t offset, const at::Tensor& values)>;
 
 // Draws `numel` normal values (mean 0, `std`) from `generator` in float64 chunks of at most
 // kNormalChunk + 15 values: the same values, and the same generator state after the last one, as one
-// normal_ over a float64 tensor of `numel` values. Stopped early, the generator is left mid-draw.
-void draw_normal_in_chunks(at::Generator& generator, int64_t numel, double std, const ChunkSink& sink);
+// normal_ over a float64 tensor of `numel` values. `from` (a multiple of kNormalChunk) resumes a
+// draw stopped there. Returns where it stopped: the end of the last chunk drawn (`numel` when done).
+int64_t draw_normal_in_chunks(at::Generator& generator, int64_t numel, double std, const ChunkSink& sink,
+                              int64_t from = 0);
 
 class SpecInitStream {
  public:
@@ -54,7 +57,8 @@ class SpecInitStream {
   std::vector<InitRule> rules_;
   at::Generator generator_;
   size_t next_normal_ = 0;   // the first parameter whose normal draw has not been taken
-  size_t drawn_ = SIZE_MAX;  // the parameter `start_` is the generator state of
+  size_t drawn_ = SIZE_MAX;  // the parameter the generator stands in
+  int64_t drawn_at_ = 0;     // where in it: a chunk boundary
   at::Generator start_;      // the generator where the draw of parameter `drawn_` starts
 };
 
