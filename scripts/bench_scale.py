@@ -7,9 +7,10 @@ reads from the run report of every rank (<output_dir>/report/rank_<r>.json):
   - the resident peak from process start to the end of setup (setup_peak_rss_bytes) and to the end
     of the last step (peak_rss_bytes), the largest over the ranks;
   - setup and training time (time_s), and the median step time (metrics.jsonl);
-and, beside them, `accel estimate-memory --json` for the same job: the configured row's per-rank
-bytes (device + host: on a CPU run both are RAM), set against the measured peak less the resident
-set of the same launch with a one-layer model of width 64 (libtorch, the runtime, the data).
+and, beside them, `accel estimate-memory --json` for the same job: the configured row's peak (the
+step's fullest moment, device and host together: on a CPU run both are RAM), set against the
+measured peak less the runtime's own resident set: the peak of the same launch with a one-layer
+model of width 64 less that small model's own estimated peak (libtorch, the runtime, the data).
 
 Variants: zero3 (deepspeed zero_stage 3, persistence threshold 0), full_shard (fsdp FULL_SHARD),
 zero3_cpu (parameters and optimizer offloaded to host memory), zero3_nvme (both to files under
@@ -112,7 +113,7 @@ def run_one(a, variant: str, world: int, n_layer: int, n_embd: int, before: bool
         wall = time.monotonic() - t0
         row = {"variant": variant, "world": world, "n_layer": n_layer, "n_embd": n_embd, "before": before,
                "params": gpt_params(n_layer, n_embd, a.vocab_size, a.seq_len), "wall_s": wall,
-               "estimate_bytes": est["bytes"]["device"] + est["bytes"]["host"], "estimate": est["bytes"]}
+               "estimate_bytes": est["bytes"]["peak"], "estimate_phase": est["peak_phase"], "estimate": est["bytes"]}
         if p.returncode != 0:
             row["failed"] = p.stderr[-2000:]
             return row
@@ -129,8 +130,53 @@ def run_one(a, variant: str, world: int, n_layer: int, n_embd: int, before: bool
         "training_s": max(r["time_s"]["training"] for r in reports),
         "step_time_s": statistics.median(s["step_time_s"] for s in steps),
         "final_loss": steps[-1]["loss"],
+        # The engine's own account of its buffers (rank 0's report), beside the estimate's components.
+        "engine_memory": reports[0].get("memory", {}),
     })
     return row
+
+
+def print_table(rows: list) -> None:
+    print("\n| variant | world | model | params | init | setup peak MiB | peak MiB | estimate MiB | (peak - runtime) / estimate | setup s | step s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        model = f"{r['n_layer']}x{r['n_embd']}"
+        init = "zero.Init" if r["variant"] in scale_deepspeed.VARIANTS else "whole" if r["before"] else "sharded"
+        est = f"{r['estimate_bytes'] / MIB:.0f}" if r["estimate_bytes"] else ""
+        if "failed" in r:
+            print(f"| {r['variant']} | {r['world']} | {model} | {r['params'] / 1e6:.0f}M | {init} | failed | | "
+                  f"{est} | | | |")
+            continue
+        ratio = (f"{(r['peak_rss_bytes'] - r['runtime_rss_bytes']) / r['estimate_bytes']:.2f}"
+                 if r["estimate_bytes"] else "")
+        print(f"| {r['variant']} | {r['world']} | {model} | {r['params'] / 1e6:.0f}M | {init} | "
+              f"{r['setup_peak_rss_bytes'] / MIB:.0f} | {r['peak_rss_bytes'] / MIB:.0f} | {est} | "
+              f"{ratio} | {r['setup_s']:.1f} | {r['step_time_s']:.2f} |")
+
+
+def reestimate(a, path: str) -> list:
+    """The rows of an earlier --json with the estimate of the accel at hand (the measured figures
+    kept): for working on the estimator without training again."""
+    with open(path) as f:
+        doc = json.load(f)
+    saved = doc.get("args", {})
+    for key in ("seq_len", "vocab_size", "steps", "set", "nvme_dir"):
+        if key in saved:
+            setattr(a, key, saved[key])
+    rows = doc["rows"]
+    with tempfile.TemporaryDirectory(prefix="bench_scale_reestimate_", dir=a.tmp) as d:
+        base = {}
+        for r in rows:
+            if r["variant"] not in ACCEL_VARIANTS:
+                continue
+            key = (r["variant"], r["world"])
+            if key not in base:
+                base[key] = estimate(a, write_job(a, d, r["variant"], r["world"], 1, 64))["bytes"]["peak"]
+            est = estimate(a, write_job(a, d, r["variant"], r["world"], r["n_layer"], r["n_embd"]))
+            r.update({"estimate_bytes": est["bytes"]["peak"], "estimate_phase": est["peak_phase"],
+                      "estimate": est["bytes"], "base_estimate_bytes": base[key],
+                      "runtime_rss_bytes": r["base_peak_rss_bytes"] - base[key]})
+    return rows
 
 
 def main() -> int:
@@ -154,7 +200,16 @@ def main() -> int:
                    help="a DeepSpeed key under zero_optimization for the ds_* rows only (repeatable, dotted for "
                         "nested blocks: offload_param.buffer_count=16)")
     p.add_argument("--json", default="")
+    p.add_argument("--reestimate", default="", metavar="JSON",
+                   help="run nothing: print the rows of an earlier --json with this accel's estimate")
     a = p.parse_args()
+    if a.reestimate:
+        rows = reestimate(a, a.reestimate)
+        print_table(rows)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"command": " ".join(sys.argv), "rows": rows, "args": vars(a)}, f, indent=1)
+        return 0
     try:
         sizes = [tuple(int(x) for x in s.split("x")) for s in a.sizes.split(",")]
         if any(len(s) != 2 for s in sizes):
@@ -188,23 +243,12 @@ def main() -> int:
                 for before in ([False, True] if a.before else [False]):
                     row = run_one(a, variant, world, n_layer, n_embd, before)
                     row["base_peak_rss_bytes"] = base.get("peak_rss_bytes", 0)
+                    # The runtime's own: the base run's peak less its own model's estimated peak.
+                    row["base_estimate_bytes"] = base.get("estimate_bytes", 0)
+                    row["runtime_rss_bytes"] = base.get("peak_rss_bytes", 0) - base.get("estimate_bytes", 0)
                     rows.append(row)
                     print(json.dumps({k: v for k, v in row.items() if k != "estimate"}), flush=True)
-    print("\n| variant | world | model | params | init | setup peak MiB | peak MiB | estimate MiB | (peak - base) / estimate | setup s | step s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        model = f"{r['n_layer']}x{r['n_embd']}"
-        init = "zero.Init" if r["variant"] in scale_deepspeed.VARIANTS else "whole" if r["before"] else "sharded"
-        est = f"{r['estimate_bytes'] / MIB:.0f}" if r["estimate_bytes"] else ""
-        if "failed" in r:
-            print(f"| {r['variant']} | {r['world']} | {model} | {r['params'] / 1e6:.0f}M | {init} | failed | | "
-                  f"{est} | | | |")
-            continue
-        ratio = (f"{(r['peak_rss_bytes'] - r['base_peak_rss_bytes']) / r['estimate_bytes']:.2f}"
-                 if r["estimate_bytes"] else "")
-        print(f"| {r['variant']} | {r['world']} | {model} | {r['params'] / 1e6:.0f}M | {init} | "
-              f"{r['setup_peak_rss_bytes'] / MIB:.0f} | {r['peak_rss_bytes'] / MIB:.0f} | {est} | "
-              f"{ratio} | {r['setup_s']:.1f} | {r['step_time_s']:.2f} |")
+    print_table(rows)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"command": " ".join(sys.argv), "rows": rows, "args": vars(a),

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "runtime/common/errors.hpp"
+#include "runtime/config/plan/engine_units.hpp"
 #include "runtime/config/plan/resolve_plan.hpp"
 #include "runtime/config/plan/unit_grouping.hpp"
 #include "runtime/estimate/model_shape.hpp"
@@ -68,6 +69,50 @@ MemoryInput fsdp_units(const config::JobConfig& job, const plan::ResolvedPlan& r
   return grouped;
 }
 
+// The job as it would run under one row's strategy: the same keys, the row's backend and stage.
+config::JobConfig job_for_row(const config::JobConfig& job, size_t row) {
+  config::JobConfig v = job;
+  using config::Backend;
+  using config::ShardingStrategy;
+  switch (row) {
+    case 0: v.backend = Backend::ddp; break;
+    case 1: case 2: case 3:
+      v.backend = Backend::deepspeed;
+      v.deepspeed.zero_stage = int(row);
+      break;
+    default:
+      v.backend = Backend::fsdp;
+      v.fsdp.sharding_strategy = row == 4   ? ShardingStrategy::NO_SHARD
+                                 : row == 5 ? ShardingStrategy::SHARD_GRAD_OP
+                                 : row == 6 ? ShardingStrategy::FULL_SHARD
+                                            : ShardingStrategy::HYBRID_SHARD;
+  }
+  return v;
+}
+
+// A micro-step of row `row` replayed on the plan its strategy resolves to (step_replay.hpp), over
+// the engine units that plan makes of the model's units.
+StepReplay replay_row(const config::JobConfig& job, size_t row, const JobEstimate& e, int shards) {
+  const plan::ResolvedPlan resolved = plan::resolve_plan(job_for_row(job, row));
+  const plan::EngineUnits units = plan::engine_units(resolved, e.input.unit_numels, /*wrapped=*/true, shards);
+  StepInput step;
+  step.shards = shards;
+  step.compute_bytes = e.input.param_bytes;
+  step.tied_weight_numel = e.input.tied_unit >= 0 ? e.tied_weight_numel : 0;
+  step.head_activation_bytes = e.head_activation_bytes;
+  for (size_t g = 0; g < units.groups.size(); ++g) {
+    int64_t numel = 0, saved = 0;
+    for (int u : units.groups[g]) {
+      numel += e.input.unit_numels[size_t(u)];
+      if (u == e.input.tied_unit) step.token_unit = int(g);
+      else saved += e.layer_activation_bytes;
+    }
+    step.unit_numels.push_back(numel);
+    step.unit_activation_bytes.push_back(saved);
+  }
+  return replay_step(resolved, step, units.reduce_bucket_numel);
+}
+
 }  // namespace
 
 ActivationHint activation_hint(const config::JobConfig& job) {
@@ -121,6 +166,7 @@ JobEstimate estimate_job(const config::JobConfig& job, const JobEstimateOptions&
     in.tied_unit = shape.tied_unit;
     e.model = describe_model(job.model);
     e.activations = activation_hint(job);
+    e.tied_weight_numel = job.model.vocab_size * job.model.n_embd;
   }
 
   const bool mixed = job.mixed_precision != config::MixedPrecision::no;
@@ -135,6 +181,18 @@ JobEstimate estimate_job(const config::JobConfig& job, const JobEstimateOptions&
                 " parameters and gradients (mixed_precision " + config::to_string(job.mixed_precision) +
                 ", model.dtype " + config::to_string(job.model.dtype) + ")";
   e.optimizer = optimizer_text(job.optimizer);
+  const bool fused = job.optimizer.fused == config::FusedKernel::yes ||
+                     (job.optimizer.fused == config::FusedKernel::auto_ && job.device == config::Device::cuda);
+  in.step_temporary_bytes = job.optimizer.name == config::OptimizerName::adamw && !fused ? 8 : 0;
+  if (in.units_known()) {
+    // Activations in the compute dtype (the hint's formula counts 16-bit ones); the head's: the
+    // logits, their fp32 log-softmax and its gradient.
+    const ActivationHint& a = e.activations;
+    e.layer_activation_bytes = a.available ? (a.recomputed ? a.recomputed_total_bytes - a.per_layer_bytes
+                                                           : a.total_bytes) / std::max<int64_t>(1, a.n_layer) * in.param_bytes / 2
+                                           : 0;
+    e.head_activation_bytes = 3 * int64_t(job.training.micro_batch_size) * job.training.seq_len * job.model.vocab_size * 4;
+  }
   check_input(in);
 
   // Offload as the job configures it for each dialect; validation allows it only where it applies.
@@ -187,6 +245,7 @@ JobEstimate estimate_job(const config::JobConfig& job, const JobEstimateOptions&
   for (size_t i = 0; i < plans.size(); ++i) {
     plans[i].configured = plans[i].name == own;
     if (plans[i].configured) e.configured = int(i);
+    if (in.units_known()) plans[i].step = replay_row(job, i, e, plans[i].shards);
     e.strategies.push_back(estimate_memory(i >= 4 ? fsdp_in : in, plans[i]));  // rows 4+: the FSDP strategies
   }
 

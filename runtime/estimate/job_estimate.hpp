@@ -50,6 +50,11 @@ struct JobEstimate {
   int configured = 0;                   // index into strategies
   std::string configured_label;         // "deepspeed zero_stage 3", "fsdp FULL_SHARD", "ddp"
   ActivationHint activations;
+  // What the step replay counts besides the units' buffers (units known only): the tied matrix
+  // (V x C), each layer's saved activations and the head's, in bytes.
+  int64_t tied_weight_numel = 0;
+  int64_t layer_activation_bytes = 0;
+  int64_t head_activation_bytes = 0;
   std::vector<std::string> notes;       // assumptions and caveats, one sentence each
 };
 

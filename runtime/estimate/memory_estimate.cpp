@@ -60,6 +60,52 @@ int64_t within_budget(const UnitSizes& sizes, int64_t budget) {
   return sizes.tied + sum;
 }
 
+// The host memory the optimizer step touches in nvme's buffer pool (nvme_state_store.cpp): unit u
+// streams through buffer u % pool, so each buffer holds as many pages as the largest unit it serves
+// (master, states and the gradient slot: 4 + s + 4 bytes per shard value).
+int64_t nvme_pool_touched(const MemoryInput& in, int shards) {
+  const int units = int(in.unit_numels.size());
+  const int pool = std::min(std::max(2, in.nvme_buffer_count), units);
+  int64_t touched = 0;
+  for (int b = 0; b < pool; ++b) {
+    int64_t largest = 0;
+    for (int u = b; u < units; u += pool) largest = std::max(largest, padded_numel(in.unit_numels[size_t(u)], shards) / shards);
+    touched += largest * (4 + in.state_bytes + 4);
+  }
+  return touched;
+}
+
+// The step's peak (MemoryEstimate::peak): the replay's fullest backward moment against the
+// optimizer step, each on top of the model states held in memory.
+void add_step_peak(const MemoryInput& in, const UnitSizes& sizes, MemoryEstimate& e) {
+  const StrategyPlan& plan = e.plan;
+  if (!plan.step) {
+    e.peak = e.device + e.host;
+    return;
+  }
+  const StepReplay& r = *plan.step;
+  const bool params_in_files = plan.sharding == Sharding::parameters && plan.param_offload == Placement::nvme;
+  const bool states_in_files = plan.offload == Placement::nvme;
+  const int64_t states = e.params + (params_in_files ? 0 : e.param_shard) + e.grads +
+                         (states_in_files ? 0 : e.grad_shard + e.master + e.optimizer_states);
+  int64_t param_staging = 0;
+  if (params_in_files && in.units_known())
+    param_staging = std::min<int64_t>(in.nvme_buffer_count, int64_t(in.unit_numels.size())) * sizes.max_shard * in.param_bytes;
+  const int64_t backward = states + r.peak + param_staging;
+  const int64_t temporaries = int64_t(in.step_temporary_bytes) * sizes.max_shard;
+  const int64_t pool = states_in_files && in.units_known() ? nvme_pool_touched(in, plan.shards) : 0;
+  const int64_t step = states + temporaries + pool;
+  if (backward >= step) {
+    e.peak = backward;
+    e.transients = r.peak_reduce_outputs + r.peak_tied_grads + r.peak_activations + r.peak_cached;
+    e.peak_phase = "backward: " + r.peak_when;
+  } else {
+    e.peak = step;
+    e.transients = temporaries + pool;
+    e.peak_phase = "optimizer step";
+  }
+}
+
 }  // namespace
 
 std::string to_string(Placement placement) {
@@ -161,7 +207,7 @@ MemoryEstimate estimate_memory(const MemoryInput& in, const StrategyPlan& plan) 
       e.grad_shard = shard_sum * 4;
       e.master = master_in_params ? 0 : shard_sum * 4;
       e.optimizer_states = shard_sum * s;
-      e.live_grads = unit_grad_buffers;
+      e.live_grads = plan.step ? plan.step->grad_buffers_peak : unit_grad_buffers;
       break;
     case Sharding::parameters:
       e.grad_shard = shard_sum * 4;
@@ -173,12 +219,23 @@ MemoryEstimate estimate_memory(const MemoryInput& in, const StrategyPlan& plan) 
         e.live_params = (plan.max_live_numel > 0 ? within_budget(sizes, plan.max_live_numel)
                                                  : gathered_numel(sizes, in.max_live_units)) * p;
       e.live_grads = unit_grad_buffers;
+      if (plan.step) {
+        // The engine's own layout: units that keep their storage (the token unit, persistent
+        // ones) are replicated parameters; an fp32 one without offload steps its parameters'
+        // own slice as its master.
+        e.params = plan.step->kept;
+        if (p == 4 && plan.offload == Placement::device && plan.param_offload == Placement::device)
+          e.master -= plan.step->kept_numel / N * 4;
+        e.live_params = plan.step->gathered_peak;
+        e.live_grads = plan.step->grad_buffers_peak;
+      }
       break;
   }
   const bool sharded = plan.sharding != Sharding::replicated;
   const bool params_in_files = plan.sharding == Sharding::parameters && plan.param_offload == Placement::nvme;
-  if (sharded && p < 4) e.param_shard = shard_sum * p;
-  if (sharded && p == 4 && plan.offload == Placement::nvme) e.param_shard = shard_sum * 4;
+  // The compute-dtype shards gathers read: their own copy in 16-bit compute, and with offload in
+  // any precision (the masters live apart: on the host, or in files).
+  if (sharded && (p < 4 || plan.offload != Placement::device)) e.param_shard = shard_sum * p;
   // Parameter files: fp32 with nvme masters reads the master's file; fp32 with the masters in
   // memory writes a file beside them.
   if (params_in_files && p == 4) e.param_shard = plan.offload == Placement::nvme ? 0 : shard_sum * 4;
@@ -202,6 +259,7 @@ MemoryEstimate estimate_memory(const MemoryInput& in, const StrategyPlan& plan) 
     const int64_t units = in.units_known() ? int64_t(in.unit_numels.size()) : int64_t(in.nvme_buffer_count);
     e.host += std::min<int64_t>(in.nvme_buffer_count, units) * sizes.max_shard * p;
   }
+  add_step_peak(in, sizes, e);
   return e;
 }
 

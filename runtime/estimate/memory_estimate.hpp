@@ -27,13 +27,21 @@
 // nvme), read for each gather through min(buffer_count, units) host buffers of the largest shard in
 // the compute dtype; fp32 compute with nvme-offloaded masters reads the master's file (no param_shard),
 // and fp32 compute with the masters in memory keeps a file beside them (param_shard 4*sum(S) in nvme).
+// With a replay of the step (StrategyPlan::step, step_replay.hpp; units known): stage 3's units that
+// stay gathered (the tied root, persistent units) are `params`, an fp32 one's master is its own
+// slice, and the live figures are the replay's, as the engine reports them; `peak` is the step's
+// fullest moment (see MemoryEstimate::peak). Offload in any precision keeps a compute-dtype copy of
+// the shard (param_shard) beside the masters that live apart.
 // Invariants: every figure is a whole number of bytes; with one shard no padding is added; the
 // components of a result add up to device + host + nvme (nvme staging buffers excepted).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "runtime/estimate/step_replay.hpp"
 
 namespace accel::estimate {
 
@@ -57,6 +65,9 @@ struct MemoryInput {
   int state_bytes = 8;           // fp32 optimizer state per value: adamw 8, sgd with momentum 4, sgd 0
   int max_live_units = 2;        // stage 3: gathered units alive at once (current + one prefetched)
   int nvme_buffer_count = 5;     // nvme offload: host staging buffers
+  // The optimizer step's temporaries per value of the largest shard it steps at once (the
+  // unfused AdamW: the square root and the denominator, 2 fp32 values; fused or SGD: 0).
+  int step_temporary_bytes = 0;
 
   int64_t num_parameters() const;
   bool units_known() const { return !unit_numels.empty(); }
@@ -81,6 +92,9 @@ struct StrategyPlan {
   // Where the compute-dtype parameter shard lives between gathers (stage 3; DeepSpeed
   // offload_param_device nvme): device or nvme.
   Placement param_offload = Placement::device;
+  // The micro-step replayed on this strategy's plan (step_replay.hpp), when units and plan are
+  // known: its figures replace the live-buffer bounds above and give the step's peak.
+  std::optional<StepReplay> step;
 };
 
 // Bytes per rank, by component, wherever they live, then where they live.
@@ -102,6 +116,15 @@ struct MemoryEstimate {
   int64_t host = 0;              // per rank in host memory because of offload
   int64_t nvme = 0;              // per rank in offload files
   int64_t zero_paper = 0;        // the ZeRO paper's figure for this stage (K = 12), per rank
+  // The step's fullest moment, per rank, device and host memory together (a CPU run's resident
+  // set less the runtime's own): the larger of the backward's fullest moment (model states in
+  // memory + the replay's peak: gathered units, gradient buffers, reduce outputs, the tied
+  // weight's gradient copies, activations + nvme parameter staging) and the optimizer step (model
+  // states in memory + the optimizer's temporaries + the nvme state buffers it touches). Without a
+  // replay: device + host.
+  int64_t peak = 0;
+  int64_t transients = 0;        // the part of the peak outside the components above
+  std::string peak_phase;        // "backward: the embedding's backward", "optimizer step"
 };
 
 // Throws accel::UsageError for an input that describes no model (no parameters, a non-positive

@@ -112,7 +112,7 @@ std::string render_memory_table(const JobEstimate& e) {
   s << "  optimizer  " << e.optimizer << "\n\n";
 
   const std::vector<std::string> head = {"strategy", "N", "params", "grads", "optimizer", "live",
-                                         "per rank", "offloaded", "ZeRO paper"};
+                                         "per rank", "offloaded", "step peak", "ZeRO paper"};
   std::vector<std::vector<std::string>> rows;
   for (const auto& m : e.strategies) {
     const bool on_device = m.plan.offload == Placement::device;
@@ -120,7 +120,7 @@ std::string render_memory_table(const JobEstimate& e) {
                     cell(m.grads + (on_device ? m.grad_shard : 0)),
                     cell(on_device ? m.master + m.optimizer_states : 0),
                     m.unit_buffers_estimated ? cell(m.live_params + m.live_grads) : "n/a", human_bytes(m.device),
-                    offloaded_cell(m), human_bytes(m.zero_paper)});
+                    offloaded_cell(m), m.plan.step ? human_bytes(m.peak) : "n/a", human_bytes(m.zero_paper)});
   }
   std::vector<size_t> width(head.size());
   for (size_t c = 0; c < head.size(); ++c) {
@@ -137,14 +137,24 @@ std::string render_memory_table(const JobEstimate& e) {
   };
   line(head, " ");
   for (size_t i = 0; i < rows.size(); ++i) line(rows[i], int(i) == e.configured ? "*" : " ");
-  s << "\n  * this job: " << e.configured_label << " (" << e.strategies[size_t(e.configured)].plan.name << ")\n\n";
+  const MemoryEstimate& own = e.strategies[size_t(e.configured)];
+  s << "\n  * this job: " << e.configured_label << " (" << own.plan.name << ")";
+  if (own.plan.step) s << "; step peak at " << own.peak_phase;
+  s << "\n\n";
 
   s << wrap("Columns are bytes per rank on the compute device: params = replicated parameters; grads = replicated "
             "gradients + the fp32 gradient shard; optimizer = fp32 master weights + optimizer states; live = "
             "unit-sized buffers alive at once (zero-1: the all-gather that refreshes the parameters after the step; "
             "zero-2: the root's gradient (it holds the tied embedding) + the largest unit's reduce-scatter buffer; "
-            "zero-3: those plus the gathered root and largest other unit); offloaded = what offload moves to host memory (cpu) or to "
-            "files (nvme, plus its host staging buffers). Flat buffers are padded per unit to a multiple of N.",
+            "zero-3: the units kept gathered are in params, the others gathered at once in live); offloaded = what "
+            "offload moves to host memory (cpu) or to files (nvme, plus its host staging buffers). Flat buffers are "
+            "padded per unit to a multiple of N. Live buffers come from a replay of two micro-steps on the job's "
+            "schedule (prefetch, reduce bucket, live bounds). step peak = device and host memory together at the "
+            "step's fullest moment: the model states held in memory plus, in backward, the gathered units, "
+            "gradient buffers and reduce-scatter outputs alive together, the tied embedding's gradient copies "
+            "(three of V x C at the embedding's backward), the activations and freed unit blocks kept for reuse; or, "
+            "in the optimizer step, its temporaries and nvme buffers. A CPU run's peak resident set is this plus "
+            "the runtime's own (libtorch, the communicator: about 200 MiB).",
             "")
     << "\n";
   s << wrap(std::string("ZeRO paper: ") + kPaperSource + ": 16, 4 + 12/N, 2 + 14/N and 16/N bytes per parameter. "
@@ -155,8 +165,8 @@ std::string render_memory_table(const JobEstimate& e) {
             "")
     << "\n";
   const ActivationHint& a = e.activations;
-  std::string act = std::string("Activations are not included: roughly ") + kActivationFormula + " (" +
-                    kActivationSource + ")";
+  std::string act = std::string("Activations (in the step peak, not in the per-rank column): roughly ") +
+                    kActivationFormula + " (" + kActivationSource + ")";
   if (a.available)
     act += "; with s = " + std::to_string(a.seq_len) + ", b = " + std::to_string(a.micro_batch_size) + ", h = " +
            std::to_string(a.n_embd) + ", a = " + std::to_string(a.n_head) + ": " + glued(human_bytes(a.per_layer_bytes)) +
@@ -207,7 +217,10 @@ nlohmann::json memory_estimate_json(const JobEstimate& e) {
                             {"device", m.device},
                             {"host", m.host},
                             {"nvme", m.nvme},
-                            {"zero_paper", m.zero_paper}}}});
+                            {"zero_paper", m.zero_paper},
+                            {"transients", m.transients},
+                            {"peak", m.peak}}},
+                          {"peak_phase", m.peak_phase}});
   }
   const ActivationHint& a = e.activations;
   json activations = {{"estimated", false}, {"formula", kActivationFormula}, {"source", kActivationSource}};

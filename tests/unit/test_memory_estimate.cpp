@@ -145,15 +145,18 @@ TEST_CASE("offload moves the master, states and gradient shard off the device", 
     // parameters' slice): 8 shard values of master, two moments and gradient move.
     CHECK(cpu.master == 8 * 4);
     CHECK(cpu.host == 8 * (4 + 8 + 4));
-    CHECK(cpu.device == on.device - movable(on));
+    // Gathers read a compute-dtype copy of the shard, which stays on the device: the master
+    // lives apart (without offload, an fp32 master is that copy).
+    CHECK(cpu.param_shard == 8 * 4);
+    CHECK(cpu.device == on.device - movable(on) + cpu.param_shard);
     CHECK(cpu.nvme == 0);
     CHECK(cpu.params == on.params);
     CHECK(cpu.live_params + cpu.live_grads == on.live_params + on.live_grads);
     auto nvme = run(in, sharding, 4, Placement::nvme);
     CHECK(nvme.nvme == 8 * (4 + 8 + 4));  // master, moments and gradient shard in files
-    // fp32: gathers need an in-memory copy of the shard while the master is in a file.
+    // The same copy while the master is in a file.
     CHECK(nvme.param_shard == 8 * 4);
-    CHECK(nvme.device == cpu.device + nvme.param_shard);
+    CHECK(nvme.device == cpu.device);
     // 4 units (fewer than buffer_count 5) of at most 3 shard values stream through one buffer
     // each, holding master + 2 moments + gradient (16 bytes a value).
     CHECK(nvme.host == 4 * 3 * (4 + 8 + 4));

@@ -1,0 +1,135 @@
+// The micro-step replay behind the memory estimate's peak (runtime/estimate/step_replay.hpp), on
+// small models worked by hand: DeepSpeed's prefetch window and its live bound, FSDP's one unit
+// ahead, gathering on demand, the reduce bucket, the kept units, and the fullest moment at the
+// embedding's backward. tests/engine/test_step_replay.cpp holds the same replay to the engine's
+// own report on a real step.
+#include <catch2/catch.hpp>
+
+#include "runtime/estimate/step_replay.hpp"
+
+using namespace accel;
+using namespace accel::estimate;
+
+namespace {
+
+constexpr int64_t kBlock = 8;  // values per layer unit; the token unit holds 10
+
+// A token unit (the embedding, kept gathered) and `blocks` layer units, fp32, two shards (no
+// padding: every size is even).
+StepInput model(int blocks) {
+  StepInput in;
+  in.unit_numels = {10};
+  for (int b = 0; b < blocks; ++b) in.unit_numels.push_back(kBlock);
+  in.token_unit = 0;
+  in.shards = 2;
+  in.compute_bytes = 4;
+  return in;
+}
+
+plan::ResolvedPlan zero3(int64_t prefetch_bucket, int64_t max_live) {
+  plan::ResolvedPlan p;
+  p.shards = plan::Shards::parameters;
+  p.overlap_comm = true;
+  p.prefetch.forward = prefetch_bucket > 0;
+  p.prefetch.backward = prefetch_bucket > 0 ? plan::PrefetchPolicy::Backward::pre : plan::PrefetchPolicy::Backward::none;
+  p.prefetch.max_prefetch_units = 1 << 30;
+  p.prefetch.max_prefetch_numel = prefetch_bucket;
+  p.prefetch.max_live_numel = max_live;
+  return p;
+}
+
+plan::ResolvedPlan full_shard(bool limit_all_gathers) {
+  plan::ResolvedPlan p;
+  p.shards = plan::Shards::parameters;
+  p.overlap_comm = true;
+  p.prefetch.forward = true;
+  p.prefetch.backward = plan::PrefetchPolicy::Backward::pre;
+  p.prefetch.max_prefetch_units = 1;
+  p.prefetch.max_live_units = limit_all_gathers ? 2 : 0;
+  return p;
+}
+
+constexpr int64_t kHuge = 1'000'000'000;
+
+}  // namespace
+
+TEST_CASE("step replay: DeepSpeed's prefetch window grows past its bucket until max_live stops it", "[estimate][replay]") {
+  // Bucket of 3 blocks: at h.1 the gathers of h.2-h.4 are issued; at h.2 those are in flight and
+  // passed over, so h.5 and h.6 are issued too: five blocks gathered at once.
+  const StepInput in = model(6);
+  CHECK(replay_step(zero3(3 * kBlock, kHuge), in, kHuge).gathered_peak == 5 * kBlock * 4);
+  // stage3_max_live_parameters of 4 blocks: h.6 waits.
+  CHECK(replay_step(zero3(3 * kBlock, 4 * kBlock), in, kHuge).gathered_peak == 4 * kBlock * 4);
+  // Prefetch off: each unit is gathered when it computes, and freed after.
+  CHECK(replay_step(zero3(0, kHuge), in, kHuge).gathered_peak == kBlock * 4);
+}
+
+TEST_CASE("step replay: FSDP reaches one unit ahead; limit_all_gathers holds two", "[estimate][replay]") {
+  const StepInput in = model(5);
+  CHECK(replay_step(full_shard(true), in, kHuge).gathered_peak == 2 * kBlock * 4);
+  CHECK(replay_step(full_shard(false), in, kHuge).gathered_peak == 2 * kBlock * 4);
+}
+
+TEST_CASE("step replay: gradient buffers stay within the reduce bucket beside the token unit's", "[estimate][replay]") {
+  const StepInput in = model(4);
+  // A bucket above the model: every unit's buffer waits until backward ends.
+  CHECK(replay_step(zero3(0, kHuge), in, kHuge).grad_buffers_peak == (10 + 4 * kBlock) * 4);
+  // A bucket of one block: one layer's buffer at a time, beside the token unit's.
+  CHECK(replay_step(zero3(0, kHuge), in, kBlock).grad_buffers_peak == (10 + kBlock) * 4);
+  // The token unit's buffer counts against the bucket too (it waits through the whole backward):
+  // two blocks fit beside it only in a bucket of both and it.
+  CHECK(replay_step(zero3(0, kHuge), in, 2 * kBlock).grad_buffers_peak == (10 + kBlock) * 4);
+  CHECK(replay_step(zero3(0, kHuge), in, 10 + 2 * kBlock).grad_buffers_peak == (10 + 2 * kBlock) * 4);
+}
+
+TEST_CASE("step replay: kept units are the token unit, persistent units, and every unit below stage 3", "[estimate][replay]") {
+  StepInput in = model(2);
+  in.unit_numels[2] = 4;  // h.1 under the persistence threshold below
+  plan::ResolvedPlan p = zero3(0, kHuge);
+  p.persistence_threshold = 5;
+  CHECK(kept_units(p, in) == std::vector<bool>{true, false, true});
+  const StepReplay r = replay_step(p, in, kHuge);
+  CHECK(r.kept == (10 + 4) * 4);
+  CHECK(r.kept_numel == 14);
+  CHECK(r.gathered_peak == kBlock * 4);  // h.0 alone: h.1 stays gathered, counted as kept
+  p.shards = plan::Shards::gradients;
+  CHECK(kept_units(p, in) == std::vector<bool>{true, true, true});
+  CHECK(replay_step(p, in, kHuge).gathered_peak == 0);
+}
+
+TEST_CASE("step replay: the fullest moment is the embedding's backward, with the tied matrix three times", "[estimate][replay]") {
+  StepInput in = model(3);
+  in.tied_weight_numel = 6;  // V x C inside the token unit's 10 values
+  in.unit_activation_bytes = {0, 1, 1, 1};
+  in.head_activation_bytes = 2;
+  // Prefetch off, a bucket above the model: at the embedding's backward every layer is freed,
+  // every buffer (token unit's and layers') waits with its reduce-scatter output (a shard each, the
+  // token unit's not issued yet), the activations are gone, and autograd holds the head's
+  // gradient of the tied matrix, the embedding's and their sum. Of the blocks freed in the step,
+  // one layer's gathered block waits in the allocator's cache (each layer's gradient buffer
+  // reuses the block the layer before freed, the last one's is left). nvme offload trims the
+  // cache between steps, so the second step starts as the first did.
+  plan::ResolvedPlan p = zero3(0, kHuge);
+  p.optimizer_states = plan::Where::nvme;
+  const StepReplay r = replay_step(p, in, kHuge);
+  CHECK(r.peak_when == "the embedding's backward");
+  CHECK(r.peak_gathered == 0);
+  CHECK(r.peak_grad_buffers == (10 + 3 * kBlock) * 4);
+  CHECK(r.peak_reduce_outputs == 3 * (kBlock / 2) * 4);
+  CHECK(r.peak_tied_grads == 3 * 6 * 4);
+  CHECK(r.peak_activations == 0);
+  CHECK(r.peak_cached == kBlock * 4);
+  CHECK(r.peak == r.peak_grad_buffers + r.peak_reduce_outputs + r.peak_tied_grads + r.peak_cached);
+  // Without the trims the blocks the first step's reductions freed are still cached in the
+  // second (at most 8 of them).
+  const StepReplay kept = replay_step(zero3(0, kHuge), in, kHuge);
+  CHECK(kept.peak_cached > r.peak_cached);
+  CHECK(kept.peak == r.peak + kept.peak_cached - r.peak_cached);
+  // Large activations move it to the start of backward: the last layer gathered again, every
+  // layer's activations still saved (the head's are freed), the head's tied gradient waiting.
+  in.unit_activation_bytes = {0, 10'000, 10'000, 10'000};
+  const StepReplay a = replay_step(p, in, kHuge);
+  CHECK(a.peak_when == "unit 3's gather");
+  CHECK(a.peak_activations == 30'000);
+  CHECK(a.peak == 30'000 + kBlock * 4 + (10 + kBlock) * 4 + 6 * 4 + a.peak_cached);
+}
