@@ -14,4 +14,6 @@ void end_memory_phase(bool trim_heap) {
   malloc_trim(0);
 }
 
+void trim_malloc_heap() { malloc_trim(0); }
+
 }  // namespace accel::engine

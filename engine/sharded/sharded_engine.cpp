@@ -198,6 +198,7 @@ ShardedEngine::ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> spe
     // Stage 3: free the gathered copy now, so the model's fp32 values are replaced unit by unit by
     // shards instead of being held whole until every unit is built (the start-up peak).
     if (!keeps) buffers_->release(index);
+    trim_malloc_heap();
     for (const torch::nn::Module* member : rt.members)
       if (member) unit_index_[member] = int(units_.size());
     units_.push_back(std::move(rt));
