@@ -59,10 +59,12 @@ if grep -q "$src/include" "$work/minimal_install/CMakeFiles/accel_example_minima
 fi
 
 echo "== 3. the installed launcher runs it at world 2; the result equals the in-tree example's"
+# The jobs' rendezvous port is the default 29500, which a job or test running beside this one may hold.
+free_port="--set main_process_port=0"
 run_example() {  # <program> <output dir>
   sed -e "s#^program:.*#program: [\"$1\"]#" -e "s#output_dir:.*#output_dir: $2#" -e "s#max_steps:.*#max_steps: 4#" \
       "$src/examples/minimal/job.yaml" > "$2.yaml"
-  (cd "$work" && "$work/prefix/bin/accel" launch "$2.yaml" > "$2.log" 2>&1) || { tail -20 "$2.log"; fail "accel launch $1"; }
+  (cd "$work" && "$work/prefix/bin/accel" launch "$2.yaml" $free_port > "$2.log" 2>&1) || { tail -20 "$2.log"; fail "accel launch $1"; }
 }
 run_example "$work/minimal_install/accel_example_minimal" "$work/run_install"
 run_example "$in_tree_example" "$work/run_in_tree"
@@ -97,7 +99,7 @@ for dir in "$src"/examples/*/; do
       -e "s#max_steps:.*#max_steps: 2#" "$dir/job.yaml" > "$work/run_$name.yaml"
   # llama reads a token file (its job names runs/llama/tokens.bin): byte tokens of accel's README.
   [ -f "$dir/make_tokens.py" ] && python3 "$dir/make_tokens.py" "$work/runs/$name/tokens.bin" "$src/README.md" > /dev/null
-  (cd "$work" && "$work/prefix/bin/accel" launch "$work/run_$name.yaml" > "$work/run_$name.log" 2>&1) ||
+  (cd "$work" && "$work/prefix/bin/accel" launch "$work/run_$name.yaml" $free_port > "$work/run_$name.log" 2>&1) ||
     { tail -20 "$work/run_$name.log"; fail "accel launch examples/$name"; }
   [ "$(wc -l < "$work/run_$name/metrics.jsonl")" -eq 2 ] || fail "examples/$name: expected 2 metrics records"
   echo "examples/$name: built against the installed tree, 2 steps run"
