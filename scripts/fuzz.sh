@@ -14,9 +14,14 @@ shift || true
 export LC_ALL=C  # the seeds' template indices follow the harness's byte order of file names
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 
+# The compiler probe's directory and the harness's scratch directory (below) go when this run ends,
+# however it ends: libFuzzer ends a run with a finding or a timeout by _Exit, past the harness's own
+# clean-up.
+probe="" scratch=""
+trap 'rm -rf "$probe" "$scratch"' EXIT
+trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM
 # Only a compiler that links a libFuzzer target can build the harness; anything less is a skip.
 probe="$(mktemp -d)"
-trap 'rm -rf "$probe"' EXIT
 echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' > "$probe/p.cpp"
 if ! command -v clang++ >/dev/null 2>&1 ||
    ! clang++ -fsanitize=fuzzer,address "$probe/p.cpp" -o "$probe/p" >/dev/null 2>&1; then
@@ -80,11 +85,13 @@ done
 } > "$dir/config.dict"
 
 echo "fuzz: $seconds s; $(ls "$seeds" | wc -l) seeds, $(ls "$dir/corpus" | wc -l) corpus inputs; findings go to $dir/findings/"
-rm -rf "$probe"
-trap - EXIT
 regressions=()
 [ -d "$root/tests/fuzz/regressions" ] && regressions=("$root/tests/fuzz/regressions")
+# The harness writes each input's files in a directory of its own under ACCEL_FUZZ_SCRATCH.
+scratch="$(mktemp -d "$dir/scratch.XXXXXX")"
 # libFuzzer's own exit code for a finding is 77, which ctest would read as a skip: make it 1.
-exec "$dir/config_fuzzer" -max_total_time="$seconds" -timeout=10 -error_exitcode=1 -timeout_exitcode=1 \
-  -dict="$dir/config.dict" -artifact_prefix="$dir/findings/" -print_final_stats=1 "$@" \
-  "$dir/corpus" "$seeds" "${regressions[@]}"
+status=0
+ACCEL_FUZZ_SCRATCH="$scratch" "$dir/config_fuzzer" -max_total_time="$seconds" -timeout=10 -error_exitcode=1 \
+  -timeout_exitcode=1 -dict="$dir/config.dict" -artifact_prefix="$dir/findings/" -print_final_stats=1 "$@" \
+  "$dir/corpus" "$seeds" "${regressions[@]}" || status=$?
+exit "$status"

@@ -40,18 +40,25 @@ using namespace accel;
 
 namespace {
 
-// A directory of this process for the input's files; emptied before each input.
+// A directory of this process for the input's files; emptied before each input. It is made in
+// ACCEL_FUZZ_SCRATCH when set (scripts/fuzz.sh makes that directory and removes it however the run
+// ends: libFuzzer ends a run with a finding or a timeout by _Exit, past atexit), else in the system's temp
+// directory. A normal exit removes it. The path is never destroyed: exit runs handlers and static
+// destructors in the reverse order of their registration, and the handler is registered before the
+// static is made, so a static path would be freed before the handler reads it.
 const fs::path& work_dir() {
-  static const fs::path dir = [] {
-    std::string pattern = (fs::temp_directory_path() / "accel-fuzz-XXXXXX").string();
+  static const fs::path* const dir = [] {
+    const char* scratch = std::getenv("ACCEL_FUZZ_SCRATCH");
+    fs::path base = scratch && *scratch ? fs::path(scratch) : fs::temp_directory_path();
+    std::string pattern = (base / "accel-fuzz-XXXXXX").string();
     if (!mkdtemp(pattern.data())) std::abort();
     std::atexit([] {
       std::error_code ec;
       fs::remove_all(work_dir(), ec);
     });
-    return fs::path(pattern);
+    return new fs::path(pattern);
   }();
-  return dir;
+  return *dir;
 }
 
 const std::vector<std::string>& templates() {
