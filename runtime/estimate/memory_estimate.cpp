@@ -89,21 +89,20 @@ void add_step_peak(const MemoryInput& in, const UnitSizes& sizes, MemoryEstimate
   const int64_t states = e.params + (params_in_files ? 0 : e.param_shard) + e.grads +
                          (states_in_files ? 0 : e.grad_shard + e.master + e.optimizer_states);
   int64_t param_staging = 0;
-  if (params_in_files && in.units_known())
-    param_staging = std::min<int64_t>(in.nvme_buffer_count, int64_t(in.unit_numels.size())) * sizes.max_shard * in.param_bytes;
+  if (params_in_files && in.units_known()) {
+    // The units that free their storage gather from files through buffer_count staging buffers of
+    // the largest one's shard; the kept units keep their compute-dtype shard in memory.
+    param_staging = std::min<int64_t>(in.nvme_buffer_count, int64_t(in.unit_numels.size())) *
+                    (r.largest_freed_numel / plan.shards) * in.param_bytes;
+    param_staging += r.kept_numel / plan.shards * in.param_bytes;
+  }
   const int64_t backward = states + r.peak + param_staging;
   const int64_t temporaries = int64_t(in.step_temporary_bytes) * sizes.max_shard;
   const int64_t pool = states_in_files && in.units_known() ? nvme_pool_touched(in, plan.shards) : 0;
-  const int64_t step = states + temporaries + pool;
-  if (backward >= step) {
-    e.peak = backward;
-    e.transients = r.peak_reduce_outputs + r.peak_tied_grads + r.peak_activations + r.peak_cached;
-    e.peak_phase = "backward: " + r.peak_when;
-  } else {
-    e.peak = step;
-    e.transients = temporaries + pool;
-    e.peak_phase = "optimizer step";
-  }
+  const int64_t step = states + param_staging + temporaries + pool;
+  e.peak = std::max(backward, step);
+  e.transients = e.peak - states;
+  e.peak_phase = backward >= step ? "backward: " + r.peak_when : "optimizer step";
 }
 
 }  // namespace

@@ -123,7 +123,7 @@ struct MemoryEstimate {
   // states in memory + the optimizer's temporaries + the nvme state buffers it touches). Without a
   // replay: device + host.
   int64_t peak = 0;
-  int64_t transients = 0;        // the part of the peak outside the components above
+  int64_t transients = 0;        // the part of the peak beyond the model states held in memory
   std::string peak_phase;        // "backward: the embedding's backward", "optimizer step"
 };
 

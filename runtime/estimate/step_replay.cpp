@@ -49,6 +49,8 @@ class Replay {
         state_[u] = State::ready;
         out_.kept += numel_[u] * in.compute_bytes;
         out_.kept_numel += numel_[u];
+      } else {
+        out_.largest_freed_numel = std::max(out_.largest_freed_numel, numel_[u]);
       }
   }
 

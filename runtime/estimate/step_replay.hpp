@@ -47,6 +47,7 @@ struct StepReplay {
   int64_t grad_buffers_peak = 0;
   int64_t kept = 0;
   int64_t kept_numel = 0;  // their values, padded
+  int64_t largest_freed_numel = 0;  // the largest unit that frees its storage, padded (0: none)
   // The fullest moment: gathered + gradient buffers + reduce-scatter outputs + tied gradient copies
   // + activations + cached blocks, and what it was made of.
   int64_t peak = 0;
