@@ -257,6 +257,11 @@ JobEstimate estimate_job(const config::JobConfig& job, const JobEstimateOptions&
   if (resolved.master != plan::Dtype::fp32)
     e.notes.push_back("fsdp.precision_mode low is not modelled: the FSDP rows count fp32 master, gradient and "
                       "state shards, as precision_mode mixed keeps them.");
+  if (job.device == config::Device::cuda && in.units_known())
+    e.notes.push_back("step peak follows a CPU rank's engine (device and host memory together, its unit block "
+                      "cache); on a GPU the gathers and gradient buffers come from the layer buffer pool and "
+                      "CUDA's caching allocator, which the replay does not model, so read it as an estimate of the "
+                      "two memories' sum.");
   if (job.device != config::Device::cuda)
     e.notes.push_back("on a CPU-only run (device " + e.device + " without a GPU) device memory and host memory "
                       "are the same RAM: add the offloaded column to the per-rank figure.");
