@@ -11,13 +11,8 @@
 #include <chrono>
 #include <thread>
 
-#include "engine/backend.hpp"
-#include "runtime/comm/fake_communicator.hpp"
-#include "runtime/config/plan/resolve_plan.hpp"
-#include "tests/comm/comm_test_support.hpp"
 #include "tests/engine/tiny_job.hpp"
-#include "tests/support/prepared_builtin.hpp"
-#include "trainer/models/builtin_optimizer.hpp"
+#include "tests/engine/two_step_world.hpp"
 
 using namespace accel;
 
@@ -46,10 +41,6 @@ class SlowReductions final : public comm::Communicator {
   std::chrono::milliseconds delay_;
 };
 
-at::Tensor tokens(int rows, int offset) {
-  return (at::arange(int64_t(rows) * 8, at::kLong).view({rows, 8}) * 3 + offset) % 32;
-}
-
 struct Peak {
   int64_t live_grads = 0;    // bytes, the engine's report
   int64_t largest_unit = 0;  // values of the largest layer unit's buffer, padded
@@ -58,28 +49,10 @@ struct Peak {
 };
 
 Peak run(const config::JobConfig& job, std::chrono::milliseconds delay) {
-  comm::FakeWorld fake(2);
   Peak seen;
-  auto errors = test::run_ranks(
-      2, [&](int r) -> std::unique_ptr<comm::Communicator> {
-        return std::make_unique<SlowReductions>(fake.communicator(r), delay);
-      },
-      [&](comm::Communicator& comm) {
-        const plan::ResolvedPlan resolved = plan::resolve_plan(job);
-        test::PreparedBuiltin model(job, test::builtin_module(job.model, 3), [&](std::vector<engine::UnitSpec> specs) {
-          return engine::make_backend(resolved, comm, std::move(specs), engine::builtin_optimizer_setup(job.optimizer));
-        });
-        auto& engine = model.engine();
-        for (int step = 0; step < 2; ++step) {
-          auto* hooks = engine.begin_micro_step(0, true);
-          model.loss(model.forward(tokens(2, comm.rank() + step), hooks), tokens(2, comm.rank() + step + 1)).backward();
-          engine.end_micro_step(true);
-          engine.optimizer_step(1e-3);
-        }
-        // Both ranks drain their queues (a prefetch of the next step may still be in flight) before
-        // either tears its communicator down, so no rank waits on a peer that has left.
-        comm.barrier()->wait();
-        if (comm.rank() != 0) return;
+  test::train_two_steps_on_two_ranks(
+      job,
+      [&](engine::Backend& engine, test::PreparedBuiltin& model) {
         seen.live_grads = engine.memory_report().value("live_grads_peak", int64_t(0));
         for (const auto& unit : model.units()) {
           const int64_t padded = (unit.numel + 1) / 2 * 2;
@@ -87,8 +60,10 @@ Peak run(const config::JobConfig& job, std::chrono::milliseconds delay) {
           if (unit.pinned) seen.root = padded;
           else seen.largest_unit = std::max(seen.largest_unit, padded);
         }
+      },
+      [&](std::unique_ptr<comm::Communicator> inner) -> std::unique_ptr<comm::Communicator> {
+        return std::make_unique<SlowReductions>(std::move(inner), delay);
       });
-  REQUIRE(errors == test::no_errors(2));
   return seen;
 }
 

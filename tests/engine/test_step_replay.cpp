@@ -7,53 +7,21 @@
 // A replay that drifts from the engine's schedule fails here.
 #include "tests/support/catch_with_torch.hpp"
 
-#include "engine/backend.hpp"
-#include "runtime/comm/fake_communicator.hpp"
-#include "runtime/config/plan/resolve_plan.hpp"
 #include "runtime/estimate/job_estimate.hpp"
-#include "tests/comm/comm_test_support.hpp"
 #include "tests/engine/tiny_job.hpp"
-#include "tests/support/prepared_builtin.hpp"
-#include "trainer/models/builtin_optimizer.hpp"
+#include "tests/engine/two_step_world.hpp"
 
 using namespace accel;
 
 namespace {
-
-at::Tensor token_rows(int rows, int offset) {
-  return (at::arange(int64_t(rows) * 8, at::kLong).view({rows, 8}) * 5 + offset) % 32;
-}
-
-nlohmann::json engine_report(const config::JobConfig& job) {
-  comm::FakeWorld fake(2);
-  nlohmann::json report;
-  auto errors = test::run_ranks(
-      2, [&](int r) { return fake.communicator(r); },
-      [&](comm::Communicator& comm) {
-        const plan::ResolvedPlan resolved = plan::resolve_plan(job);
-        test::PreparedBuiltin model(job, test::builtin_module(job.model, 3), [&](std::vector<engine::UnitSpec> specs) {
-          return engine::make_backend(resolved, comm, std::move(specs), engine::builtin_optimizer_setup(job.optimizer));
-        });
-        auto& engine = model.engine();
-        for (int step = 0; step < 2; ++step) {
-          auto* hooks = engine.begin_micro_step(0, true);
-          model.loss(model.forward(token_rows(2, comm.rank() + step), hooks), token_rows(2, comm.rank() + step + 1)).backward();
-          engine.end_micro_step(true);
-          engine.optimizer_step(1e-3);
-        }
-        comm.barrier()->wait();  // both ranks drain their prefetches before either leaves
-        if (comm.rank() == 0) report = engine.memory_report();
-      });
-  REQUIRE(errors == test::no_errors(2));
-  return report;
-}
 
 void check_replay_matches_engine(const config::JobConfig& job) {
   estimate::JobEstimateOptions options;
   options.world = 2;
   const estimate::JobEstimate e = estimate::estimate_job(job, options);
   const estimate::MemoryEstimate& row = e.strategies[size_t(e.configured)];
-  const nlohmann::json seen = engine_report(job);
+  nlohmann::json seen;
+  test::train_two_steps_on_two_ranks(job, [&](engine::Backend& engine, test::PreparedBuiltin&) { seen = engine.memory_report(); });
   INFO(e.configured_label << "; engine: " << seen.dump());
   CHECK(seen.value("live_params_peak", int64_t(-1)) == row.live_params);
   CHECK(seen.value("live_grads_peak", int64_t(-1)) == row.live_grads);
