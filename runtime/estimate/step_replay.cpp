@@ -149,7 +149,10 @@ class Replay {
   void measure(const std::string& when) {
     const int64_t g = gathered(), b = pending_numel_ * in_.compute_bytes;
     const int64_t cached = cache_.bytes();
-    const int64_t total = g + b + outputs_ + tied_grads_ + activations_ + cached;
+    // Activations are freed through backward, but the allocator keeps their pages (malloc's freed
+    // chunks; a GPU's caching allocator its blocks): what they took at most stays resident.
+    activations_held_ = std::max(activations_held_, activations_);
+    const int64_t total = g + b + outputs_ + tied_grads_ + activations_held_ + cached;
     if (total <= out_.peak) return;
     out_.peak = total;
     out_.peak_cached = cached;
@@ -157,7 +160,7 @@ class Replay {
     out_.peak_grad_buffers = b;
     out_.peak_reduce_outputs = outputs_;
     out_.peak_tied_grads = tied_grads_;
-    out_.peak_activations = activations_;
+    out_.peak_activations = activations_held_;
     out_.peak_when = when;
   }
 
@@ -243,7 +246,7 @@ class Replay {
   std::vector<bool> has_grad_, reduced_;
   std::deque<int> pending_;
   BlockCache cache_;
-  int64_t pending_numel_ = 0, outputs_ = 0, tied_grads_ = 0, activations_ = 0;
+  int64_t pending_numel_ = 0, outputs_ = 0, tied_grads_ = 0, activations_ = 0, activations_held_ = 0;
   StepReplay out_;
 };
 

@@ -52,7 +52,8 @@ struct StepReplay {
   // + activations + cached blocks, and what it was made of.
   int64_t peak = 0;
   int64_t peak_gathered = 0, peak_grad_buffers = 0, peak_reduce_outputs = 0;
-  int64_t peak_tied_grads = 0, peak_activations = 0;
+  int64_t peak_tied_grads = 0;
+  int64_t peak_activations = 0;  // the most activations held at once so far: their pages stay resident
   int64_t peak_cached = 0;  // freed unit blocks the engine keeps mapped for reuse (at most 8)
   std::string peak_when;  // "the embedding's backward", "unit 3's backward", "the end of the forward"
 };
