@@ -70,6 +70,7 @@ MemoryInput fsdp_units(const config::JobConfig& job, const plan::ResolvedPlan& r
 }
 
 // The job as it would run under one row's strategy: the same keys, the row's backend and stage.
+// Rows in estimate_job's order: ddp, zero 1-3, NO_SHARD, SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD.
 config::JobConfig job_for_row(const config::JobConfig& job, size_t row) {
   config::JobConfig v = job;
   using config::Backend;
