@@ -11,7 +11,7 @@ void end_memory_phase(bool trim_heap) {
   // same sizes, and unmapping them made it fault and zero those pages again (design 0008, 2026-11-25).
   if (!trim_heap) return;
   UnitBlockAllocator::instance().trim();
-  malloc_trim(0);
+  trim_malloc_heap();
 }
 
 void trim_malloc_heap() { malloc_trim(0); }

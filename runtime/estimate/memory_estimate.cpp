@@ -212,12 +212,6 @@ MemoryEstimate estimate_memory(const MemoryInput& in, const StrategyPlan& plan) 
       e.grad_shard = shard_sum * 4;
       e.master = shard_sum * 4;
       e.optimizer_states = shard_sum * s;
-      if (plan.live_units > 0)
-        e.live_params = gathered_numel(sizes, plan.live_units + (sizes.tied > 0 ? 1 : 0)) * p;
-      else
-        e.live_params = (plan.max_live_numel > 0 ? within_budget(sizes, plan.max_live_numel)
-                                                 : gathered_numel(sizes, in.max_live_units)) * p;
-      e.live_grads = unit_grad_buffers;
       if (plan.step) {
         // The engine's own layout: units that keep their storage (the token unit, persistent
         // ones) are replicated parameters; an fp32 one without offload steps its parameters'
@@ -227,7 +221,15 @@ MemoryEstimate estimate_memory(const MemoryInput& in, const StrategyPlan& plan) 
           e.master -= plan.step->kept_numel / N * 4;
         e.live_params = plan.step->gathered_peak;
         e.live_grads = plan.step->grad_buffers_peak;
+        break;
       }
+      // Without a replay, bounds: the tied unit and the largest others within the live limits.
+      if (plan.live_units > 0)
+        e.live_params = gathered_numel(sizes, plan.live_units + (sizes.tied > 0 ? 1 : 0)) * p;
+      else
+        e.live_params = (plan.max_live_numel > 0 ? within_budget(sizes, plan.max_live_numel)
+                                                 : gathered_numel(sizes, in.max_live_units)) * p;
+      e.live_grads = unit_grad_buffers;
       break;
   }
   const bool sharded = plan.sharding != Sharding::replicated;

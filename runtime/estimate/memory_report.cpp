@@ -154,7 +154,7 @@ std::string render_memory_table(const JobEstimate& e) {
             "gradient buffers and reduce-scatter outputs alive together, the tied embedding's gradient copies "
             "(three of V x C at the embedding's backward), the activations and freed unit blocks kept for reuse; or, "
             "in the optimizer step, its temporaries and nvme buffers. A CPU run's peak resident set is this plus "
-            "the runtime's own (libtorch, the communicator: about 200 MiB).",
+            "the runtime's own (libtorch, the communicator: 150-200 MiB measured on CPU ranks).",
             "")
     << "\n";
   s << wrap(std::string("ZeRO paper: ") + kPaperSource + ": 16, 4 + 12/N, 2 + 14/N and 16/N bytes per parameter. "

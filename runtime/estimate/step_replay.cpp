@@ -221,7 +221,6 @@ class Replay {
     reduced_[size_t(u)] = true;
     if (!shard_grads()) return;
     ensure_grad_buffer(u);
-    reduced_[size_t(u)] = true;
     outputs_ += numel_[size_t(u)] / in_.shards * in_.compute_bytes;
     cache_.allocate(numel_[size_t(u)] / in_.shards * in_.compute_bytes);
     pending_.push_back(u);
