@@ -111,7 +111,7 @@ def run_one(a, variant: str, world: int, n_layer: int, n_embd: int, before: bool
         p = subprocess.run([a.accel, "launch", job] + set_args(a), env=env, capture_output=True, text=True,
                            timeout=a.timeout)
         wall = time.monotonic() - t0
-        row = {"variant": variant, "world": world, "n_layer": n_layer, "n_embd": n_embd, "before": before,
+        row = {"variant": variant, "world": world, "n_layer": n_layer, "n_embd": n_embd, "before": before, "set": list(a.set),
                "params": gpt_params(n_layer, n_embd, a.vocab_size, a.seq_len), "wall_s": wall,
                "estimate_bytes": est["bytes"]["peak"], "estimate_phase": est["peak_phase"], "estimate": est["bytes"]}
         if p.returncode != 0:
@@ -166,10 +166,12 @@ def reestimate(a, path: str) -> list:
     rows = doc["rows"]
     with tempfile.TemporaryDirectory(prefix="bench_scale_reestimate_", dir=a.tmp) as d:
         base = {}
+        default_set = a.set
         for r in rows:
             if r["variant"] not in ACCEL_VARIANTS:
                 continue
-            key = (r["variant"], r["world"])
+            a.set = r.get("set", default_set)  # a row's own --set, where a file gathers several runs
+            key = (r["variant"], r["world"], tuple(a.set))
             if key not in base:
                 base[key] = estimate(a, write_job(a, d, r["variant"], r["world"], 1, 64))["bytes"]["peak"]
             est = estimate(a, write_job(a, d, r["variant"], r["world"], r["n_layer"], r["n_embd"]))
