@@ -81,7 +81,8 @@ def run_bounded(cmd, timeout, merge_stderr=False):
     return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
-def run_accel(name, a, workdir):
+def write_accel_job(name, a, workdir):
+    """accel's job file for contender `name`; returns its path and output directory."""
     out = os.path.join(workdir, name)
     job = {"device": "cpu" if a.dry_run else "cuda", "num_processes": 1, "main_process_port": 0, "mixed_precision": "bf16",
            "model": {"name": "gpt", "n_layer": a.n_layer, "n_head": a.n_head, "n_embd": a.n_embd,
@@ -97,6 +98,12 @@ def run_accel(name, a, workdir):
     path = os.path.join(workdir, name + ".yaml")
     with open(path, "w") as f:
         f.write(accel_runner.to_yaml(job) + "\n")
+    return path, out
+
+
+def run_accel(name, a, workdir):
+    path, out = write_accel_job(name, a, workdir)
+    estimate = estimate_step_peak(a, path, workdir, name)
     p = run_bounded([a.accel, "launch", path], a.timeout, merge_stderr=True)
     if p.returncode != 0:
         return {"error": f"exit {p.returncode}: {p.stdout[-2000:]}"}
@@ -104,7 +111,39 @@ def run_accel(name, a, workdir):
         rows = [json.loads(line) for line in f if line.strip()]
     timed = rows[a.warmup:]
     return {"step_times_s": [r["step_time_s"] for r in timed], "peak_bytes": max(r["peak_mem_bytes"] for r in rows),
-            "loss_first": rows[0]["loss"], "loss_last": rows[-1]["loss"]}
+            "loss_first": rows[0]["loss"], "loss_last": rows[-1]["loss"], "estimate": estimate}
+
+
+def estimate_step_peak(a, path, workdir, name):
+    """`accel estimate-memory` on the job about to run: its configured row's step peak and components,
+    to set beside the caching allocator's measured peak (the replay models a CPU rank's allocator)."""
+    out = os.path.join(workdir, name + "-estimate.json")
+    p = run_bounded([a.accel, "estimate-memory", path, "--json", out], 60, merge_stderr=True)
+    if p.returncode != 0:
+        return {"error": f"exit {p.returncode}: {p.stdout[-500:]}"}
+    with open(out) as f:
+        rows = [r for r in json.load(f)["strategies"] if r.get("configured")]
+    return {"row": rows[0]["name"], "peak_phase": rows[0].get("peak_phase"), "bytes": rows[0]["bytes"]} if rows else None
+
+
+def reestimate(a, path):
+    """The estimates of an earlier run's accel rows, recomputed for its own arguments (the estimate
+    is a function of the job file alone): an estimator change is compared without a GPU."""
+    with open(path) as f:
+        doc = json.load(f)
+    for key in ("n_layer", "n_head", "n_embd", "vocab", "seq", "micro", "steps", "dry_run"):
+        setattr(a, key, doc["args"][key])
+    with tempfile.TemporaryDirectory(prefix="accel_bench_gpu_reestimate_") as workdir:
+        for r in doc["results"]:
+            if r["contender"] in ACCEL_STRATEGIES and "error" not in r:
+                job, _ = write_accel_job(r["contender"], a, workdir)
+                r["estimate"] = estimate_step_peak(a, job, workdir, r["contender"])
+                b = r["estimate"]["bytes"]
+                print(f"{r['contender']}: measured {r['peak_gib']:.2f} GiB, estimate {b['peak'] / 2 ** 30:.2f} GiB, "
+                      f"measured / estimate {r['peak_gib'] * 2 ** 30 / b['peak']:.3f}")
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+    return 0
 
 
 def use_fused_attention(gpt_model):
@@ -201,7 +240,11 @@ def main():
     ap.add_argument("--markdown", default="")
     ap.add_argument("--dry-run", action="store_true",
                     help="accel's rows on the CPU with a tiny model: checks the script and its job files before a lease")
+    ap.add_argument("--reestimate", default="", metavar="JSON",
+                    help="recompute the estimates of an earlier run's JSON with this accel (rewrites the file)")
     a = ap.parse_args()
+    if a.reestimate:
+        return reestimate(a, a.reestimate)
     if a.worker:
         worker(a.worker, a)
         return 0
@@ -240,6 +283,8 @@ def main():
                         "mfu": tps * fpt / (peak * 1e12) if peak else None,
                         "peak_gib": max(r["peak_bytes"] for r in ok) / 2 ** 30,
                         "loss_first": ok[-1]["loss_first"], "loss_last": ok[-1]["loss_last"]})
+        if ok[-1].get("estimate"):
+            results[-1]["estimate"] = ok[-1]["estimate"]
     by = {r["contender"]: r for r in results if "error" not in r}
     lines = [f"GPT-2 124M (L{a.n_layer} H{a.n_head} C{a.n_embd} V{a.vocab} T{a.seq}), bf16, micro batch "
              f"{a.micro}, world 1 on {gpu} (peak {peak} TFLOPS bf16), {a.steps} steps ({a.warmup} warm-up) x "

@@ -6,7 +6,9 @@
 #   1. facts: nvidia-smi, the device's torch against the one the binaries were built with (stops
 #      with exit 2 when they differ), the staged programs' linkage, `accel env`;
 #   2. alone on the GPU: the GPT-2 124M benchmark (scripts/bench_gpu.py), each contender under a
-#      timeout, and where its step spends GPU time (scripts/profile_gpu_step.py);
+#      timeout, where its step spends GPU time (scripts/profile_gpu_step.py), and the memory
+#      estimate against measured peaks (scripts/bench_gpu_memory.py, about 95 s; --memory-only runs
+#      just this step, GPU_RUN_MEMORY_CASES=a,b picks its cases);
 #   3. at once: the communicator tests (tests/gpu/test_cuda_communicators), each test of
 #      tests/gpu/test_cuda_engine.py in its own process, and the smoke runs (`accel test` over NCCL
 #      at world 1 and over host-staged Gloo at world 2, `accel bench comm` over NCCL);
@@ -15,7 +17,7 @@
 #      $OUT/bench-gpu.{json,md} and $OUT/logs.tar.gz.
 # --rehearse runs the same steps on a machine without a GPU (the ctest gpu_rehearsal): the GPU tests
 # report "skipped: no GPU", the smoke runs and the benchmark take their CPU form.
-#   device:  run carry [.gpu-stage], command: timeout 420 bash scripts/gpu_run.sh
+#   device:  run carry [.gpu-stage], command: timeout 570 bash scripts/gpu_run.sh
 #   here:    OUT=/tmp/rehearsal bash scripts/gpu_run.sh --rehearse [--stage DIR]
 # Exit status: 0 when every step passed (or was skipped in a rehearsal), 1 otherwise, 2 when the
 # staged binaries cannot run here.
@@ -24,12 +26,14 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 stage="$root/.gpu-stage"
 rehearse=0
 bench=1
+memory_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --rehearse) rehearse=1 ;;
     --no-bench) bench=0 ;;
+    --memory-only) memory_only=1 ;;
     --stage) stage="$2"; shift ;;
-    *) echo "gpu_run: unknown argument $1 (--rehearse, --no-bench, --stage DIR)" >&2; exit 2 ;;
+    *) echo "gpu_run: unknown argument $1 (--rehearse, --no-bench, --memory-only, --stage DIR)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -112,6 +116,17 @@ if [ $rehearse -eq 1 ]; then
 else
   bench_args+=(--steps 15 --warmup 5 --repeat 2)
 fi
+# The memory estimate's step peak against the GPU's measured peaks (scripts/bench_gpu_memory.py).
+memory_args=(--accel "$accel" --json "$logs/bench_gpu_memory.json")
+[ $rehearse -eq 1 ] && memory_args+=(--dry-run)
+# GPU_RUN_MEMORY_CASES: comma-separated cases of it (default: its DEFAULT_CASES).
+[ -n "${GPU_RUN_MEMORY_CASES:-}" ] && memory_args+=(--only "$GPU_RUN_MEMORY_CASES")
+if [ $memory_only -eq 1 ]; then
+  step bench_gpu_memory "${GPU_RUN_MEMORY_LIMIT_S:-300}" "$python" "$root/scripts/bench_gpu_memory.py" "${memory_args[@]}"
+  cp "$logs/bench_gpu_memory.json" "$out/bench-gpu-memory.json" 2>/dev/null
+  cat "$logs/bench_gpu_memory.log"
+  finish
+fi
 if [ $bench -eq 1 ]; then
   step bench_gpu 330 "$python" "$root/scripts/bench_gpu.py" "${bench_args[@]}"
   cp "$logs/bench_gpu.json" "$out/bench-gpu.json" 2>/dev/null
@@ -119,6 +134,10 @@ if [ $bench -eq 1 ]; then
 fi
 step profile_gpu_step 90 "$python" "$root/scripts/profile_gpu_step.py" "${profile_args[@]}"
 cp "$logs/profile_gpu_step.json" "$out/profile-gpu-step.json" 2>/dev/null
+if [ $bench -eq 1 ]; then
+  step bench_gpu_memory 240 "$python" "$root/scripts/bench_gpu_memory.py" "${memory_args[@]}"
+  cp "$logs/bench_gpu_memory.json" "$out/bench-gpu-memory.json" 2>/dev/null
+fi
 # 3. The GPU tests and the smoke runs, at once (each in its own process: CUDA contexts share the GPU;
 #    each smoke run in its own output_dir, since one launch holds its directory).
 # OMP_NUM_THREADS: the engine tests' CPU runs and reference share the cores with each other.

@@ -11,7 +11,7 @@
 # staged: the device's installed wheel provides them (gpu_run.sh puts them on LD_LIBRARY_PATH).
 #   scripts/gpu_stage.sh                 # build (build/, or $ACCEL_BUILD_DIR) and stage into .gpu-stage/
 #   scripts/gpu_stage.sh --no-build DIR  # stage already built binaries into DIR (the rehearsal's ctest)
-# Then, on the device: run carry [.gpu-stage], command `timeout 420 bash scripts/gpu_run.sh`.
+# Then, on the device: run carry [.gpu-stage], command `timeout 570 bash scripts/gpu_run.sh`.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${ACCEL_BUILD_DIR:-$root/build}"

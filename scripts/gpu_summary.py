@@ -11,6 +11,8 @@ benchmark's bench_gpu.json and `accel bench comm`'s bench_comm.json. Writes
                (the attention key biases apart);
   benchmark    per contender tokens/s, step time, MFU, peak memory, and ratios to FSDP2 and eager;
                the goals (accel zero 3 at >= 1.1x FSDP2's tokens/s, >= 45% MFU) and whether they hold;
+  memory       `accel estimate-memory`'s step peak against each job's measured GPU peak
+               (scripts/bench_gpu_memory.py);
   comm_bench   `accel bench comm`'s figures.
 Exit status: 0 when every step passed (in a rehearsal, passed or skipped for want of a GPU), 1 when
 one did not, 2 when the staged programs could not run (torch differs, a library is missing).
@@ -128,6 +130,14 @@ def step_profile(logs):
         return json.load(f)
 
 
+def memory(logs):
+    path = os.path.join(logs, "bench_gpu_memory.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)["results"]
+
+
 def machine(logs, stage):
     return {"machine": read(os.path.join(logs, "machine.log")).strip().splitlines(),
             "torch_built": read(os.path.join(stage, "torch_build.txt")).strip(),
@@ -145,7 +155,7 @@ def main(argv=None) -> int:
     comm = os.path.join(a.logs, "bench_comm.json")
     summary = {"rehearsal": a.rehearse, **machine(a.logs, a.stage), "steps": steps,
                "accuracy": engine_figures(a.logs), "benchmark": benchmark(a.logs),
-               "step_profile": step_profile(a.logs),
+               "step_profile": step_profile(a.logs), "memory": memory(a.logs),
                "comm_bench": json.loads(read(comm)) if os.path.exists(comm) and read(comm).strip() else None}
     ok = [s["status"] in ("passed", "skipped: no GPU") for s in steps]
     summary["passed"] = bool(steps) and all(ok)
@@ -165,6 +175,10 @@ def main(argv=None) -> int:
               ", ".join(f"{k} {v:.2f}" for k, v in p["ms_per_step_by_kind"].items()))
         for t in p["top"][:10]:
             print(f"  {t['ms_per_step']:7.2f} ms x{t['calls_per_step']:.0f} {t['kind']:<13} {t['name'][:100]}")
+    for r in summary["memory"] or []:
+        print(f"memory: {r['case']}: " + (r["error"][-200:] if "error" in r else
+              f"measured {r['measured_peak'] / 2 ** 30:.2f} GiB, estimate {r['estimate_peak'] / 2 ** 30:.2f} GiB, "
+              f"ratio {r['ratio']:.3f}"))
     if any(s["exit_code"] == 2 and s["step"] in ("torch_check", "linkage") for s in steps):
         return 2
     return 0 if summary["passed"] else 1

@@ -101,6 +101,7 @@ StepReplay replay_row(const config::JobConfig& job, size_t row, const JobEstimat
   step.compute_bytes = e.input.param_bytes;
   step.tied_weight_numel = e.input.tied_unit >= 0 ? e.tied_weight_numel : 0;
   step.head_activation_bytes = e.head_activation_bytes;
+  step.device_allocator = e.input.device_allocator;
   for (size_t g = 0; g < units.groups.size(); ++g) {
     int64_t numel = 0, saved = 0;
     for (int u : units.groups[g]) {
@@ -126,7 +127,9 @@ ActivationHint activation_hint(const config::JobConfig& job) {
   a.n_head = job.model.n_head;
   a.n_layer = job.model.n_layer;
   const double s = double(a.seq_len), b = double(a.micro_batch_size), h = double(a.n_embd), heads = double(a.n_head);
-  a.per_layer_bytes = int64_t(std::llround(s * b * h * (34.0 + 5.0 * heads * s / h)));
+  a.fused_attention = job.device == config::Device::cuda;
+  a.per_layer_bytes = a.fused_attention ? int64_t(std::llround(s * b * h * 34.0 + 4.0 * b * heads * s))
+                                        : int64_t(std::llround(s * b * h * (34.0 + 5.0 * heads * s / h)));
   a.total_bytes = a.per_layer_bytes * a.n_layer;
   a.recomputed = plan::resolve_plan(job).activation_checkpointing;
   if (a.recomputed) a.recomputed_total_bytes = int64_t(std::llround(2.0 * s * b * h)) * a.n_layer + a.per_layer_bytes;
@@ -176,6 +179,7 @@ JobEstimate estimate_job(const config::JobConfig& job, const JobEstimateOptions&
   in.replicated_master = mixed;
   in.state_bytes = state_bytes(job.optimizer);
   in.nvme_buffer_count = job.deepspeed.buffer_count;
+  in.device_allocator = job.device == config::Device::cuda;
   in.max_live_units = 2;
   e.precision = std::string(in.param_bytes == 2 ? (job.mixed_precision == config::MixedPrecision::fp16 ? "fp16" : "bf16")
                                                 : "fp32") +
@@ -259,10 +263,12 @@ JobEstimate estimate_job(const config::JobConfig& job, const JobEstimateOptions&
     e.notes.push_back("fsdp.precision_mode low is not modelled: the FSDP rows count fp32 master, gradient and "
                       "state shards, as precision_mode mixed keeps them.");
   if (job.device == config::Device::cuda && in.units_known())
-    e.notes.push_back("step peak follows a CPU rank's engine (device and host memory together, its unit block "
-                      "cache); on a GPU the gathers and gradient buffers come from the layer buffer pool and "
-                      "CUDA's caching allocator, which the replay does not model, so read it as an estimate of the "
-                      "two memories' sum.");
+    e.notes.push_back("step peak (device cuda): the GPU's allocated bytes at the step's fullest moment, as "
+                      "torch.cuda.max_memory_allocated reports them (CUDA's caching allocator, the layer buffer "
+                      "pool's slots): model states on the device, not the offloaded ones in host memory; the CUDA "
+                      "context and the allocator's cached but unallocated blocks come on top.");
+  if (job.device == config::Device::auto_ && in.units_known())
+    e.notes.push_back("step peak (device auto) follows a CPU rank's engine; --set device=cuda gives a GPU's.");
   if (job.device != config::Device::cuda)
     e.notes.push_back("on a CPU-only run (device " + e.device + " without a GPU) device memory and host memory "
                       "are the same RAM: add the offloaded column to the per-rank figure.");

@@ -29,6 +29,9 @@ struct JobEstimateOptions {
 struct ActivationHint {
   bool available = false;
   int64_t seq_len = 0, micro_batch_size = 0, n_embd = 0, n_head = 0, n_layer = 0;
+  // On a GPU (device cuda) the built-in attention is torch's fused kernel: no s x s scores are
+  // kept, so a layer holds s*b*h*34 + 4*b*a*s bytes (its log-sum-exp) instead of eq. 2's.
+  bool fused_attention = false;
   int64_t per_layer_bytes = 0;
   int64_t total_bytes = 0;  // per_layer_bytes * n_layer
   // fsdp.activation_checkpointing (docs/design/0010): each layer keeps only its input, 2*s*b*h bytes

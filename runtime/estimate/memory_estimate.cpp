@@ -84,6 +84,20 @@ void add_step_peak(const MemoryInput& in, const UnitSizes& sizes, MemoryEstimate
     return;
   }
   const StepReplay& r = *plan.step;
+  if (in.device_allocator) {
+    // A GPU's allocated bytes: the states on the device (offloaded ones, their staging buffers and
+    // the optimizer's host work are in host memory), the replay's transients on top.
+    const bool shards_on_device = plan.sharding != Sharding::parameters || plan.param_offload == Placement::device;
+    const bool step_on_device = plan.offload == Placement::device;
+    const int64_t states = e.params + (shards_on_device ? e.param_shard : 0) + e.grads +
+                           (step_on_device ? e.grad_shard + e.master + e.optimizer_states : 0);
+    const int64_t backward = states + r.peak;
+    const int64_t step = states + (step_on_device ? int64_t(in.step_temporary_bytes) * sizes.max_shard : 0);
+    e.peak = std::max(backward, step);
+    e.transients = e.peak - states;
+    e.peak_phase = backward >= step ? "backward: " + r.peak_when : "optimizer step";
+    return;
+  }
   const bool params_in_files = plan.sharding == Sharding::parameters && plan.param_offload == Placement::nvme;
   const bool states_in_files = plan.offload == Placement::nvme;
   const int64_t states = e.params + (params_in_files ? 0 : e.param_shard) + e.grads +

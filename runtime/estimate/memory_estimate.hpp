@@ -68,6 +68,9 @@ struct MemoryInput {
   // The optimizer step's temporaries per value of the largest shard it steps at once (the
   // unfused AdamW: the square root and the denominator, 2 fp32 values; fused or SGD: 0).
   int step_temporary_bytes = 0;
+  // The compute device is a GPU: the step's peak counts the device's allocated bytes (states on the
+  // device, CUDA's caching allocator), not the host's resident set (StepInput::device_allocator).
+  bool device_allocator = false;
 
   int64_t num_parameters() const;
   bool units_known() const { return !unit_numels.empty(); }
@@ -121,7 +124,8 @@ struct MemoryEstimate {
   // memory + the replay's peak: gathered units, gradient buffers, reduce outputs, the tied
   // weight's gradient copies, activations + nvme parameter staging) and the optimizer step (model
   // states in memory + the optimizer's temporaries + the nvme state buffers it touches). Without a
-  // replay: device + host.
+  // replay: device + host. On a GPU (MemoryInput::device_allocator): the device's allocated bytes
+  // alone, the device-resident states + the replay's peak under CUDA's caching allocator.
   int64_t peak = 0;
   int64_t transients = 0;        // the part of the peak beyond the model states held in memory
   std::string peak_phase;        // "backward: the embedding's backward", "optimizer step"

@@ -13,6 +13,11 @@ namespace {
 constexpr size_t kWrap = 100;
 
 const char* kActivationFormula = "s*b*h*(34 + 5*a*s/h) bytes per layer with 16-bit activations";
+// On a GPU the built-in models' attention is torch's fused kernel, which keeps no a x s x s scores:
+// only its output and the softmax's log-sum-exp (fp32, one per row).
+const char* kFusedAttentionFormula =
+    "s*b*h*34 + 4*b*a*s bytes per layer with 16-bit activations (fused attention keeps no s x s scores)";
+const char* activation_formula(const ActivationHint& a) { return a.fused_attention ? kFusedAttentionFormula : kActivationFormula; }
 const char* kActivationSource = "Korthikanti et al. 2022, Reducing Activation Recomputation in Large Transformer "
                                 "Models, eq. 2: no recomputation, no tensor parallelism";
 const char* kPaperSource = "Rajbhandari et al. 2020, ZeRO: Memory Optimizations Toward Training Trillion Parameter "
@@ -166,7 +171,7 @@ std::string render_memory_table(const JobEstimate& e) {
     << "\n";
   const ActivationHint& a = e.activations;
   std::string act = std::string("Activations (in the step peak, not in the per-rank column): roughly ") +
-                    kActivationFormula + " (" + kActivationSource + ")";
+                    activation_formula(a) + " (" + kActivationSource + ")";
   if (a.available)
     act += "; with s = " + std::to_string(a.seq_len) + ", b = " + std::to_string(a.micro_batch_size) + ", h = " +
            std::to_string(a.n_embd) + ", a = " + std::to_string(a.n_head) + ": " + glued(human_bytes(a.per_layer_bytes)) +
@@ -223,7 +228,7 @@ nlohmann::json memory_estimate_json(const JobEstimate& e) {
                           {"peak_phase", m.peak_phase}});
   }
   const ActivationHint& a = e.activations;
-  json activations = {{"estimated", false}, {"formula", kActivationFormula}, {"source", kActivationSource}};
+  json activations = {{"estimated", false}, {"formula", activation_formula(a)}, {"source", kActivationSource}};
   if (a.available) {
     activations["seq_len"] = a.seq_len;
     activations["micro_batch_size"] = a.micro_batch_size;

@@ -40,8 +40,14 @@ class Replay {
   Replay(const plan::ResolvedPlan& plan, const StepInput& in, int64_t reduce_bucket_numel)
       : plan_(plan), in_(in), bucket_(reduce_bucket_numel), keeps_(kept_units(plan, in)) {
     for (int64_t n : in.unit_numels) numel_.push_back(padded(n, in.shards));
+    // engine/sharded/sharded_engine.cpp's use_layer_buffers: slots of the largest unit but the
+    // token one (which is larger, and allocates apart), on a GPU under stages 2-3.
+    if (in.device_allocator && shard_grads())
+      for (size_t u = 0; u < numel_.size(); ++u)
+        if (int(u) != in.token_unit) slot_numel_ = std::max(slot_numel_, numel_[u]);
     state_.assign(numel_.size(), State::released);
     has_grad_.assign(numel_.size(), false);
+    grad_alive_.assign(numel_.size(), false);
     reduced_.assign(numel_.size(), false);
     // Kept units are gathered before the step starts (the refresh after the last optimizer step).
     for (size_t u = 0; u < numel_.size(); ++u)
@@ -146,13 +152,39 @@ class Replay {
     return v;
   }
 
+  // Transient unit buffers alive now that take a layer buffer slot (on a GPU, stages 2-3).
+  int slot_buffers() const {
+    int k = 0;
+    for (size_t u = 0; u < numel_.size(); ++u) {
+      if (int(u) == in_.token_unit) continue;
+      k += (!keeps_[u] && state_[u] != State::released) ? 1 : 0;
+      k += grad_alive_[u] ? 1 : 0;
+    }
+    return k;
+  }
+  int64_t token_buffers() const {
+    if (in_.token_unit < 0) return 0;
+    const size_t t = size_t(in_.token_unit);
+    return ((!keeps_[t] && state_[t] != State::released) + int(grad_alive_[t])) * numel_[t] * in_.compute_bytes;
+  }
+
   void measure(const std::string& when) {
     const int64_t g = gathered(), b = pending_numel_ * in_.compute_bytes;
-    const int64_t cached = cache_.bytes();
-    // Activations are freed through backward, but the allocator keeps their pages (malloc's freed
-    // chunks; a GPU's caching allocator its blocks): what they took at most stays resident.
-    activations_held_ = std::max(activations_held_, activations_);
-    const int64_t total = g + b + outputs_ + tied_grads_ + activations_held_ + cached;
+    int64_t total = 0, cached = 0;
+    if (in_.device_allocator) {
+      // The caching allocator counts what is allocated: activations while alive; the slots, once
+      // made, for good; the token unit's buffers and the reduce outputs while alive.
+      activations_held_ = activations_;
+      const int64_t buffers = slot_numel_ > 0 ? 0 : g + b;
+      if (slot_numel_ > 0) slots_ = std::max(slots_, slot_buffers());
+      total = buffers + slots_ * slot_numel_ * in_.compute_bytes + token_buffers() + outputs_ + tied_grads_ + activations_;
+    } else {
+      // Activations are freed through backward, but malloc keeps their pages: what they took at
+      // most stays resident.
+      activations_held_ = std::max(activations_held_, activations_);
+      cached = cache_.bytes();
+      total = g + b + outputs_ + tied_grads_ + activations_held_ + cached;
+    }
     if (total <= out_.peak) return;
     out_.peak = total;
     out_.peak_cached = cached;
@@ -161,6 +193,7 @@ class Replay {
     out_.peak_reduce_outputs = outputs_;
     out_.peak_tied_grads = tied_grads_;
     out_.peak_activations = activations_held_;
+    out_.peak_slots = slots_;
     out_.peak_when = when;
   }
 
@@ -210,6 +243,7 @@ class Replay {
     pending_numel_ += numel_[size_t(u)];
     cache_.allocate(numel_[size_t(u)] * in_.compute_bytes);
     has_grad_[size_t(u)] = true;
+    grad_alive_[size_t(u)] = true;
     out_.grad_buffers_peak = std::max(out_.grad_buffers_peak, pending_numel_ * in_.compute_bytes);
     measure("unit " + std::to_string(u) + "'s gradient buffer");
   }
@@ -230,6 +264,7 @@ class Replay {
     const int u = pending_.front();
     pending_.pop_front();
     pending_numel_ -= numel_[size_t(u)];
+    grad_alive_[size_t(u)] = false;
     outputs_ -= numel_[size_t(u)] / in_.shards * in_.compute_bytes;
     // The reduction's record goes: its output first, then the gradient buffer.
     cache_.free(numel_[size_t(u)] / in_.shards * in_.compute_bytes);
@@ -242,10 +277,12 @@ class Replay {
   const std::vector<bool> keeps_;
   std::vector<int64_t> numel_;
   std::vector<State> state_;
-  std::vector<bool> has_grad_, reduced_;
+  std::vector<bool> has_grad_, reduced_, grad_alive_;
   std::deque<int> pending_;
   BlockCache cache_;
   int64_t pending_numel_ = 0, outputs_ = 0, tied_grads_ = 0, activations_ = 0, activations_held_ = 0;
+  int64_t slot_numel_ = 0;  // > 0: transient buffers take layer buffer slots of this many values
+  int slots_ = 0;           // slots made so far
   StepReplay out_;
 };
 

@@ -13,6 +13,8 @@
 // engine's own memory report on a real step.
 // Two micro-steps are replayed: freed unit blocks kept for reuse (unit_block_allocator.hpp) carry
 // from one to the next, so the second's fullest moment can be the larger.
+// On a GPU (StepInput::device_allocator) the peak is the caching allocator's allocated bytes:
+// activations count while they live, and the layer buffer pool's slots from when they are made.
 // Model: the built-in models' order (runtime/estimate/model_shape.hpp): the token unit (the root,
 // holding the embedding tied with the output head) is used first and last in the forward, then
 // backward runs the head, the layers in reverse and the embedding last. Autograd sums the tied
@@ -37,6 +39,12 @@ struct StepInput {
   // Saved by each unit's forward, freed by its backward (parallel to unit_numels; empty: none).
   std::vector<int64_t> unit_activation_bytes;
   int64_t head_activation_bytes = 0;  // the logits and the loss's copies, freed by the head's backward
+  // Whose memory the peak counts. false: a CPU rank's (malloc keeps freed pages resident, the
+  // engine keeps freed unit blocks). true: a GPU's allocated bytes under CUDA's caching allocator
+  // (what torch.cuda.max_memory_allocated reports): freed tensors stop counting at once, and under
+  // stages 2-3 the transient unit buffers take the layer buffer pool's slots, which stay allocated
+  // once made (engine/sharded/layer_buffer_pool.hpp).
+  bool device_allocator = false;
 };
 
 struct StepReplay {
@@ -55,6 +63,7 @@ struct StepReplay {
   int64_t peak_tied_grads = 0;
   int64_t peak_activations = 0;  // the most activations held at once so far: their pages stay resident
   int64_t peak_cached = 0;  // freed unit blocks the engine keeps mapped for reuse (at most 8)
+  int peak_slots = 0;       // on a GPU: layer buffer slots made so far (each the largest layer unit)
   std::string peak_when;  // "the embedding's backward", "unit 3's backward", "the end of the forward"
 };
 

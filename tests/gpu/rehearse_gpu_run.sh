@@ -19,7 +19,7 @@ import json, os, sys
 out = sys.argv[1]
 s = json.load(open(os.path.join(out, "summary.json")))
 want = {"linkage", "accel_env", "communicators", "smoke_test_cpu_world2", "smoke_bench_comm_cpu_world2", "bench_gpu",
-        "smoke_llama_sharded_init", "profile_gpu_step"}
+        "smoke_llama_sharded_init", "profile_gpu_step", "bench_gpu_memory"}
 got = {st["step"] for st in s["steps"]}
 engine = {n for n in got if n.startswith("engine_")}
 problems = [f"missing steps {sorted(want - got)}"] if want - got else []
@@ -31,6 +31,8 @@ if len(rows) < 6:
     problems.append(f"the dry-run benchmark measured {len(rows)} contenders, not accel's 6")
 if not (s.get("step_profile") or {}).get("ms_per_step_by_kind"):
     problems.append("no step profile in summary.json")
+if len([r for r in s.get("memory") or [] if "error" not in r]) < 5:
+    problems.append("the dry-run memory check did not measure its 5 default cases")
 if not s["passed"]:
     problems.append("summary.json says the rehearsal did not pass")
 files = sorted(os.listdir(out))

@@ -269,6 +269,39 @@ TEST_CASE("the activation hint follows Korthikanti et al. for gpt", "[estimate]"
   CHECK_FALSE(activation_hint(job).available);
 }
 
+TEST_CASE("on a GPU the activations and the peak follow the fused attention and the device's memory", "[estimate]") {
+  JobConfig job;
+  job.backend = config::Backend::deepspeed;
+  job.deepspeed.zero_stage = 3;
+  job.deepspeed.offload_optimizer_device = config::OffloadDevice::cpu;
+  job.model.n_embd = 768;
+  job.model.n_head = 12;
+  job.model.n_layer = 12;
+  job.training.seq_len = 1024;
+  job.training.micro_batch_size = 1;
+  job.device = config::Device::cuda;
+  // torch's fused attention keeps no 12 x 1024 x 1024 scores, only its fp32 log-sum-exp per row.
+  const auto a = activation_hint(job);
+  CHECK(a.fused_attention);
+  CHECK(a.per_layer_bytes == 1024LL * 768 * 34 + 4LL * 12 * 1024);
+  const auto gpu = estimate_job(job);
+  CHECK_THAT(render_memory_table(gpu), Catch::Contains("fused attention keeps no s x s scores"));
+  // The GPU's peak counts the device's states: the offloaded master and optimizer states (host
+  // memory) are not in it, and the activations are counted while they live.
+  const MemoryEstimate& z3 = row(gpu, "zero-3");
+  CHECK(z3.peak - z3.transients == z3.params + z3.param_shard + z3.grads);
+  job.device = config::Device::cpu;
+  const auto cpu = estimate_job(job);
+  const MemoryEstimate& z3_cpu = row(cpu, "zero-3");
+  CHECK(z3_cpu.peak - z3_cpu.transients == z3.params + z3.param_shard + z3.grads + z3.master + z3.optimizer_states +
+                                               z3.grad_shard);
+  CHECK(z3.peak_phase == "backward: the head's backward");
+  CHECK(z3_cpu.peak_phase == "backward: the embedding's backward");
+  job.device = config::Device::auto_;
+  CHECK_FALSE(activation_hint(job).fused_attention);
+  CHECK_THAT(render_memory_table(estimate_job(job)), Catch::Contains("--set device=cuda gives a GPU's"));
+}
+
 TEST_CASE("the table and the JSON carry the same figures", "[estimate]") {
   JobConfig job;
   job.backend = config::Backend::deepspeed;

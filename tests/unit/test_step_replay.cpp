@@ -132,3 +132,45 @@ TEST_CASE("step replay: the fullest moment is the embedding's backward, with the
   CHECK(a.peak_activations == 30'000 + 2);
   CHECK(a.peak < 30'000 + 2 + r.peak);
 }
+
+TEST_CASE("step replay on a GPU: activations count while alive, layer buffer slots once made", "[estimate][replay]") {
+  // The caching allocator's allocated bytes. Prefetch off, a reduce bucket of one block: the forward
+  // gathers one layer at a time (one slot); each layer's backward holds its gradient buffer and its
+  // gathered parameters (two slots), after the previous layer's reduction finished. The token
+  // unit's gradient buffer (10 values, larger than a slot) is allocated apart while it lives. The
+  // fullest moment is the token unit's reduction after backward: 2 slots, its buffer, and two
+  // reduce-scatter outputs (h.0's, still pending, and its own).
+  StepInput in = model(3);
+  in.device_allocator = true;
+  const StepReplay r = replay_step(zero3(0, kHuge), in, kBlock);
+  CHECK(r.peak_slots == 2);
+  CHECK(r.peak_when == "unit 0's reduction");
+  CHECK(r.peak_reduce_outputs == (kBlock / 2 + 5) * 4);
+  CHECK(r.peak == 2 * kBlock * 4 + 10 * 4 + r.peak_reduce_outputs);
+  CHECK(r.peak_cached == 0);
+  // The engine's own figures do not depend on the allocator.
+  in.device_allocator = false;
+  const StepReplay host = replay_step(zero3(0, kHuge), in, kBlock);
+  CHECK(host.gathered_peak == r.gathered_peak);
+  CHECK(host.grad_buffers_peak == r.grad_buffers_peak);
+
+  // Activations: on a GPU the head's backward, where every layer's and the head's are alive, is the
+  // fullest moment; a CPU rank's allocator keeps their pages, so there the embedding's backward
+  // adds the tied gradients on top of the most they held. With the bucket unbounded the first
+  // step's backward made 4 slots (three layers' gradient buffers waiting for their reductions and
+  // h.0's gathered parameters at its backward); the second step's head's backward finds them made.
+  in.tied_weight_numel = 6;
+  in.unit_activation_bytes = {0, 1000, 1000, 1000};
+  in.head_activation_bytes = 500;
+  in.device_allocator = true;
+  const StepReplay gpu = replay_step(zero3(0, kHuge), in, kHuge);
+  CHECK(gpu.peak_when == "the head's backward");
+  CHECK(gpu.peak_activations == 3500);
+  CHECK(gpu.peak_slots == 4);
+  CHECK(gpu.peak == 3500 + 6 * 4 + 4 * kBlock * 4);
+  in.device_allocator = false;
+  const StepReplay cpu = replay_step(zero3(0, kHuge), in, kHuge);
+  CHECK(cpu.peak_when == "the embedding's backward");
+  CHECK(cpu.peak_activations == 3500);
+  CHECK(cpu.peak > gpu.peak);
+}

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""`accel estimate-memory`'s step peak against a GPU's measured peak, job by job.
+
+Each case is a short accel training run on the GPU (world 1, or world 2 as two processes sharing it
+through host-staged Gloo); its measured peak is rank 0's peak_mem_bytes in metrics.jsonl, the
+caching allocator's peak allocated bytes (torch.cuda.max_memory_allocated), and beside it the
+estimate's configured row for the same job file. Cases run a few at a time: each process has its
+own allocator and peak, so runs sharing the GPU do not change each other's figures.
+
+  scripts/python scripts/bench_gpu_memory.py --json gpu_memory.json
+  scripts/python scripts/bench_gpu_memory.py --dry-run   # no GPU: the same jobs, tiny, on the CPU
+
+It prints a table and writes JSON (figures in bytes); it asserts nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(HERE, "peers"))
+import accel_runner  # noqa: E402  (its to_yaml writes accel's job files)
+
+# name -> (model n_layer x n_embd, micro batch, world, job keys over the base job). The default run
+# (DEFAULT_CASES) takes about 95 s three at a time on an H200; the others are opt-in (--only): the
+# 1.3B models' setup and the world-2 runs through host-staged Gloo take minutes.
+ZERO3 = {"backend": "deepspeed", "deepspeed": {"zero_stage": 3, "stage3_param_persistence_threshold": 0}}
+CASES = {
+    "1.3B ddp": ("24x2048", 4, 1, {"backend": "ddp"}),
+    "1.3B zero2": ("24x2048", 4, 1, {"backend": "deepspeed", "deepspeed": {"zero_stage": 2}}),
+    "1.3B zero3": ("24x2048", 4, 1, ZERO3),
+    "1.3B zero3 bucket 5e7": ("24x2048", 4, 1, {"backend": "deepspeed", "deepspeed": {
+        "zero_stage": 3, "stage3_param_persistence_threshold": 0, "reduce_bucket_size": 5e7,
+        "stage3_max_live_parameters": 1e8}}),
+    "1.3B full_shard": ("24x2048", 4, 1, {"backend": "fsdp", "fsdp": {"sharding_strategy": "FULL_SHARD"}}),
+    "1.3B zero3 offload cpu": ("24x2048", 4, 1, {"backend": "deepspeed", "deepspeed": {
+        "zero_stage": 3, "stage3_param_persistence_threshold": 0, "offload_optimizer_device": "cpu"}}),
+    "1.3B zero3 offload cpu+param": ("24x2048", 4, 1, {"backend": "deepspeed", "deepspeed": {
+        "zero_stage": 3, "stage3_param_persistence_threshold": 0, "offload_optimizer_device": "cpu",
+        "offload_param_device": "cpu"}}),
+    "389M ddp": ("12x1536", 8, 1, {"backend": "ddp"}),
+    "389M zero2": ("12x1536", 8, 1, {"backend": "deepspeed", "deepspeed": {"zero_stage": 2}}),
+    "389M zero3": ("12x1536", 8, 1, ZERO3),
+    "389M full_shard": ("12x1536", 8, 1, {"backend": "fsdp", "fsdp": {"sharding_strategy": "FULL_SHARD"}}),
+    "389M zero3 offload cpu": ("12x1536", 8, 1, {"backend": "deepspeed", "deepspeed": {
+        "zero_stage": 3, "stage3_param_persistence_threshold": 0, "offload_optimizer_device": "cpu"}}),
+    "389M zero3 w2": ("12x1536", 8, 2, ZERO3),
+    "389M full_shard fp32 w2": ("12x1536", 4, 2, {"backend": "fsdp", "mixed_precision": "no",
+                                                  "fsdp": {"sharding_strategy": "FULL_SHARD"}}),
+}
+
+
+DEFAULT_CASES = ("389M ddp", "389M zero2", "389M zero3", "389M full_shard", "389M zero3 offload cpu")
+
+
+def job_for(name, a, workdir):
+    shape, micro, world, keys = CASES[name]
+    n_layer, n_embd = (int(x) for x in shape.split("x"))
+    seq, vocab = (64, 256) if a.dry_run else (1024, 50304)
+    if a.dry_run:
+        n_layer, n_embd, micro = 2, 64, 2
+    out = os.path.join(workdir, name.replace(" ", "_"))
+    job = {"device": "cpu" if a.dry_run else "cuda", "num_processes": world, "main_process_port": 0,
+           "mixed_precision": "bf16", "collective_timeout_s": 300,
+           "model": {"name": "gpt", "n_layer": n_layer, "n_head": max(1, n_embd // 128), "n_embd": n_embd,
+                     "vocab_size": vocab, "block_size": seq},
+           "data": {"kind": "synthetic"},
+           "training": {"max_steps": a.steps, "micro_batch_size": micro, "gradient_accumulation_steps": 1,
+                        "seq_len": seq, "output_dir": out, "eval_every": 0, "checkpoint_every": 0,
+                        "log_every": 1, "resume": "never", "save_weights": False}}
+    if world > 1 and not a.dry_run:
+        job["cuda_collectives"] = "gloo"  # two processes on one GPU: NCCL refuses a shared device
+    for k, v in keys.items():
+        job[k] = {**job[k], **v} if isinstance(v, dict) and isinstance(job.get(k), dict) else v
+    path = out + ".yaml"
+    with open(path, "w") as f:
+        f.write(accel_runner.to_yaml(job) + "\n")
+    return path, out
+
+
+def run_case(name, a, workdir):
+    path, out = job_for(name, a, workdir)
+    est_json = out + "-estimate.json"
+    p = subprocess.run([a.accel, "estimate-memory", path, "--json", est_json], capture_output=True, text=True)
+    if p.returncode != 0:
+        return {"case": name, "error": "estimate-memory: " + (p.stdout + p.stderr)[-800:]}
+    with open(est_json) as f:
+        est = json.load(f)
+    row = next(r for r in est["strategies"] if r.get("configured"))
+    try:
+        p = subprocess.run([a.accel, "launch", path], capture_output=True, text=True, timeout=a.timeout)
+    except subprocess.TimeoutExpired:
+        return {"case": name, "error": f"over {a.timeout} s"}
+    if p.returncode != 0:
+        return {"case": name, "error": f"exit {p.returncode}: " + (p.stdout + p.stderr)[-1500:]}
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    measured = max(r["peak_mem_bytes"] for r in rows)
+    b = row["bytes"]
+    return {"case": name, "parameters": est["model"]["parameters"], "world": est["world"], "row": row["name"],
+            "measured_peak": measured, "estimate_peak": b["peak"], "estimate_states": b["peak"] - b["transients"],
+            "estimate_transients": b["transients"], "peak_phase": row.get("peak_phase"),
+            "ratio": measured / b["peak"] if b["peak"] else None,
+            "step_time_s": rows[-1].get("step_time_s")}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--accel", default=os.path.join(ROOT, "build", "accel"))
+    ap.add_argument("--only", default="", help="comma-separated case names (default: DEFAULT_CASES)")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--parallel", type=int, default=3, help="cases at once")
+    ap.add_argument("--timeout", type=float, default=240.0, help="seconds each run may take")
+    ap.add_argument("--json", default="")
+    ap.add_argument("--dry-run", action="store_true", help="the same jobs, tiny, on the CPU (checks the script)")
+    a = ap.parse_args()
+    if a.only and any(n not in CASES for n in a.only.split(",")):
+        print(f"bench_gpu_memory: unknown case in --only; the cases: {', '.join(CASES)}", file=sys.stderr)
+        return 2
+    names = a.only.split(",") if a.only else list(DEFAULT_CASES)
+    gib = 2.0 ** 30
+    print("| case | parameters | world | measured peak (GiB) | estimate (GiB) | measured / estimate | estimate's phase |")
+    print("|---|---|---|---|---|---|---|", flush=True)
+    results = []
+    # Each case's line and the JSON so far as soon as it finishes: a run cut short keeps what it had.
+    with tempfile.TemporaryDirectory(prefix="accel_bench_gpu_memory_") as workdir:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.parallel)) as pool:
+            for done in concurrent.futures.as_completed([pool.submit(run_case, n, a, workdir) for n in names]):
+                r = done.result()
+                results.append(r)
+                if "error" in r:
+                    print(f"| {r['case']} | error: {r['error'][-300:]} |", flush=True)
+                else:
+                    print(f"| {r['case']} | {r['parameters'] / 1e6:.0f}M | {r['world']} | {r['measured_peak'] / gib:.2f} | "
+                          f"{r['estimate_peak'] / gib:.2f} | {r['ratio']:.3f} | {r['peak_phase']} |", flush=True)
+                if a.json:
+                    with open(a.json, "w") as f:
+                        json.dump({"dry_run": a.dry_run, "steps": a.steps, "results": results}, f, indent=1)
+    return 0 if all("error" not in r for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
