@@ -371,6 +371,9 @@ void ShardedEngine::reduce_ready_units() {
 void ShardedEngine::reduce_unit(int u) {
   UnitRuntime& rt = units_[size_t(u)];
   if (rt.reduced) return;
+  // A unit whose backward never ran in this micro-step (left out of the forward on every rank)
+  // reduces a zero buffer; made before the flag is set, since ensure_grad_buffer skips reduced units.
+  ensure_grad_buffer(u);
   rt.reduced = true;
   UnitShardState& st = shard(u);
   const at::ScalarType compute = policy_.compute_dtype;
@@ -388,7 +391,6 @@ void ShardedEngine::reduce_unit(int u) {
     pr.accumulate = optimizer_->grads_on_nvme() || compute != st.grad.scalar_type() || st.grad.device() != device_;
     pr.output = pr.accumulate ? unit_empty(st.layout.shard_numel(), compute, device_) : st.grad;
   } else {
-    ensure_grad_buffer(u);  // a unit whose backward never ran reduces zeros, like every other rank
     pr.input = std::move(rt.grad_buffer);
     rt.grad_buffer = at::Tensor();
     for (int index : rt.params) params_[size_t(index)].second.mutable_grad() = at::Tensor();

@@ -252,9 +252,9 @@ class Replay {
   // reduction is finished. (Stages 0-1 reduce in the persistent gradients: nothing transient.)
   void reduce(int u) {
     if (reduced_[size_t(u)]) return;
+    ensure_grad_buffer(u);  // before the flag, as the engine's reduce_unit (a unit without backward)
     reduced_[size_t(u)] = true;
     if (!shard_grads()) return;
-    ensure_grad_buffer(u);
     outputs_ += numel_[size_t(u)] / in_.shards * in_.compute_bytes;
     cache_.allocate(numel_[size_t(u)] / in_.shards * in_.compute_bytes);
     pending_.push_back(u);

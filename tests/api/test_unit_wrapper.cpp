@@ -51,7 +51,7 @@ struct NetImpl : torch::nn::Module {
   torch::Tensor forward(torch::Tensor x) {
     x = torch::tanh(in(x));
     x = blocks[0](x);
-    x = blocks[1](x);
+    if (!skip_h1) x = blocks[1](x);  // a branch every rank takes alike (h.1 then has no backward)
     x = blocks[0](x);  // the same unit again: gathered again, released after its last backward
     return out(outer(x));
   }
@@ -59,6 +59,7 @@ struct NetImpl : torch::nn::Module {
   torch::nn::ModuleList h;
   std::vector<accel::Unit<Block>> blocks;
   accel::Unit<Outer> outer{nullptr};
+  bool skip_h1 = false;
 };
 TORCH_MODULE(Net);
 
@@ -150,8 +151,9 @@ bool frees_parameters(const accel::config::JobConfig& job) {
 }
 
 // Three steps of two micro-steps (a global batch of 4 rows each) over the engine, with the units
-// and hooks prepare() makes. Returns rank 0's full parameters.
-std::vector<at::Tensor> train(const accel::config::JobConfig& job, int world) {
+// and hooks prepare() makes. Returns rank 0's full parameters. `skip_h1`: every rank's first
+// micro-step of each step leaves h.1 out.
+std::vector<at::Tensor> train(const accel::config::JobConfig& job, int world, bool skip_h1 = false) {
   accel::comm::FakeWorld fake(world);
   std::vector<at::Tensor> full;
   auto errors = accel::test::run_ranks(
@@ -188,6 +190,7 @@ std::vector<at::Tensor> train(const accel::config::JobConfig& job, int world) {
           for (int m = 0; m < 2; ++m) {
             hooks = backend->begin_micro_step(m, m == 1);
             backend->rearm_grads();
+            net->skip_h1 = skip_h1 && m == 0;
             at::Tensor x = rows(4, step * 2 + m).narrow(0, comm.rank() * (4 / world), 4 / world);
             (net->forward(x).pow(2).mean() / 2.0).backward();
             backend->end_micro_step(m == 1);
@@ -198,7 +201,7 @@ std::vector<at::Tensor> train(const accel::config::JobConfig& job, int world) {
         }
         // 4 block calls per forward, 6 forwards; recomputing runs each again in backward (and the
         // nested block a third time: its outer unit's recompute runs it once more without a graph).
-        CHECK(block_forwards == (recompute ? 9 * 6 : 4 * 6));
+        if (!skip_h1) CHECK(block_forwards == (recompute ? 9 * 6 : 4 * 6));
         if (frees_parameters(job)) {
           // Between uses a unit holds no parameter storage; the root stays gathered.
           CHECK(net->blocks[1]->fc->weight.storage().nbytes() == 0);
@@ -262,6 +265,36 @@ TEST_CASE("Unit<M> at world 2: zero 3, FULL_SHARD, HYBRID_SHARD, recompute (and 
     REQUIRE(got.size() == reference.size());
     for (size_t i = 0; i < got.size(); ++i) {
       // fp32: the two half-batch means are averaged instead of one mean over 4 rows (reassociation).
+      CAPTURE(c.name, i, (got[i] - reference[i]).abs().max().item<double>());
+      CHECK(at::allclose(got[i], reference[i], 1e-5, 1e-6));
+    }
+  }
+}
+
+TEST_CASE("Unit<M> at world 2: a unit left out of a micro-step reduces zeros under every strategy", "[api][unit]") {
+  // h.1 is left out of the first micro-step of each step on every rank: its backward never runs
+  // there, and the engine reduce-scatters a zero gradient for it at the micro-step's end (stages
+  // 2-3 reduce every micro-step). The result must be world 1's under ddp, where the parameters
+  // that took no gradient are zeros in their bucket.
+  using accel::config::Backend;
+  const auto reference = train(job_for(Backend::ddp, 0), 1, /*skip_h1=*/true);
+  REQUIRE(reference.size() == 12);
+  const auto unskipped = train(job_for(Backend::ddp, 0), 1);
+  CHECK_FALSE(at::allclose(reference[4], unskipped[4], 1e-5, 1e-6));  // h.1.fc.weight: the skip matters
+  auto no_overlap = job_for(Backend::deepspeed, 2);
+  no_overlap.deepspeed.overlap_comm = false;
+  struct Case {
+    std::string name;
+    accel::config::JobConfig job;
+  };
+  for (const auto& c : {Case{"zero 2", job_for(Backend::deepspeed, 2)}, Case{"zero 2 no overlap", no_overlap},
+                        Case{"zero 3", job_for(Backend::deepspeed, 3)}, Case{"FULL_SHARD", job_for(Backend::fsdp, 0)},
+                        Case{"SHARD_GRAD_OP", job_for(Backend::fsdp, 0, accel::config::ShardingStrategy::SHARD_GRAD_OP)},
+                        Case{"zero 1", job_for(Backend::deepspeed, 1)}, Case{"ddp", job_for(Backend::ddp, 0)}}) {
+    const auto got = train(c.job, 2, /*skip_h1=*/true);
+    REQUIRE(got.size() == reference.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      // fp32 reassociation only, as in the case above.
       CAPTURE(c.name, i, (got[i] - reference[i]).abs().max().item<double>());
       CHECK(at::allclose(got[i], reference[i], 1e-5, 1e-6));
     }
