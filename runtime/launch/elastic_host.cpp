@@ -107,6 +107,10 @@ void ElasticHost::serve() {
         connections[fd] = "";
       }
     }
+    // Every ready connection is read before any is acted on, and the closed ones are dropped first:
+    // a lost machine explains the failures its peers report in the same moment (their collectives
+    // broke with it), so the restart it causes names the lost machine, whatever the fds' order.
+    std::vector<int> with_data;
     for (size_t i = 2; ready > 0 && i < fds.size(); ++i) {
       if (!fds[i].revents) continue;
       const int fd = fds[i].fd;
@@ -117,8 +121,12 @@ void ElasticHost::serve() {
         drop(fd);
         continue;
       }
+      connections[fd].append(buffer, static_cast<size_t>(n));
+      with_data.push_back(fd);
+    }
+    for (const int fd : with_data) {
+      if (!connections.count(fd)) continue;
       std::string& pending = connections[fd];
-      pending.append(buffer, static_cast<size_t>(n));
       for (size_t eol; (eol = pending.find('\n')) != std::string::npos;) {
         const std::string line = pending.substr(0, eol);
         pending.erase(0, eol + 1);
