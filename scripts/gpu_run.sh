@@ -119,7 +119,9 @@ fi
 # The memory estimate's step peak against the GPU's measured peaks (scripts/bench_gpu_memory.py).
 memory_args=(--accel "$accel" --json "$logs/bench_gpu_memory.json")
 [ $rehearse -eq 1 ] && memory_args+=(--dry-run)
-# GPU_RUN_MEMORY_CASES: comma-separated cases of it (default: its DEFAULT_CASES).
+# GPU_RUN_MEMORY_CASES: comma-separated cases of it (default: its DEFAULT_CASES; a rehearsal, where
+# the figures mean nothing, two of them: one sharded, one offloaded).
+[ $rehearse -eq 1 ] && : "${GPU_RUN_MEMORY_CASES:=389M zero3,389M zero3 offload cpu}"
 [ -n "${GPU_RUN_MEMORY_CASES:-}" ] && memory_args+=(--only "$GPU_RUN_MEMORY_CASES")
 if [ $memory_only -eq 1 ]; then
   step bench_gpu_memory "${GPU_RUN_MEMORY_LIMIT_S:-300}" "$python" "$root/scripts/bench_gpu_memory.py" "${memory_args[@]}"

@@ -31,8 +31,8 @@ if len(rows) < 6:
     problems.append(f"the dry-run benchmark measured {len(rows)} contenders, not accel's 6")
 if not (s.get("step_profile") or {}).get("ms_per_step_by_kind"):
     problems.append("no step profile in summary.json")
-if len([r for r in s.get("memory") or [] if "error" not in r]) < 5:
-    problems.append("the dry-run memory check did not measure its 5 default cases")
+if len([r for r in s.get("memory") or [] if "error" not in r]) < 2:
+    problems.append("the dry-run memory check did not measure its 2 cases")
 if not s["passed"]:
     problems.append("summary.json says the rehearsal did not pass")
 files = sorted(os.listdir(out))
