@@ -6,8 +6,8 @@
 - ReshardResume: a run checkpoints every 3 steps under one backend and world size; another run
   resumes from one of its checkpoints under another backend or world size with the same global
   batch, and its remaining steps and final weights match those of the run it resumed from:
-  zero 3 at world 2 -> world 3 (padding); zero 3 with nvme offload (optimizer states and parameter
-  shards in files) -> zero 3 at world 3 with parameter files; zero 1 at world 4 -> ddp at world 2
+  zero 3 at world 2 with nvme offload (optimizer states and parameter shards in files) -> zero 3 at
+  world 3 (padding), and -> zero 3 at world 3 with parameter files; zero 1 at world 4 -> ddp at world 2
   -> zero 3 at world 4 -> fsdp FULL_SHARD at world 2 (fsdp reads the zero layout) -> zero 3 at
   world 2 -> HYBRID_SHARD 2 x 2 -> FULL_SHARD at world 2; fsdp SHARD_GRAD_OP at world 4 -> zero 2
   at world 2 -> world 4; fsdp's bf16 masters resumed under deepspeed.
@@ -93,7 +93,7 @@ class ReshardResume(_Base):
     """Each resume is compared with the run whose checkpoint it resumed, which went on uninterrupted.
     Runs are chained to launch fewer processes: run k resumes from run k-1's checkpoint at step
     k*AT and trains to the end, so it is both the resumed run of one case and the uninterrupted run
-    of the next."""
+    of the next. The two world-3 resumes of zero 3 share the run they resume from (_zero3_nvme_world2)."""
 
     # Checkpoints every 3 steps (the first 3 are the warmup): every state a resume restores (masters,
     # both moments, step counters, schedule position) enters each of the 3 or more steps after it.
@@ -113,6 +113,7 @@ class ReshardResume(_Base):
     def setUpClass(cls):
         cls._tmp = tempfile.TemporaryDirectory(prefix="accel_reshard_data_")
         cls.tokens = ref.make_tokens(os.path.join(cls._tmp.name, "tok.bin"))
+        cls._nvme_root = None
 
     @classmethod
     def tearDownClass(cls):
@@ -132,18 +133,22 @@ class ReshardResume(_Base):
         d = self.tmpdir()
         outs = []
         for k, (name, world, micro, sets, machines) in enumerate(runs):
-            out = os.path.join(d, f"run{k}")
-            resume = {"resume": ts.ckpt_dir(outs[-1], k * self.AT)} if k else {}
-            job_path = ts.write_job(os.path.join(d, f"run{k}.yaml"), self._job(out, world, micro, steps, **resume))
-            p = self._launch(job_path, sets, machines)
-            self.assertExit(p, 0, f"{name}: " + (f"resumed at step {k * self.AT}" if k else "first run"))
+            out = self._run(os.path.join(d, f"run{k}"), name, world, micro, sets, steps, machines,
+                            outs[-1] if k else None, k * self.AT)
             if k:
-                label = f"{runs[k - 1][0]} -> {name}"
-                self.assertIn(f"resumed from {resume['resume']} ({k * self.AT} steps done)", p.stdout + p.stderr,
-                              ts.describe(p))
-                self._compare_resumed(label, outs[-1], out, k * self.AT, steps)
+                self._compare_resumed(f"{runs[k - 1][0]} -> {name}", outs[-1], out, k * self.AT, steps)
             outs.append(out)
         return outs
+
+    def _run(self, out, name, world, micro, sets, steps, machines=1, source=None, at=0):
+        """One run into `out`: from scratch, or resumed from `source`'s checkpoint at step `at`."""
+        resume = {"resume": ts.ckpt_dir(source, at)} if source else {}
+        job_path = ts.write_job(out + ".yaml", self._job(out, world, micro, steps, **resume))
+        p = self._launch(job_path, sets, machines)
+        self.assertExit(p, 0, f"{name}: " + (f"resumed at step {at}" if source else "first run"))
+        if source:
+            self.assertIn(f"resumed from {resume['resume']} ({at} steps done)", p.stdout + p.stderr, ts.describe(p))
+        return out
 
     def _compare_resumed(self, label, out_a, out_b, at, steps):
         """Run B resumed at step `at` from run A's checkpoint: its steps and final weights against A's."""
@@ -191,23 +196,44 @@ class ReshardResume(_Base):
         self.assertTrue(counts)
         self.assertEqual(set(counts.values()), {steps}, f"{label}: step counters {counts}")
 
-    def test_zero3_world2_to_world3_padded(self):
-        _, out = self._chain(("zero 3 world 2", 2, 3, ZERO[3]), ("zero 3 world 3", 3, 2, ZERO[3]))
+    def _zero3_nvme_world2(self):
+        """zero 3 at world 2 (micro batch 3) with the optimizer states and the parameter shards in files,
+        2 * AT steps, launched once for both tests that resume it at world 3: its output directory.
+        Its checkpoint is the one zero 3 writes from memory: trainer.json and the zero_rank shard files
+        measured byte for byte equal, as are its metrics (all but comm_bytes) and final weights; only
+        the CPU generator's file differs, as it does between two identical runs. Zero 3 at world 2
+        writing from memory is resumed in test_zero_ddp_fsdp_and_hybrid_layouts (by HYBRID_SHARD)."""
+        cls = type(self)
+        if cls._nvme_root is None:
+            d = tempfile.mkdtemp(prefix="zero3_nvme_", dir=cls._tmp.name)  # a fresh one if a first try failed
+            sets = ZERO[3] + self._param_files(d) + ("deepspeed.offload_optimizer_device=nvme",
+                                                     f"deepspeed.offload_optimizer_nvme_path={d}/optimizer")
+            cls._nvme_root = self._run(os.path.join(d, "root"), "zero 3 nvme world 2", 2, 3, sets, 2 * self.AT)
+        return cls._nvme_root
+
+    @staticmethod
+    def _param_files(d):
+        return ("deepspeed.stage3_param_persistence_threshold=0", "deepspeed.offload_param_device=nvme",
+                f"deepspeed.offload_param_nvme_path={d}/params")
+
+    def _resume_zero3_nvme_world2(self, name, world, micro, sets):
+        root = self._zero3_nvme_world2()
+        out = self._run(os.path.join(self.tmpdir(), "resumed"), name, world, micro, sets, 2 * self.AT, 1, root, self.AT)
+        self._compare_resumed(f"zero 3 nvme world 2 -> {name}", root, out, self.AT, 2 * self.AT)
         with open(os.path.join(out, "logs", "rank_0.log")) as f:
-            self.assertRegex(f.read(), r"deepspeed zero_stage 3: \d+ units, \d+ values \([1-9]\d* padding\)")
+            return f.read()
+
+    def test_zero3_world2_to_world3_padded(self):
+        log = self._resume_zero3_nvme_world2("zero 3 world 3", 3, 2, ZERO[3])
+        self.assertRegex(log, r"deepspeed zero_stage 3: \d+ units, \d+ values \([1-9]\d* padding\)")
 
     def test_zero3_nvme_world2_to_param_nvme_world3(self):
         # Written with the optimizer states and the parameter shards in files (no state is in memory
         # when the layout is recorded), resumed at world 3 with parameter files only: the resharded
         # masters are written to the new parameter files before any gather reads them.
-        nvme = self.tmpdir()
-        params = ("deepspeed.stage3_param_persistence_threshold=0", "deepspeed.offload_param_device=nvme",
-                  f"deepspeed.offload_param_nvme_path={nvme}/params")
-        first = ZERO[3] + params + ("deepspeed.offload_optimizer_device=nvme",
-                                    f"deepspeed.offload_optimizer_nvme_path={nvme}/optimizer")
-        _, out = self._chain(("zero 3 nvme world 2", 2, 3, first), ("zero 3 param nvme world 3", 3, 2, ZERO[3] + params))
-        with open(os.path.join(out, "logs", "rank_0.log")) as f:
-            self.assertIn("parameter shards of", f.read())
+        log = self._resume_zero3_nvme_world2("zero 3 param nvme world 3", 3, 2,
+                                             ZERO[3] + self._param_files(self.tmpdir()))
+        self.assertIn("parameter shards of", log)
 
     def test_zero_ddp_fsdp_and_hybrid_layouts(self):
         # zero 1 world 4 -> ddp world 2: sharded to replicated, fewer ranks; -> zero 3 world 4:
