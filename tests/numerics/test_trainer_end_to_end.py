@@ -184,8 +184,8 @@ class _ShardedBase(_ReferenceBase):
     below for the clip); ReferenceAgreement's 15 steps add nothing sharding-specific."""
 
     STEPS = 6
-    # 62 held-out windows, not 313 (whose evaluation took most of a 6-step run's compute): still
-    # batches for every rank of world 4; the 48 rows trained on are the file's first either way.
+    # 62 held-out windows, not 313 (whose evaluation was two thirds of a 6-step run's model compute):
+    # still batches for every rank of world 4; the 48 rows trained on are the file's first either way.
     TOKENS = 20000
     SPLITS = dict(_ReferenceBase.SPLITS, w3_b2=(3, 2, 1))
 
@@ -312,10 +312,11 @@ class ZeroStagesAgreement(_ShardedBase):
 class FsdpStrategiesAgreement(_ShardedBase):
     """backend: fsdp (engine/fsdp, docs/design/0007): FULL_SHARD and SHARD_GRAD_OP run the sharding
     engine (ZeRO-3 / ZeRO-2 partitioning, FSDP's one-unit prefetch and two-unit gather limit), NO_SHARD
-    the ddp engine. FULL_SHARD and SHARD_GRAD_OP alone and with accumulation at world 2, NO_SHARD with it;
-    FULL_SHARD padded at world 3, with each wrap policy and with the other prefetch settings; HYBRID_SHARD
-    over 2 machines x 2 ranks. More ranks add nothing fsdp-specific (the strategy only picks the engine and
-    its schedule): the engines at world 4 are ReferenceAgreement's (ddp) and ZeroStagesAgreement's (stage 3)."""
+    the ddp engine. FULL_SHARD and SHARD_GRAD_OP alone and with accumulation at world 2, NO_SHARD with
+    accumulation; FULL_SHARD padded at world 3, with each wrap policy and with the other prefetch settings;
+    HYBRID_SHARD over 2 machines x 2 ranks. More ranks add nothing fsdp-specific (the strategy only picks the
+    engine and its schedule): the engines at world 4 are ReferenceAgreement's (ddp) and ZeroStagesAgreement's
+    (stage 3)."""
 
     def _strategy(self, strategy, name, extra=(), machines=1):
         out = self._check_split(name, sets=("backend=fsdp", f"fsdp.sharding_strategy={strategy}") + extra,
@@ -382,8 +383,9 @@ class FsdpStrategiesAgreement(_ShardedBase):
         self.assertIn("SIZE_BASED_WRAP: consecutive layers are wrapped together", log)
 
     def test_no_shard_world2_accum2(self):
-        # The ddp engine from what ddp gets (engine/backend_registry.cpp: units, optimizer, ddp.bucket_cap_mb):
-        # bitwise ddp's metrics and weights at w2_b4 and w2_b2_g2 (measured), so ReferenceAgreement's.
+        # The ddp engine, built from what ddp's gets (engine/backend_registry.cpp: units, optimizer,
+        # ddp.bucket_cap_mb): bitwise ddp's metrics and weights at w2_b4 and w2_b2_g2 (measured), so
+        # NO_SHARD without accumulation is ReferenceAgreement.test_world2_micro4.
         log = self._strategy("NO_SHARD", "w2_b2_g2")
         self.assertIn("replicated on 2 rank(s)", log)  # the ddp engine
 
