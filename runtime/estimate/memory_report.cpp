@@ -17,7 +17,9 @@ const char* kActivationFormula = "s*b*h*(34 + 5*a*s/h) bytes per layer with 16-b
 // only its output and the softmax's log-sum-exp (fp32, one per row).
 const char* kFusedAttentionFormula =
     "s*b*h*34 + 4*b*a*s bytes per layer with 16-bit activations (fused attention keeps no s x s scores)";
-const char* activation_formula(const ActivationHint& a) { return a.fused_attention ? kFusedAttentionFormula : kActivationFormula; }
+const char* activation_formula(const ActivationHint& a) {
+  return a.fused_attention ? kFusedAttentionFormula : kActivationFormula;
+}
 const char* kActivationSource = "Korthikanti et al. 2022, Reducing Activation Recomputation in Large Transformer "
                                 "Models, eq. 2: no recomputation, no tensor parallelism";
 const char* kPaperSource = "Rajbhandari et al. 2020, ZeRO: Memory Optimizations Toward Training Trillion Parameter "
