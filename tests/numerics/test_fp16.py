@@ -29,8 +29,9 @@ the default scale (2^16, which never overflows here) over STEPS steps for the co
   then the run trains.
 - Resume (MOVING at stage 2): the scale and the skipped count are in the checkpoint; the run's
   checkpoint at step STOP, taken after overflows and a growth, resumed, reproduces its remaining
-  steps exactly (an overflow at the restored scale, then an applied step), loss scale included. The trainer writes checkpoints every checkpoint_every steps
-  and at the end with one function, so this is resuming a run stopped at STOP.
+  steps exactly (an overflow at the restored scale, then an applied step), loss scale included.
+  The trainer writes checkpoints every checkpoint_every steps and at the end with one function, so
+  this is resuming a run stopped at STOP.
 """
 import os
 import shutil
