@@ -9,8 +9,10 @@ steps.
 
 Two jobs at each of the stages they name: MOVING, whose loss scale starts at 2^20 with hysteresis 1
 and a growth window of 3, so it overflows on steps 0 and 1 (skipped), halves to 2^18 where the
-gradients fit, doubles after 3 clean steps and keeps moving (7 of the 16 steps skipped, measured);
-and the default scale (2^16, which never overflows here) for the comparison with fp32.
+gradients fit, doubles after 3 clean steps (steps 2-4), overflows again on steps 5 and 6 and trains
+on step 7 at 2^17 (4 of its MOVING_STEPS = 8 steps skipped, measured; every scale event the claims
+below need happens by then, and the lr is still warming up, so a longer run only repeats them); and
+the default scale (2^16, which never overflows here) over STEPS steps for the comparison with fp32.
 - Stages 1-3 reproduce stage 0's MOVING run exactly: loss, lr, loss scale and skipped flag at every
   step, and the grad norm of every applied step to fp64 rounding of its shard sum, as for bf16
   (test_mixed_precision.py): with two ranks every gradient average is one fp16 addition then a
@@ -27,8 +29,9 @@ and the default scale (2^16, which never overflows here) for the comparison with
   then the run trains.
 - Resume (MOVING at stage 2): the scale and the skipped count are in the checkpoint; the run's
   checkpoint at step STOP, taken after overflows and a growth, resumed, reproduces its remaining
-  steps exactly, loss scale included. The trainer writes checkpoints every checkpoint_every steps
-  and at the end with one function, so this is resuming a run stopped at STOP.
+  steps exactly (an overflow at the restored scale, then an applied step), loss scale included.
+  The trainer writes checkpoints every checkpoint_every steps and at the end with one function, so
+  this is resuming a run stopped at STOP.
 """
 import os
 import shutil
@@ -39,6 +42,7 @@ import trainer_test_support as ts
 
 QUICKSTART = os.path.join(ts.ROOT, "config_templates", "quickstart.yaml")
 STEPS = 16  # the last loss under 90% of the first: 0.86 measured (default scale)
+MOVING_STEPS = 8  # the MOVING runs (module docstring): two overflow phases and a growth
 FAST = ["model.n_embd=64", "training.seq_len=32", "optimizer.lr=1e-2", "scheduler.warmup_steps=6"]
 # The resume test's checkpoint: MOVING's scale has moved (two overflows from 2^20, then growth) by then.
 STOP = 6
@@ -61,13 +65,13 @@ class Fp16(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
-    def run_job(self, name, stage, precision="fp16", extra=()):
+    def run_job(self, name, stage, precision="fp16", extra=(), steps=STEPS):
         """metrics.jsonl of the job, launched once for every test that reads it."""
         if name in self.runs:
             return self.runs[name]
         out = os.path.join(self.dir, name)
         sets = ["main_process_port=0", "num_processes=2", "training.micro_batch_size=8", "backend=deepspeed",
-                f"deepspeed.zero_stage={stage}", f"mixed_precision={precision}", f"training.max_steps={STEPS}",
+                f"deepspeed.zero_stage={stage}", f"mixed_precision={precision}", f"training.max_steps={steps}",
                 "training.eval_every=0", f"training.output_dir={out}", "training.save_weights=false"] + FAST + list(extra)
         if not any(s.startswith("training.resume=") for s in extra):
             sets.append("training.resume=never")
@@ -77,12 +81,14 @@ class Fp16(unittest.TestCase):
         return self.runs[name]
 
     def moving(self, stage):
-        return self.run_job(f"moving_s{stage}", stage, extra=MOVING)
+        return self.run_job(f"moving_s{stage}", stage, extra=MOVING, steps=MOVING_STEPS)
 
     def test_stages_equal_stage0_and_follow_fp32(self):
         ref = self.moving(0)
-        self.assertEqual(len(ref), STEPS)
+        self.assertEqual(len(ref), MOVING_STEPS)
         self.assertTrue(any(r["skipped"] for r in ref) and not all(r["skipped"] for r in ref), ref)
+        # the short run still holds a growth, so the stages are compared through every scale event
+        self.assertTrue(any(b["loss_scale"] > a["loss_scale"] for a, b in zip(ref, ref[1:])), ref)
         fixed = ("step", "loss", "lr", "loss_scale", "skipped")
         for stage in (1, 2, 3):
             got = self.moving(stage)
@@ -125,8 +131,8 @@ class Fp16(unittest.TestCase):
         self.assertTrue(any(r["skipped"] for r in full[:STOP]), "the scale did not move before the checkpoint")
         self.assertGreater(len({r["loss_scale"] for r in full[:STOP]}), 2)
         checkpoint = ts.ckpt_dir(os.path.join(self.dir, "moving_s2"), STOP)
-        resumed = self.run_job("resumed", 2, extra=MOVING + [f"training.resume={checkpoint}"])
-        self.assertEqual([r["step"] for r in resumed], list(range(STOP, STEPS)))
+        resumed = self.run_job("resumed", 2, extra=MOVING + [f"training.resume={checkpoint}"], steps=MOVING_STEPS)
+        self.assertEqual([r["step"] for r in resumed], list(range(STOP, MOVING_STEPS)))
         self.assertEqual(ts.without_timing(resumed), ts.without_timing(full[STOP:]))
 
 

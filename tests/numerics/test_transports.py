@@ -21,6 +21,7 @@ import unittest
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import reference_in_process as ref  # noqa: E402
 import trainer_test_support as ts  # noqa: E402
 from api_test_support import program_job  # noqa: E402
 
@@ -48,12 +49,12 @@ class TcpAgainstReference(unittest.TestCase):
 
     def test_zero3_world4_over_tcp_matches_the_reference(self):
         with tempfile.TemporaryDirectory(prefix="accel_tcp_") as d:
-            tokens = ts.make_tokens(os.path.join(d, "tok.bin"), n=100000, seed=1)
-            init = ts.export_init(os.path.join(d, "init.safetensors"))
+            tokens = ref.make_tokens(os.path.join(d, "tok.bin"), n=100000, seed=1)
+            init = ref.export_init(os.path.join(d, "init.safetensors"))
             common = dict(data_path=tokens, steps=self.STEPS, lr=self.LR, warmup=3, eval_every=0, init_from=init)
             ref_job = ts.write_job(os.path.join(d, "ref.yaml"), ts.job(os.path.join(d, "unused"), world=1, micro=8,
                                                                        **common))
-            ref = ts.reference_train(ref_job, os.path.join(d, "ref"), init, world=1, micro=8, accum=1)
+            reference = ref.reference_train(ref_job, os.path.join(d, "ref"), init, world=1, micro=8, accum=1)
 
             out = os.path.join(d, "tcp")
             job = ts.job(out, world=4, micro=2, **common)
@@ -62,7 +63,7 @@ class TcpAgainstReference(unittest.TestCase):
             self.assertEqual(p.returncode, 0, ts.describe(p))
             self.assertEqual(transport(out), "gloo (tcp)")
             self.assertEqual([r["step"] for r in ts.read_metrics(out)], list(range(self.STEPS)))
-            cmp = ts.compare_runs(out, ref, self.LOSS_TOL, self.WEIGHT_TOL)
+            cmp = ref.compare_runs(out, reference, self.LOSS_TOL, self.WEIGHT_TOL)
             print(f"\n[zero_stage 3, world 4, tcp] vs reference:\n{cmp.stdout.strip()}")
             self.assertEqual(cmp.returncode, 0, f"over tolerance\n{cmp.stdout}{cmp.stderr}")
 
