@@ -116,14 +116,19 @@ def run_accel(name, a, workdir):
 
 def estimate_step_peak(a, path, workdir, name):
     """`accel estimate-memory` on the job about to run: its configured row's step peak and components,
-    to set beside the caching allocator's measured peak (the replay models a CPU rank's allocator)."""
+    the model's parameter count and the world, to set beside the caching allocator's measured peak
+    (scripts/bench_gpu_memory.py uses it too)."""
     out = os.path.join(workdir, name + "-estimate.json")
     p = run_bounded([a.accel, "estimate-memory", path, "--json", out], 60, merge_stderr=True)
     if p.returncode != 0:
         return {"error": f"exit {p.returncode}: {p.stdout[-500:]}"}
     with open(out) as f:
-        rows = [r for r in json.load(f)["strategies"] if r.get("configured")]
-    return {"row": rows[0]["name"], "peak_phase": rows[0].get("peak_phase"), "bytes": rows[0]["bytes"]} if rows else None
+        est = json.load(f)
+    rows = [r for r in est["strategies"] if r.get("configured")]
+    if not rows:
+        return {"error": "estimate-memory marked no row as the job's"}
+    return {"row": rows[0]["name"], "peak_phase": rows[0].get("peak_phase"), "bytes": rows[0]["bytes"],
+            "parameters": est["model"]["parameters"], "world": est["world"]}
 
 
 def reestimate(a, path):

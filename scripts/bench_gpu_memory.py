@@ -26,6 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(HERE, "peers"))
 import accel_runner  # noqa: E402  (its to_yaml writes accel's job files)
+from bench_gpu import estimate_step_peak  # noqa: E402
 
 # name -> (model n_layer x n_embd, micro batch, world, job keys over the base job). The default run
 # (DEFAULT_CASES) takes about 95 s three at a time on an H200; the others are opt-in (--only): the
@@ -86,13 +87,9 @@ def job_for(name, a, workdir):
 
 def run_case(name, a, workdir):
     path, out = job_for(name, a, workdir)
-    est_json = out + "-estimate.json"
-    p = subprocess.run([a.accel, "estimate-memory", path, "--json", est_json], capture_output=True, text=True)
-    if p.returncode != 0:
-        return {"case": name, "error": "estimate-memory: " + (p.stdout + p.stderr)[-800:]}
-    with open(est_json) as f:
-        est = json.load(f)
-    row = next(r for r in est["strategies"] if r.get("configured"))
+    est = estimate_step_peak(a, path, workdir, os.path.basename(out))
+    if "error" in est:
+        return {"case": name, "error": "estimate-memory: " + est["error"]}
     try:
         p = subprocess.run([a.accel, "launch", path], capture_output=True, text=True, timeout=a.timeout)
     except subprocess.TimeoutExpired:
@@ -102,10 +99,10 @@ def run_case(name, a, workdir):
     with open(os.path.join(out, "metrics.jsonl")) as f:
         rows = [json.loads(line) for line in f if line.strip()]
     measured = max(r["peak_mem_bytes"] for r in rows)
-    b = row["bytes"]
-    return {"case": name, "parameters": est["model"]["parameters"], "world": est["world"], "row": row["name"],
+    b = est["bytes"]
+    return {"case": name, "parameters": est["parameters"], "world": est["world"], "row": est["row"],
             "measured_peak": measured, "estimate_peak": b["peak"], "estimate_states": b["peak"] - b["transients"],
-            "estimate_transients": b["transients"], "peak_phase": row.get("peak_phase"),
+            "estimate_transients": b["transients"], "peak_phase": est["peak_phase"],
             "ratio": measured / b["peak"] if b["peak"] else None,
             "step_time_s": rows[-1].get("step_time_s")}
 

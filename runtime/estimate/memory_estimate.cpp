@@ -84,26 +84,15 @@ void add_step_peak(const MemoryInput& in, const UnitSizes& sizes, MemoryEstimate
     return;
   }
   const StepReplay& r = *plan.step;
-  if (in.device_allocator) {
-    // A GPU's allocated bytes: the states on the device (offloaded ones, their staging buffers and
-    // the optimizer's host work are in host memory), the replay's transients on top.
-    const bool shards_on_device = plan.sharding != Sharding::parameters || plan.param_offload == Placement::device;
-    const bool step_on_device = plan.offload == Placement::device;
-    const int64_t states = e.params + (shards_on_device ? e.param_shard : 0) + e.grads +
-                           (step_on_device ? e.grad_shard + e.master + e.optimizer_states : 0);
-    const int64_t backward = states + r.peak;
-    const int64_t step = states + (step_on_device ? int64_t(in.step_temporary_bytes) * sizes.max_shard : 0);
-    e.peak = std::max(backward, step);
-    e.transients = e.peak - states;
-    e.peak_phase = backward >= step ? "backward: " + r.peak_when : "optimizer step";
-    return;
-  }
-  const bool params_in_files = plan.sharding == Sharding::parameters && plan.param_offload == Placement::nvme;
-  const bool states_in_files = plan.offload == Placement::nvme;
-  const int64_t states = e.params + (params_in_files ? 0 : e.param_shard) + e.grads +
-                         (states_in_files ? 0 : e.grad_shard + e.master + e.optimizer_states);
+  // The memory the peak counts: a CPU rank's, all but what is in files; a GPU's, the device's alone
+  // (offloaded states, the nvme staging buffers and the optimizer's host work are in host memory).
+  const bool gpu = in.device_allocator;
+  auto counted = [gpu](Placement where) { return gpu ? where == Placement::device : where != Placement::nvme; };
+  const Placement shards = plan.sharding == Sharding::parameters ? plan.param_offload : Placement::device;
+  const int64_t states = e.params + (counted(shards) ? e.param_shard : 0) + e.grads +
+                         (counted(plan.offload) ? e.grad_shard + e.master + e.optimizer_states : 0);
   int64_t param_staging = 0;
-  if (params_in_files && in.units_known()) {
+  if (!gpu && shards == Placement::nvme && in.units_known()) {
     // The units that free their storage gather from files through buffer_count staging buffers of
     // the largest one's shard; the kept units keep their compute-dtype shard in memory.
     param_staging = std::min<int64_t>(in.nvme_buffer_count, int64_t(in.unit_numels.size())) *
@@ -111,8 +100,9 @@ void add_step_peak(const MemoryInput& in, const UnitSizes& sizes, MemoryEstimate
     param_staging += r.kept_numel / plan.shards * in.param_bytes;
   }
   const int64_t backward = states + r.peak + param_staging;
-  const int64_t temporaries = int64_t(in.step_temporary_bytes) * sizes.max_shard;
-  const int64_t pool = states_in_files && in.units_known() ? nvme_pool_touched(in, plan.shards) : 0;
+  const bool step_counted = !gpu || plan.offload == Placement::device;
+  const int64_t temporaries = step_counted ? int64_t(in.step_temporary_bytes) * sizes.max_shard : 0;
+  const int64_t pool = !gpu && plan.offload == Placement::nvme && in.units_known() ? nvme_pool_touched(in, plan.shards) : 0;
   const int64_t step = states + param_staging + temporaries + pool;
   e.peak = std::max(backward, step);
   e.transients = e.peak - states;

@@ -175,9 +175,12 @@ class Replay {
       // The caching allocator counts what is allocated: activations while alive; the slots, once
       // made, for good; the token unit's buffers and the reduce outputs while alive.
       activations_held_ = activations_;
-      const int64_t buffers = slot_numel_ > 0 ? 0 : g + b;
-      if (slot_numel_ > 0) slots_ = std::max(slots_, slot_buffers());
-      total = buffers + slots_ * slot_numel_ * in_.compute_bytes + token_buffers() + outputs_ + tied_grads_ + activations_;
+      int64_t buffers = g + b;
+      if (slot_numel_ > 0) {
+        slots_ = std::max(slots_, slot_buffers());
+        buffers = slots_ * slot_numel_ * in_.compute_bytes + token_buffers();
+      }
+      total = buffers + outputs_ + tied_grads_ + activations_;
     } else {
       // Activations are freed through backward, but malloc keeps their pages: what they took at
       // most stays resident.

@@ -61,7 +61,9 @@ struct StepReplay {
   int64_t peak = 0;
   int64_t peak_gathered = 0, peak_grad_buffers = 0, peak_reduce_outputs = 0;
   int64_t peak_tied_grads = 0;
-  int64_t peak_activations = 0;  // the most activations held at once so far: their pages stay resident
+  // Activations counted at the fullest moment: on a CPU rank the most held so far (their pages stay
+  // resident), on a GPU those alive then.
+  int64_t peak_activations = 0;
   int64_t peak_cached = 0;  // freed unit blocks the engine keeps mapped for reuse (at most 8)
   int peak_slots = 0;       // on a GPU: layer buffer slots made so far (each the largest layer unit)
   std::string peak_when;  // "the embedding's backward", "unit 3's backward", "the end of the forward"

@@ -125,7 +125,6 @@ void ElasticHost::serve() {
       with_data.push_back(fd);
     }
     for (const int fd : with_data) {
-      if (!connections.count(fd)) continue;
       std::string& pending = connections[fd];
       for (size_t eol; (eol = pending.find('\n')) != std::string::npos;) {
         const std::string line = pending.substr(0, eol);
