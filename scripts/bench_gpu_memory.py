@@ -9,6 +9,7 @@ own allocator and peak, so runs sharing the GPU do not change each other's figur
 
   scripts/python scripts/bench_gpu_memory.py --json gpu_memory.json
   scripts/python scripts/bench_gpu_memory.py --dry-run   # no GPU: the same jobs, tiny, on the CPU
+  scripts/python scripts/bench_gpu_memory.py --reestimate docs/bench/gpu_memory_h200.json  # no GPU
 
 It prints a table and writes JSON (figures in bytes); it asserts nothing.
 """
@@ -51,6 +52,11 @@ CASES = {
     "389M full_shard": ("12x1536", 8, 1, {"backend": "fsdp", "fsdp": {"sharding_strategy": "FULL_SHARD"}}),
     "389M zero3 offload cpu": ("12x1536", 8, 1, {"backend": "deepspeed", "deepspeed": {
         "zero_stage": 3, "stage3_param_persistence_threshold": 0, "offload_optimizer_device": "cpu"}}),
+    "389M zero3 offload cpu+param": ("12x1536", 8, 1, {"backend": "deepspeed", "deepspeed": {
+        "zero_stage": 3, "stage3_param_persistence_threshold": 0, "offload_optimizer_device": "cpu",
+        "offload_param_device": "cpu"}}),
+    "389M full_shard offload_params w2": ("12x1536", 8, 2, {"backend": "fsdp", "fsdp": {
+        "sharding_strategy": "FULL_SHARD", "offload_params": True}}),
     "389M zero3 w2": ("12x1536", 8, 2, ZERO3),
     "389M full_shard fp32 w2": ("12x1536", 4, 2, {"backend": "fsdp", "mixed_precision": "no",
                                                   "fsdp": {"sharding_strategy": "FULL_SHARD"}}),
@@ -85,6 +91,16 @@ def job_for(name, a, workdir):
     return path, out
 
 
+def with_estimate(row, est, measured):
+    """A case's row: the estimate's figures beside the measured peak."""
+    b = est["bytes"]
+    row.update({"parameters": est["parameters"], "world": est["world"], "row": est["row"],
+                "measured_peak": measured, "estimate_peak": b["peak"], "estimate_states": b["peak"] - b["transients"],
+                "estimate_transients": b["transients"], "peak_phase": est["peak_phase"],
+                "ratio": measured / b["peak"] if b["peak"] else None})
+    return row
+
+
 def run_case(name, a, workdir):
     path, out = job_for(name, a, workdir)
     est = estimate_step_peak(a, path, workdir, os.path.basename(out))
@@ -99,12 +115,26 @@ def run_case(name, a, workdir):
     with open(os.path.join(out, "metrics.jsonl")) as f:
         rows = [json.loads(line) for line in f if line.strip()]
     measured = max(r["peak_mem_bytes"] for r in rows)
-    b = est["bytes"]
-    return {"case": name, "parameters": est["parameters"], "world": est["world"], "row": est["row"],
-            "measured_peak": measured, "estimate_peak": b["peak"], "estimate_states": b["peak"] - b["transients"],
-            "estimate_transients": b["transients"], "peak_phase": est["peak_phase"],
-            "ratio": measured / b["peak"] if b["peak"] else None,
-            "step_time_s": rows[-1].get("step_time_s")}
+    return with_estimate({"case": name, "step_time_s": rows[-1].get("step_time_s")}, est, measured)
+
+
+def reestimate(a, path):
+    """An earlier run's cases with their estimates recomputed (the estimate is a function of the job
+    file alone): an estimator change is compared against the measured peaks without a GPU."""
+    with open(path) as f:
+        doc = json.load(f)
+    a.dry_run, a.steps = doc["dry_run"], doc["steps"]
+    with tempfile.TemporaryDirectory(prefix="accel_bench_gpu_memory_reestimate_") as workdir:
+        for i, r in enumerate(doc["results"]):
+            if "error" in r:
+                continue
+            job, out = job_for(r["case"], a, workdir)
+            est = estimate_step_peak(a, job, workdir, os.path.basename(out))
+            if "error" in est:
+                print(f"{r['case']}: estimate-memory: {est['error']}", file=sys.stderr)
+                return 1
+            doc["results"][i] = with_estimate(r, est, r["measured_peak"])
+    return doc
 
 
 def main():
@@ -116,12 +146,27 @@ def main():
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds each run may take")
     ap.add_argument("--json", default="")
     ap.add_argument("--dry-run", action="store_true", help="the same jobs, tiny, on the CPU (checks the script)")
+    ap.add_argument("--reestimate", default="", metavar="JSON",
+                    help="recompute the estimates of an earlier run's JSON against its measured peaks (no GPU); "
+                         "rewrites --json if given")
     a = ap.parse_args()
+    gib = 2.0 ** 30
+    if a.reestimate:
+        doc = reestimate(a, a.reestimate)
+        if not isinstance(doc, dict):
+            return doc
+        for r in doc["results"]:
+            if "error" not in r:
+                print(f"{r['case']}: measured {r['measured_peak'] / gib:.2f} GiB, estimate {r['estimate_peak'] / gib:.2f} GiB, "
+                      f"ratio {r['ratio']:.3f} ({r['peak_phase']})")
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(doc, f, indent=1)
+        return 0
     if a.only and any(n not in CASES for n in a.only.split(",")):
         print(f"bench_gpu_memory: unknown case in --only; the cases: {', '.join(CASES)}", file=sys.stderr)
         return 2
     names = a.only.split(",") if a.only else list(DEFAULT_CASES)
-    gib = 2.0 ** 30
     print("| case | parameters | world | measured peak (GiB) | estimate (GiB) | measured / estimate | estimate's phase |")
     print("|---|---|---|---|---|---|---|", flush=True)
     results = []

@@ -203,15 +203,18 @@ JobEstimate estimate_job(const config::JobConfig& job, const JobEstimateOptions&
   // Offload as the job configures it for each dialect; validation allows it only where it applies.
   const auto& ds = job.deepspeed;
   Placement ds_offload = placement_of(ds.offload_optimizer_device);
-  // offload_param_device: cpu moves what optimizer offload moves (accel's stage-3 shards are the
-  // masters); nvme puts the compute-dtype shards that gathers read in files (param_offload).
+  // offload_param_device moves the masters, states and gradient shard as optimizer offload does,
+  // and the compute-dtype shards that gathers read (param_offload): cpu to pinned host memory, nvme
+  // to files. FSDP's offload_params does the same as cpu.
   Placement ds_stage3 = ds_offload != Placement::device ? ds_offload
                         : ds.offload_param_device == config::OffloadDevice::cpu ? Placement::cpu
                                                                                  : Placement::device;
   Placement fsdp_offload = job.fsdp.offload_params ? Placement::cpu : Placement::device;
   if (ds.offload_param_device == config::OffloadDevice::cpu)
-    e.notes.push_back("accel's stage-3 parameter shards are the fp32 master shards, so offload_param_device "
-                      "moves them (with the gradient shard and optimizer states) as optimizer offload does.");
+    e.notes.push_back("offload_param_device cpu (zero-3 row): the masters, gradient shard and optimizer states "
+                      "move to host memory as with optimizer offload, and each partitioned unit's shard in the "
+                      "compute dtype lives in pinned host memory, copied to the device for each gather; units "
+                      "kept gathered (the token unit, persistent ones) keep their shard on the device.");
   if (ds.offload_param_device == config::OffloadDevice::nvme)
     e.notes.push_back("offload_param_device nvme (zero-3 row): each unit's parameter shard in the compute dtype "
                       "is in a file (nvme column) and read for each gather into one of buffer_count host buffers; "
@@ -231,7 +234,9 @@ JobEstimate estimate_job(const config::JobConfig& job, const JobEstimateOptions&
   if (e.num_machines > 1)
     plans.push_back({"HYBRID_SHARD", Sharding::parameters, e.world / e.num_machines, fsdp_offload, false});
 
-  if (ds.offload_param_device == config::OffloadDevice::nvme) plans[3].param_offload = Placement::nvme;
+  plans[3].param_offload = placement_of(ds.offload_param_device);
+  for (size_t i = 4; i < plans.size(); ++i)
+    if (plans[i].sharding == Sharding::parameters) plans[i].param_offload = fsdp_offload;
   // DeepSpeed's knobs bound what accel's engine holds at once under the zero rows.
   for (int i : {1, 2, 3}) {
     plans[size_t(i)].reduce_bucket_numel = ds.reduce_bucket_size;

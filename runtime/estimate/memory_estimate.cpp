@@ -88,16 +88,19 @@ void add_step_peak(const MemoryInput& in, const UnitSizes& sizes, MemoryEstimate
   // (offloaded states, the nvme staging buffers and the optimizer's host work are in host memory).
   const bool gpu = in.device_allocator;
   auto counted = [gpu](Placement where) { return gpu ? where == Placement::device : where != Placement::nvme; };
+  // The compute-dtype shards: where parameter offload puts them (host memory, files), except the
+  // kept units' (the token unit, persistent ones), which stay on the device.
   const Placement shards = plan.sharding == Sharding::parameters ? plan.param_offload : Placement::device;
-  const int64_t states = e.params + (counted(shards) ? e.param_shard : 0) + e.grads +
+  const int64_t kept_shards = shards == Placement::device ? 0 : r.kept_numel / plan.shards * in.param_bytes;
+  const int64_t param_shards = counted(shards) ? e.param_shard : kept_shards;
+  const int64_t states = e.params + param_shards + e.grads +
                          (counted(plan.offload) ? e.grad_shard + e.master + e.optimizer_states : 0);
   int64_t param_staging = 0;
   if (!gpu && shards == Placement::nvme && in.units_known()) {
     // The units that free their storage gather from files through buffer_count staging buffers of
-    // the largest one's shard; the kept units keep their compute-dtype shard in memory.
+    // the largest one's shard.
     param_staging = std::min<int64_t>(in.nvme_buffer_count, int64_t(in.unit_numels.size())) *
                     (r.largest_freed_numel / plan.shards) * in.param_bytes;
-    param_staging += r.kept_numel / plan.shards * in.param_bytes;
   }
   const int64_t backward = states + r.peak + param_staging;
   const bool step_counted = !gpu || plan.offload == Placement::device;
@@ -244,7 +247,12 @@ MemoryEstimate estimate_memory(const MemoryInput& in, const StrategyPlan& plan) 
   // Parameter files: fp32 with nvme masters reads the master's file; fp32 with the masters in
   // memory writes a file beside them.
   if (params_in_files && p == 4) e.param_shard = plan.offload == Placement::nvme ? 0 : shard_sum * 4;
-  e.device = e.params + (params_in_files ? 0 : e.param_shard) + e.grads + e.live_params + e.live_grads;
+  // Parameter offload to host memory: the partitioned units' shards are pinned host memory, the
+  // kept units' stay on the device.
+  const bool params_on_host = plan.sharding == Sharding::parameters && plan.param_offload == Placement::cpu;
+  const int64_t kept_shards = params_on_host && plan.step ? std::min(e.param_shard, plan.step->kept_numel / N * p) : 0;
+  e.device = e.params + (params_in_files ? 0 : params_on_host ? kept_shards : e.param_shard) + e.grads +
+             e.live_params + e.live_grads;
   switch (plan.offload) {
     case Placement::device: e.device += e.master + e.optimizer_states + e.grad_shard; break;
     case Placement::cpu: e.host = e.master + e.optimizer_states + e.grad_shard; break;
@@ -258,6 +266,7 @@ MemoryEstimate estimate_memory(const MemoryInput& in, const StrategyPlan& plan) 
       break;
     }
   }
+  if (params_on_host) e.host += e.param_shard - kept_shards;
   if (params_in_files) {
     // The shards in files; each gather stages one in a host buffer of the compute dtype.
     e.nvme += e.param_shard;

@@ -27,6 +27,9 @@
 // nvme), read for each gather through min(buffer_count, units) host buffers of the largest shard in
 // the compute dtype; fp32 compute with nvme-offloaded masters reads the master's file (no param_shard),
 // and fp32 compute with the masters in memory keeps a file beside them (param_shard 4*sum(S) in nvme).
+// Parameter offload to cpu (zero-3, FULL_SHARD / HYBRID_SHARD with offload_params) puts param_shard
+// in pinned host memory, copied to the device for each gather; with a replay, the kept units' part
+// of it stays on the device.
 // With a replay of the step (StrategyPlan::step, step_replay.hpp; units known): stage 3's units that
 // stay gathered (the tied root, persistent units) are `params`, an fp32 one's master is its own
 // slice, and the live figures are the replay's, as the engine reports them; `peak` is the step's
@@ -93,7 +96,7 @@ struct StrategyPlan {
   int live_units = 0;
   int reduce_bucket_units = 0;
   // Where the compute-dtype parameter shard lives between gathers (stage 3; DeepSpeed
-  // offload_param_device nvme): device or nvme.
+  // offload_param_device, FSDP offload_params): device, cpu (pinned host memory) or nvme.
   Placement param_offload = Placement::device;
   // The micro-step replayed on this strategy's plan (step_replay.hpp), when units and plan are
   // known: its figures replace the live-buffer bounds above and give the step's peak.
@@ -106,7 +109,7 @@ struct MemoryEstimate {
   int64_t params = 0;            // replicated compute parameters
   int64_t param_shard = 0;       // sharded strategies: the compute-dtype copy of the rank's shard
                                  // that gathers read (bf16/fp16 compute; fp32 beside nvme masters),
-                                 // in files with param_offload nvme
+                                 // in files with param_offload nvme, host memory with cpu
   int64_t grads = 0;             // replicated gradients
   int64_t grad_shard = 0;        // fp32 gradient shard (receives the reduce-scatter)
   int64_t master = 0;            // fp32 master weights (a replicated copy or a shard)

@@ -197,8 +197,10 @@ TEST_CASE("precision, optimizer and offload keys reach the estimate", "[estimate
   CHECK(row(nvme, "zero-2").plan.param_offload == Placement::device);
   CHECK(row(nvme, "FULL_SHARD").plan.param_offload == Placement::device);
   CHECK(nvme.input.nvme_buffer_count == 4);
-  job.deepspeed.offload_param_device = config::OffloadDevice::cpu;  // as optimizer offload (the shards are the masters)
+  job.deepspeed.offload_param_device = config::OffloadDevice::cpu;  // the states as optimizer offload, the shards pinned
   CHECK(row(estimate_job(job), "zero-3").plan.offload == Placement::cpu);
+  CHECK(row(estimate_job(job), "zero-3").plan.param_offload == Placement::cpu);
+  CHECK(row(estimate_job(job), "zero-2").plan.param_offload == Placement::device);
   job.deepspeed.offload_param_device = config::OffloadDevice::nvme;
   job.deepspeed.offload_optimizer_device = config::OffloadDevice::nvme;
   job.mixed_precision = config::MixedPrecision::bf16;
@@ -210,6 +212,39 @@ TEST_CASE("precision, optimizer and offload keys reach the estimate", "[estimate
   job = JobConfig{};
   job.fsdp.offload_params = true;
   CHECK(row(estimate_job(job), "SHARD_GRAD_OP").plan.offload == Placement::cpu);
+  CHECK(row(estimate_job(job), "SHARD_GRAD_OP").plan.param_offload == Placement::device);  // nothing to gather
+  CHECK(row(estimate_job(job), "FULL_SHARD").plan.param_offload == Placement::cpu);
+}
+
+TEST_CASE("parameter offload to cpu keeps the partitioned units' shards in host memory", "[estimate]") {
+  JobConfig job;
+  job.num_processes = 2;
+  job.backend = config::Backend::deepspeed;
+  job.deepspeed.zero_stage = 3;
+  job.deepspeed.offload_param_device = config::OffloadDevice::cpu;
+  job.mixed_precision = config::MixedPrecision::bf16;
+  job.device = config::Device::cuda;
+  const auto gpu = estimate_job(job);
+  const MemoryEstimate& z3 = row(gpu, "zero-3");
+  REQUIRE(z3.plan.step);
+  // The token unit stays gathered (params, bf16): its shard, half of it at world 2, stays on the
+  // device; every other unit's bf16 shard is pinned host memory beside the offloaded states.
+  const int64_t kept_shard = z3.params / 2;
+  REQUIRE(z3.param_shard > 4 * kept_shard);
+  CHECK(z3.host == z3.master + z3.optimizer_states + z3.grad_shard + z3.param_shard - kept_shard);
+  CHECK(z3.device == z3.params + kept_shard + z3.live_params + z3.live_grads);
+  CHECK(z3.peak - z3.transients == z3.params + kept_shard);
+  // A CPU rank's host memory holds them all.
+  job.device = config::Device::cpu;
+  const MemoryEstimate& z3_cpu = row(estimate_job(job), "zero-3");
+  CHECK(z3_cpu.peak - z3_cpu.transients == z3.params + z3.param_shard + z3.master + z3.optimizer_states + z3.grad_shard);
+  // FSDP's offload_params does the same for FULL_SHARD.
+  job.device = config::Device::cuda;
+  job.backend = config::Backend::fsdp;
+  job.deepspeed = {};
+  job.fsdp.offload_params = true;
+  const MemoryEstimate& full = row(estimate_job(job), "FULL_SHARD");
+  CHECK(full.peak - full.transients == full.params + full.params / 2);
 }
 
 TEST_CASE("options: --params, --unit-params, --world and their errors", "[estimate]") {
