@@ -35,6 +35,11 @@ from bench_gpu import estimate_step_peak  # noqa: E402
 ZERO3 = {"backend": "deepspeed", "deepspeed": {"zero_stage": 3, "stage3_param_persistence_threshold": 0}}
 CASES = {
     "1.3B ddp": ("24x2048", 4, 1, {"backend": "ddp"}),
+    # ddp's variants: which part of its step the peak grows with (micro batch, clipping, the AdamW kernel).
+    "1.3B ddp micro 1": ("24x2048", 1, 1, {"backend": "ddp"}),
+    "1.3B ddp no clipping": ("24x2048", 4, 1, {"backend": "ddp", "training": {"max_grad_norm": 0}}),
+    "1.3B ddp unfused adamw": ("24x2048", 4, 1, {"backend": "ddp", "optimizer": {"fused": False}}),
+    "1.3B zero1": ("24x2048", 4, 1, {"backend": "deepspeed", "deepspeed": {"zero_stage": 1}}),
     "1.3B zero2": ("24x2048", 4, 1, {"backend": "deepspeed", "deepspeed": {"zero_stage": 2}}),
     "1.3B zero3": ("24x2048", 4, 1, ZERO3),
     "1.3B zero3 bucket 5e7": ("24x2048", 4, 1, {"backend": "deepspeed", "deepspeed": {
