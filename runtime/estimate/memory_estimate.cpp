@@ -75,6 +75,12 @@ int64_t nvme_pool_touched(const MemoryInput& in, int shards) {
   return touched;
 }
 
+// The kept units' part of the compute-dtype shards (the token unit, persistent ones): on the device
+// whatever parameter offload does with the others' (known from the replay; 0 without one).
+int64_t kept_units_shard(const StrategyPlan& plan, int param_bytes) {
+  return plan.step ? plan.step->kept_numel / plan.shards * param_bytes : 0;
+}
+
 // The step's peak (MemoryEstimate::peak): the replay's fullest backward moment against the
 // optimizer step, each on top of the model states held in memory.
 void add_step_peak(const MemoryInput& in, const UnitSizes& sizes, MemoryEstimate& e) {
@@ -88,11 +94,10 @@ void add_step_peak(const MemoryInput& in, const UnitSizes& sizes, MemoryEstimate
   // (offloaded states, the nvme staging buffers and the optimizer's host work are in host memory).
   const bool gpu = in.device_allocator;
   auto counted = [gpu](Placement where) { return gpu ? where == Placement::device : where != Placement::nvme; };
-  // The compute-dtype shards: where parameter offload puts them (host memory, files), except the
-  // kept units' (the token unit, persistent ones), which stay on the device.
+  // The compute-dtype shards: where parameter offload puts them (host memory, files), but for the
+  // kept units'.
   const Placement shards = plan.sharding == Sharding::parameters ? plan.param_offload : Placement::device;
-  const int64_t kept_shards = shards == Placement::device ? 0 : r.kept_numel / plan.shards * in.param_bytes;
-  const int64_t param_shards = counted(shards) ? e.param_shard : kept_shards;
+  const int64_t param_shards = counted(shards) ? e.param_shard : kept_units_shard(plan, in.param_bytes);
   const int64_t states = e.params + param_shards + e.grads +
                          (counted(plan.offload) ? e.grad_shard + e.master + e.optimizer_states : 0);
   int64_t param_staging = 0;
@@ -247,10 +252,9 @@ MemoryEstimate estimate_memory(const MemoryInput& in, const StrategyPlan& plan) 
   // Parameter files: fp32 with nvme masters reads the master's file; fp32 with the masters in
   // memory writes a file beside them.
   if (params_in_files && p == 4) e.param_shard = plan.offload == Placement::nvme ? 0 : shard_sum * 4;
-  // Parameter offload to host memory: the partitioned units' shards are pinned host memory, the
-  // kept units' stay on the device.
+  // Parameter offload to host memory: the partitioned units' shards are pinned host memory.
   const bool params_on_host = plan.sharding == Sharding::parameters && plan.param_offload == Placement::cpu;
-  const int64_t kept_shards = params_on_host && plan.step ? std::min(e.param_shard, plan.step->kept_numel / N * p) : 0;
+  const int64_t kept_shards = params_on_host ? kept_units_shard(plan, int(p)) : 0;
   e.device = e.params + (params_in_files ? 0 : params_on_host ? kept_shards : e.param_shard) + e.grads +
              e.live_params + e.live_grads;
   switch (plan.offload) {
