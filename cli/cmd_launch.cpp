@@ -10,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <stdexcept>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -109,6 +111,26 @@ void check_trainer_can_start(const config::LoadedJob& loaded) {
   }
 }
 
+// `--profile-steps A:B` (1-based, inclusive) against the job's steps; {0, 0} when not given.
+std::pair<int64_t, int64_t> profile_steps(const std::string& text, int64_t max_steps) {
+  if (text.empty()) return {0, 0};
+  const std::string fix = " (fix: --profile-steps A:B with 1 <= A <= B <= training.max_steps, e.g. 3:5)";
+  const auto colon = text.find(':');
+  int64_t first = 0, last = 0;
+  try {
+    size_t used_first = 0, used_last = 0;
+    if (colon == std::string::npos) throw std::invalid_argument("no colon");
+    first = std::stoll(text.substr(0, colon), &used_first);
+    last = std::stoll(text.substr(colon + 1), &used_last);
+    if (used_first != colon || used_last != text.size() - colon - 1) throw std::invalid_argument("trailing text");
+  } catch (const std::exception&) {
+    throw UsageError("--profile-steps '" + text + "': not two step numbers A:B" + fix);
+  }
+  if (first < 1 || last < first || last > max_steps)
+    throw UsageError("--profile-steps " + text + ": outside the job's steps 1.." + std::to_string(max_steps) + fix);
+  return {first, last};
+}
+
 }  // namespace
 
 void add_launch_command(CLI::App& app) {
@@ -117,6 +139,8 @@ void add_launch_command(CLI::App& app) {
     std::vector<std::string> overrides;
     bool dry_run = false;
     std::string trace;
+    std::string profile;
+    std::string profile_steps;
   };
   auto o = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("launch", "Validate a job and run it: one worker per GPU or CPU rank\n\n"
@@ -130,6 +154,11 @@ void add_launch_command(CLI::App& app) {
   cmd->add_option("--trace", o->trace,
                   "Write the sharding schedule (gathers, reshards, reductions per unit) as a Chrome trace: "
                   "FILE for rank 0, FILE with .rankN before its extension for the others");
+  cmd->add_option("--profile", o->profile,
+                  "Record a window of the built-in trainer's steps with torch's profiler (operators, and CUDA "
+                  "kernels on a GPU): one Chrome trace per rank, DIR/rank<r>.pt.trace.json");
+  cmd->add_option("--profile-steps", o->profile_steps,
+                  "The steps --profile records, A:B (1-based, inclusive; default: 3 steps after 2 of warm-up)");
   cmd->callback([o] {
     auto loaded = load_job_for_cli(o->file, o->overrides, false, true, launch::visible_cuda_gpus());
     const auto& j = loaded.job;
@@ -137,6 +166,12 @@ void add_launch_command(CLI::App& app) {
     // has no equivalent, before anything else (also when the backend then refuses to start).
     for (const auto& line : config::describe_translation(loaded.translation, "accel launch: ")) std::cerr << line << "\n";
     if (!o->dry_run && j.program.empty()) check_trainer_can_start(loaded);
+    if (!o->profile_steps.empty() && o->profile.empty())
+      throw UsageError("--profile-steps needs --profile DIR (where the traces go)");
+    if (!o->profile.empty() && !j.program.empty())
+      throw UsageError("--profile records the built-in trainer's steps; a job with program: runs your own loop "
+                       "(fix: profile it there with torch's profiler, or drop program: to run the trainer)");
+    const auto [profile_first, profile_last] = profile_steps(o->profile_steps, j.training.max_steps);
     std::cerr << "accel launch: " << (loaded.file.empty() ? "defaults" : loaded.file) << " ("
               << config::to_string(loaded.format) << ") is valid: backend " << config::to_string(j.backend) << ", "
               << j.num_processes << " process(es) on " << j.num_machines << " machine(s), device "
@@ -152,6 +187,11 @@ void add_launch_command(CLI::App& app) {
     }
     nlohmann::json options = {{"progress", isatty(STDOUT_FILENO) == 1}};
     if (!o->trace.empty()) options["trace"] = std::filesystem::absolute(o->trace).string();
+    if (!o->profile.empty()) {
+      options["profile"] = std::filesystem::absolute(o->profile).string();
+      options["profile_first"] = profile_first;
+      options["profile_last"] = profile_last;
+    }
     launch_worker_task(loaded, "train", options.dump());
   });
 }

@@ -6,7 +6,8 @@
 #   1. facts: nvidia-smi, the device's torch against the one the binaries were built with (stops
 #      with exit 2 when they differ), the staged programs' linkage, `accel env`;
 #   2. alone on the GPU: the GPT-2 124M benchmark (scripts/bench_gpu.py), each contender under a
-#      timeout, where its step spends GPU time (scripts/profile_gpu_step.py), and the memory
+#      timeout, where its step and accel's zero-3 step spend GPU time (scripts/profile_gpu_step.py,
+#      accel's through `accel launch --profile`), and the memory
 #      estimate against measured peaks (scripts/bench_gpu_memory.py, about 95 s; --memory-only runs
 #      just this step, GPU_RUN_MEMORY_CASES=a,b picks its cases);
 #   3. at once: the communicator tests (tests/gpu/test_cuda_communicators), each test of
@@ -110,9 +111,11 @@ step accel_env 60 "$accel" env
 say "benchmark"
 bench_args=(--accel "$accel" --json "$logs/bench_gpu.json" --markdown "$logs/bench_gpu.md" --timeout 35)
 profile_args=(--json "$logs/profile_gpu_step.json")
+accel_profile_args=(--accel "$accel" --strategy accel-zero3 --json "$logs/profile_accel_step.json")
 if [ $rehearse -eq 1 ]; then
   bench_args+=(--dry-run)
   profile_args+=(--dry-run)
+  accel_profile_args+=(--dry-run)
 else
   bench_args+=(--steps 15 --warmup 5 --repeat 2)
 fi
@@ -136,6 +139,9 @@ if [ $bench -eq 1 ]; then
 fi
 step profile_gpu_step 90 "$python" "$root/scripts/profile_gpu_step.py" "${profile_args[@]}"
 cp "$logs/profile_gpu_step.json" "$out/profile-gpu-step.json" 2>/dev/null
+# The same model and batch through accel's trainer (zero 3) under `accel launch --profile`.
+# Its JSON comes back in summary.json (accel_step_profile) and logs.tar.gz.
+step profile_accel_step 120 "$python" "$root/scripts/profile_gpu_step.py" "${accel_profile_args[@]}"
 if [ $bench -eq 1 ]; then
   step bench_gpu_memory 240 "$python" "$root/scripts/bench_gpu_memory.py" "${memory_args[@]}"
   cp "$logs/bench_gpu_memory.json" "$out/bench-gpu-memory.json" 2>/dev/null

@@ -122,8 +122,8 @@ def benchmark(logs):
             "results": rows, "goals": goals, "table": read(os.path.join(logs, "bench_gpu.md"))}
 
 
-def step_profile(logs):
-    path = os.path.join(logs, "profile_gpu_step.json")
+def step_profile(logs, name="profile_gpu_step.json"):
+    path = os.path.join(logs, name)
     if not os.path.exists(path):
         return None
     with open(path) as f:
@@ -155,7 +155,8 @@ def main(argv=None) -> int:
     comm = os.path.join(a.logs, "bench_comm.json")
     summary = {"rehearsal": a.rehearse, **machine(a.logs, a.stage), "steps": steps,
                "accuracy": engine_figures(a.logs), "benchmark": benchmark(a.logs),
-               "step_profile": step_profile(a.logs), "memory": memory(a.logs),
+               "step_profile": step_profile(a.logs), "accel_step_profile": step_profile(a.logs, "profile_accel_step.json"),
+               "memory": memory(a.logs),
                "comm_bench": json.loads(read(comm)) if os.path.exists(comm) and read(comm).strip() else None}
     ok = [s["status"] in ("passed", "skipped: no GPU") for s in steps]
     summary["passed"] = bool(steps) and all(ok)
@@ -168,10 +169,12 @@ def main(argv=None) -> int:
     if summary["benchmark"]:
         print(summary["benchmark"]["table"])
         print("goals:", json.dumps(summary["benchmark"]["goals"]))
-    p = summary["step_profile"]
-    if p:
-        print(f"step profile ({p['device']}): step {p['step_ms']:.1f} ms, device busy {p['busy_ms_per_step']:.1f} ms, "
-              f"{p['kernels_per_step']:.0f} kernels; ms by kind:",
+    for label, key in (("eager", "step_profile"), ("accel zero 3", "accel_step_profile")):
+        p = summary[key]
+        if not p:
+            continue
+        print(f"step profile, {label} ({p['device']}): step {p['step_ms']:.1f} ms, device busy "
+              f"{p['busy_ms_per_step']:.1f} ms, {p['kernels_per_step']:.0f} kernels; ms by kind:",
               ", ".join(f"{k} {v:.2f}" for k, v in p["ms_per_step_by_kind"].items()))
         for t in p["top"][:10]:
             print(f"  {t['ms_per_step']:7.2f} ms x{t['calls_per_step']:.0f} {t['kind']:<13} {t['name'][:100]}")

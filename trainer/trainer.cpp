@@ -252,12 +252,19 @@ void Trainer::run() {
   std::string last_checkpoint;
   std::vector<double> save_times;  // each save_state() on this thread (asynchronous: staging, waiting)
   StepCommCounter step_comm;
+  const ProfileWindow window = resolve_profile_window(options_.profile, start, t_.max_steps);
+  StepProfiler profiler(window, rank_, device_.is_cuda() ? int(device_.index()) : -1);
+  if (!window.dir.empty())
+    log("--profile: steps " + std::to_string(window.first) + " to " + std::to_string(window.last) + " into " + window.dir);
   std::vector<std::pair<std::string, const comm::Communicator*>> counted = {{"world", &comm_}};
   for (const auto& group : engine_.group_communicators()) counted.push_back(group);
   for (int64_t step = start; step < t_.max_steps; ++step) {
     std::vector<comm::CommStats> before;
     for (const auto& [name, c] : counted) before.push_back(c->stats());
+    profiler.before_step(step + 1);
     StepMetrics m = train_step(step);
+    if (const std::string trace = profiler.after_step(step + 1); !trace.empty() && rank_ == 0)
+      log("--profile: wrote " + trace + " (and one per rank beside it)");
     for (size_t i = 0; i < counted.size(); ++i)
       m.comm_bytes += step_comm.add(counted[i].first, counted[i].second->size(), before[i], counted[i].second->stats());
     log_memory(rank_, world_, "step " + std::to_string(step + 1));

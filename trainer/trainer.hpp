@@ -10,12 +10,14 @@
 #include <string>
 
 #include "runtime/worker/worker_context.hpp"
+#include "trainer/step_profiler.hpp"
 
 namespace accel::train {
 
 struct TrainerOptions {
   bool progress_bar = false;  // the launcher's stdout is a terminal
   std::string trace_path;     // `accel launch --trace FILE` (absolute); empty: no trace
+  ProfileWindow profile;      // `accel launch --profile DIR [--profile-steps A:B]`
 };
 
 // Runs the job of `ctx` to training.max_steps, resuming per training.resume. Throws RunError

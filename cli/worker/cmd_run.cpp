@@ -46,6 +46,9 @@ void add_run_command(CLI::App& app) {
         auto json = nlohmann::json::parse(text);
         options.progress_bar = json.value("progress", false);
         options.trace_path = json.value("trace", "");
+        options.profile.dir = json.value("profile", "");
+        options.profile.first = json.value("profile_first", int64_t(0));
+        options.profile.last = json.value("profile_last", int64_t(0));
       }
       train::run_training(ctx, options);
       ctx.rendezvous->finish();

@@ -19,7 +19,7 @@ import json, os, sys
 out = sys.argv[1]
 s = json.load(open(os.path.join(out, "summary.json")))
 want = {"linkage", "accel_env", "communicators", "smoke_test_cpu_world2", "smoke_bench_comm_cpu_world2", "bench_gpu",
-        "smoke_llama_sharded_init", "profile_gpu_step", "bench_gpu_memory"}
+        "smoke_llama_sharded_init", "profile_gpu_step", "profile_accel_step", "bench_gpu_memory"}
 got = {st["step"] for st in s["steps"]}
 engine = {n for n in got if n.startswith("engine_")}
 problems = [f"missing steps {sorted(want - got)}"] if want - got else []
@@ -29,8 +29,9 @@ problems += [f"{st['step']}: {st['status']}" for st in s["steps"] if st["status"
 rows = [r for r in s["benchmark"]["results"] if "error" not in r]
 if len(rows) < 6:
     problems.append(f"the dry-run benchmark measured {len(rows)} contenders, not accel's 6")
-if not (s.get("step_profile") or {}).get("ms_per_step_by_kind"):
-    problems.append("no step profile in summary.json")
+for key in ("step_profile", "accel_step_profile"):
+    if not (s.get(key) or {}).get("ms_per_step_by_kind"):
+        problems.append(f"no {key} in summary.json")
 if len([r for r in s.get("memory") or [] if "error" not in r]) < 2:
     problems.append("the dry-run memory check did not measure its 2 cases")
 if not s["passed"]:
