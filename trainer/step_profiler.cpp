@@ -43,6 +43,9 @@ ProfileWindow resolve_profile_window(ProfileWindow requested, int64_t start, int
     requested.first = std::min(start + 3, max_steps);
     requested.last = std::min(requested.first + 2, max_steps);
   }
+  // A resumed run records what is left of the window; none of it left: nothing.
+  requested.first = std::max(requested.first, start + 1);
+  if (requested.first > requested.last) requested.dir.clear();
   return requested;
 }
 

@@ -19,8 +19,9 @@ struct ProfileWindow {
   int64_t last = 0;
 };
 
-// The default window of a run from step `start` (steps done) to `max_steps`: 3 steps after 2 of
-// warm-up, clamped to the steps the run has.
+// The window of a run from step `start` (steps done) to `max_steps`: the requested one, or else 3
+// steps after 2 of warm-up, clamped to the steps the run has; from step start + 1 on when it
+// resumed inside the window, and none (an empty dir) when the window was done before the resume.
 ProfileWindow resolve_profile_window(ProfileWindow requested, int64_t start, int64_t max_steps);
 
 class StepProfiler {

@@ -256,6 +256,11 @@ void Trainer::run() {
   StepProfiler profiler(window, rank_, device_.is_cuda() ? int(device_.index()) : -1);
   if (!window.dir.empty())
     log("--profile: steps " + std::to_string(window.first) + " to " + std::to_string(window.last) + " into " + window.dir);
+  else if (!options_.profile.dir.empty() && rank_ == 0)
+    logging::warn("--profile: steps " + std::to_string(options_.profile.first) + " to " +
+                  std::to_string(options_.profile.last) + " were done before this run resumed at step " +
+                  std::to_string(start + 1) + ": nothing recorded (fix: --profile-steps within " +
+                  std::to_string(start + 1) + ":" + std::to_string(t_.max_steps) + ")");
   std::vector<std::pair<std::string, const comm::Communicator*>> counted = {{"world", &comm_}};
   for (const auto& group : engine_.group_communicators()) counted.push_back(group);
   for (int64_t step = start; step < t_.max_steps; ++step) {

@@ -1,8 +1,8 @@
 """`accel launch --profile DIR` end to end: a world-2 ZeRO-3 run of the built-in trainer records its
 steps 3 to 5 (the default window: 3 steps after 2 of warm-up) with torch's profiler, one Chrome
 trace per rank; the traces hold those steps' spans and the forward, backward and optimizer
-operators inside them; recording changes none of the run's numbers; and bad --profile options stop
-the launch with exit 2 before anything runs.
+operators inside them; recording changes none of the run's numbers; a resumed run records what is
+left of its window; and bad --profile options stop the launch with exit 2 before anything runs.
 
 Run: ACCEL_BINARY=build/accel python -m unittest -v test_profile (from tests/numerics).
 """
@@ -70,6 +70,25 @@ class ProfileSteps(unittest.TestCase):
             self.assertTrue(any(n.endswith("Backward0") for n in inside), sorted(inside)[:40])
             self.assertTrue(inside & {"aten::addcdiv_", "aten::_fused_adamw_", "aten::lerp_", "aten::sqrt"},
                             sorted(inside)[:40])
+
+    def test_resumed_run_records_what_is_left(self):
+        out = os.path.join(self.root, "resumed")
+        job_path = ts.write_job(os.path.join(self.root, "resumed.yaml"), zero3_job(out))
+        p = launch(job_path)  # 6 steps, the checkpoint at the end
+        self.assertEqual(p.returncode, 0, ts.describe(p))
+        traces = os.path.join(self.root, "resumed_traces")
+        p = launch(job_path, "--set", "training.max_steps=8", "--profile", traces, "--profile-steps", "2:7")
+        self.assertEqual(p.returncode, 0, ts.describe(p))
+        self.assertIn("--profile: steps 7 to 7", p.stdout + p.stderr)
+        with open(os.path.join(traces, "rank0.pt.trace.json")) as f:
+            spans = [e["name"] for e in json.load(f)["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")]
+        self.assertEqual(spans, ["ProfilerStep#7"])
+        late = os.path.join(self.root, "late_traces")
+        p = launch(job_path, "--set", "training.max_steps=10", "--profile", late, "--profile-steps", "2:5")
+        self.assertEqual(p.returncode, 0, ts.describe(p))
+        self.assertIn("--profile: steps 2 to 5 were done before this run resumed at step 9: nothing recorded",
+                      p.stdout + p.stderr)
+        self.assertFalse(os.path.exists(late))
 
     def test_bad_options_stop_the_launch(self):
         job_path = ts.write_job(os.path.join(self.root, "bad.yaml"), zero3_job(os.path.join(self.root, "bad")))
