@@ -2,7 +2,7 @@
 # The whole GPU check in one command on a lent GPU machine, against binaries staged here by
 # scripts/gpu_stage.sh (the device builds nothing). A lease is 15 minutes of device time in all, the
 # machine's start included, and one command at most 10, so every step runs under its own timeout and
-# the whole fits in about 6 minutes:
+# the whole fits in about 7 minutes:
 #   1. facts: nvidia-smi, the device's torch against the one the binaries were built with (stops
 #      with exit 2 when they differ), the staged programs' linkage, `accel env`;
 #   2. alone on the GPU: the GPT-2 124M benchmark (scripts/bench_gpu.py), each contender under a
