@@ -33,6 +33,8 @@ from bench_gpu import estimate_step_peak  # noqa: E402
 # (DEFAULT_CASES) takes about 95 s three at a time on an H200; the others are opt-in (--only): the
 # 1.3B models' setup and the world-2 runs through host-staged Gloo take minutes.
 ZERO3 = {"backend": "deepspeed", "deepspeed": {"zero_stage": 3, "stage3_param_persistence_threshold": 0}}
+ZERO3_OFFLOAD = {"backend": "deepspeed", "deepspeed": {**ZERO3["deepspeed"], "offload_optimizer_device": "cpu"}}
+ZERO3_OFFLOAD_PARAMS = {"backend": "deepspeed", "deepspeed": {**ZERO3_OFFLOAD["deepspeed"], "offload_param_device": "cpu"}}
 CASES = {
     "1.3B ddp": ("24x2048", 4, 1, {"backend": "ddp"}),
     # ddp's variants: which part of its step the peak grows with (micro batch, clipping, the AdamW kernel).
@@ -46,20 +48,14 @@ CASES = {
         "zero_stage": 3, "stage3_param_persistence_threshold": 0, "reduce_bucket_size": 5e7,
         "stage3_max_live_parameters": 1e8}}),
     "1.3B full_shard": ("24x2048", 4, 1, {"backend": "fsdp", "fsdp": {"sharding_strategy": "FULL_SHARD"}}),
-    "1.3B zero3 offload cpu": ("24x2048", 4, 1, {"backend": "deepspeed", "deepspeed": {
-        "zero_stage": 3, "stage3_param_persistence_threshold": 0, "offload_optimizer_device": "cpu"}}),
-    "1.3B zero3 offload cpu+param": ("24x2048", 4, 1, {"backend": "deepspeed", "deepspeed": {
-        "zero_stage": 3, "stage3_param_persistence_threshold": 0, "offload_optimizer_device": "cpu",
-        "offload_param_device": "cpu"}}),
+    "1.3B zero3 offload cpu": ("24x2048", 4, 1, ZERO3_OFFLOAD),
+    "1.3B zero3 offload cpu+param": ("24x2048", 4, 1, ZERO3_OFFLOAD_PARAMS),
     "389M ddp": ("12x1536", 8, 1, {"backend": "ddp"}),
     "389M zero2": ("12x1536", 8, 1, {"backend": "deepspeed", "deepspeed": {"zero_stage": 2}}),
     "389M zero3": ("12x1536", 8, 1, ZERO3),
     "389M full_shard": ("12x1536", 8, 1, {"backend": "fsdp", "fsdp": {"sharding_strategy": "FULL_SHARD"}}),
-    "389M zero3 offload cpu": ("12x1536", 8, 1, {"backend": "deepspeed", "deepspeed": {
-        "zero_stage": 3, "stage3_param_persistence_threshold": 0, "offload_optimizer_device": "cpu"}}),
-    "389M zero3 offload cpu+param": ("12x1536", 8, 1, {"backend": "deepspeed", "deepspeed": {
-        "zero_stage": 3, "stage3_param_persistence_threshold": 0, "offload_optimizer_device": "cpu",
-        "offload_param_device": "cpu"}}),
+    "389M zero3 offload cpu": ("12x1536", 8, 1, ZERO3_OFFLOAD),
+    "389M zero3 offload cpu+param": ("12x1536", 8, 1, ZERO3_OFFLOAD_PARAMS),
     "389M full_shard offload_params w2": ("12x1536", 8, 2, {"backend": "fsdp", "fsdp": {
         "sharding_strategy": "FULL_SHARD", "offload_params": True}}),
     "389M zero3 w2": ("12x1536", 8, 2, ZERO3),
