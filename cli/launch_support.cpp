@@ -91,8 +91,9 @@ void launch_job(const config::LoadedJob& loaded, const std::vector<std::string>&
     launch::apply_cluster_adjustment(*cluster, plan);
     std::cerr << "accel launch: " << cluster->description << "\n";
   }
-  // Held until the launch ends: no other launch of this machine writes into this output_dir.
-  launch::OutputDirLock output_dir_lock(j.training.output_dir, plan.machine_rank);
+  // Held until the launch ends: no other launch that runs one of this launcher's ranks writes into
+  // this output_dir (a scheduler's tasks of one job each hold their own rank).
+  launch::OutputDirLock output_dir_lock(j.training.output_dir, plan.rank_offset, plan.local_world_size);
   plan.job_file = write_resolved_job(loaded);
 
   auto result = launch::run_launch(plan);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what accel needs. Idempotent: it asks apt only for missing packages and creates the
+# Installs what accel needs (with --tests, what its test suite needs too). Idempotent: it asks apt only for missing packages and creates the
 # Python environment only when it is absent (a changed scripts/python-requirements.lock installs into
 # the one there); on a machine that has everything it does nothing and takes about a second.
 #  1. Debian packages: the build, the C++ libraries, the test tools (the table in README.md).
@@ -15,13 +15,19 @@ packages=(
   build-essential cmake ninja-build ccache git pkg-config
   libyaml-cpp-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
   libgloo-dev             # Gloo's headers only, for c10d's ProcessGroupGloo.hpp (the wheel ships none); never linked
-  catch2                  # test framework, run through ctest
-  clang libclang-rt-14-dev  # the config fuzzer (scripts/fuzz.sh): clang++ and its libFuzzer/ASan/UBSan runtimes
+  catch2                  # test framework, run through ctest (CMake configures the tests with the rest)
   python3-venv            # the Python environment below
-  tmux                    # drives the interactive `accel config` in a real terminal in tests
   libcairo2-dev fonts-dejavu-core  # `accel report`: charts drawn once as SVG and PNG, in DejaVu Sans
-  libaio-dev              # DeepSpeed's async_io op (ZeRO-Infinity NVMe offload) in bench_scale.py's ds_zero3_nvme
 )
+# What only the test suite needs (scripts/test.sh passes --tests; the quickstart does not wait for it).
+test_packages=(
+  clang libclang-rt-14-dev  # the config fuzzer (scripts/fuzz.sh): clang++ and its libFuzzer/ASan/UBSan runtimes
+  tmux                    # drives the interactive `accel config` in a real terminal in tests
+  libaio-dev              # DeepSpeed's async_io op (ZeRO-Infinity NVMe offload) in bench_scale.py's ds_zero3_nvme
+  openmpi-bin             # accel launch under mpirun (tests/numerics/test_schedulers.py)
+  slurmctld slurmd slurm-client munge  # a one-node SLURM cluster the same test starts: srun, sbatch, scancel
+)
+if [ "${1:-}" = "--tests" ]; then packages+=("${test_packages[@]}"); fi
 
 missing=()
 for p in "${packages[@]}"; do

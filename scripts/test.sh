@@ -4,7 +4,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${ACCEL_BUILD_DIR:-$root/build}"
 t0=$(date +%s)
-bash "$root/scripts/setup.sh"
+bash "$root/scripts/setup.sh" --tests
 t1=$(date +%s)
 bash "$root/scripts/build.sh"
 t2=$(date +%s)

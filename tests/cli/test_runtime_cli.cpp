@@ -170,7 +170,8 @@ TEST_CASE("accel bench comm prints a table and writes JSON") {
 }
 
 TEST_CASE("under srun or mpirun (one task per process) each launcher runs its scheduler-assigned rank") {
-  // The scheduler's variables are simulated; the launchers and workers are real.
+  // The scheduler's variables are simulated; the launchers and workers are real. The tasks share one
+  // output_dir, as a scheduler's tasks of one job do (each holds its own rank's lock).
   for (std::string scheduler : {"slurm", "openmpi"}) {
     SECTION(scheduler) {
       TempDir dir;
@@ -184,7 +185,7 @@ TEST_CASE("under srun or mpirun (one task per process) each launcher runs its sc
                                     " OMPI_COMM_WORLD_LOCAL_SIZE=2";
         tasks.push_back(std::make_unique<Background>(
             "env " + env + " " + accel_cmd("test --set num_processes=2 --set main_process_port=" + std::to_string(port) +
-                                           " --set training.output_dir=" + (dir.path() / ("t" + t)).string()),
+                                           " --set training.output_dir=" + (dir.path() / "out").string()),
             (dir.path() / ("task" + t + ".log")).string()));
       }
       auto code0 = tasks[0]->wait_for(60s), code1 = tasks[1]->wait_for(30s);
@@ -196,6 +197,37 @@ TEST_CASE("under srun or mpirun (one task per process) each launcher runs its sc
       CHECK_THAT(tasks[0]->output(), Catch::Contains("18 passed, 0 failed"));
     }
   }
+}
+
+TEST_CASE("a scheduler's tasks of one job share the output_dir; a launch of any of their ranks is refused") {
+  TempDir dir;
+  // Two launchers of one job meet at a fixed port (port 0 works for one launcher only).
+  auto job = sleeper_job(dir, 2) + " --set main_process_port=" + std::to_string(reserve_port());
+  auto task_env = [](int task) {
+    std::string t = std::to_string(task);
+    return "env OMPI_COMM_WORLD_RANK=" + t + " OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK=" + t +
+           " OMPI_COMM_WORLD_LOCAL_SIZE=2 ";
+  };
+  Background task0(task_env(0) + accel_cmd("launch " + job), (dir.path() / "task0.log").string());
+  Background task1(task_env(1) + accel_cmd("launch " + job), (dir.path() / "task1.log").string());
+  REQUIRE(wait_for_pids(dir.path().string(), 2, 30s));
+  CHECK(std::filesystem::exists(dir.path() / "out" / ".accel-launch" / "rank0.lock"));
+  CHECK(std::filesystem::exists(dir.path() / "out" / ".accel-launch" / "rank1.lock"));
+
+  auto plain = run_command(accel_cmd("launch " + job));  // ranks 0 and 1: task 0 holds rank 0
+  INFO(plain.output);
+  CHECK(plain.exit_code == 2);
+  CHECK_THAT(plain.output, Catch::Contains("in use by another accel launch (pid " + std::to_string(task0.pid()) +
+                                           ", which runs rank 0)"));
+  auto other_task1 = run_command(task_env(1) + accel_cmd("launch " + job));  // another job's task of rank 1
+  INFO(other_task1.output);
+  CHECK(other_task1.exit_code == 2);
+  CHECK_THAT(other_task1.output, Catch::Contains("pid " + std::to_string(task1.pid()) + ", which runs rank 1)"));
+
+  for (Background* task : {&task0, &task1}) kill(task->pid(), SIGINT);
+  CHECK(task0.wait_for(10s).has_value());
+  CHECK(task1.wait_for(10s).has_value());
+  for (int pid : read_pids(dir.path().string(), 2)) CHECK_FALSE(process_alive(pid));
 }
 
 TEST_CASE("accel bench launch reports when every worker is ready to train") {
