@@ -3,9 +3,8 @@
 # much again. Three measures, each with a switch (docs/design/0021-build-time.md has the figures):
 #  - RelWithDebInfo keeps line tables only (-g1: backtraces, perf and gdb's `bt` with file:line),
 #    unless ACCEL_FULL_DEBUG_INFO is ON;
-#  - one precompiled header of the torch headers accel uses, built once per kind of code
-#    (position-independent for the libraries, position-dependent for the executables) and reused
-#    by every target that links torch (ACCEL_TORCH_PCH);
+#  - one precompiled header of the torch headers accel uses, built once (position-independent)
+#    and reused by every target that links torch (ACCEL_TORCH_PCH);
 #  - unity builds (ACCEL_UNITY_BUILD): a target's sources are compiled a few at a time as one
 #    translation unit, so the torch headers are read and their templates instantiated once per
 #    batch instead of once per file.
@@ -107,14 +106,10 @@ function(accel_share_torch_pch)
   endif()
   set(anchor ${PROJECT_BINARY_DIR}/generated/torch_pch_anchor.cpp)
   file(WRITE ${anchor} "// Owns the shared precompiled torch header (cmake/BuildSpeed.cmake).\n")
-  foreach(kind pic pie)
-    add_library(accel_torch_pch_${kind} STATIC ${anchor})
-    set_target_properties(accel_torch_pch_${kind} PROPERTIES UNITY_BUILD OFF)
-    target_link_libraries(accel_torch_pch_${kind} PRIVATE accel_torch_cpu)
-    target_precompile_headers(accel_torch_pch_${kind} PRIVATE ${ACCEL_TORCH_PCH_HEADERS})
-  endforeach()
-  set_target_properties(accel_torch_pch_pic PROPERTIES POSITION_INDEPENDENT_CODE ON)
-  set_target_properties(accel_torch_pch_pie PROPERTIES POSITION_INDEPENDENT_CODE OFF)
+  add_library(accel_torch_pch_pic STATIC ${anchor})
+  set_target_properties(accel_torch_pch_pic PROPERTIES UNITY_BUILD OFF POSITION_INDEPENDENT_CODE ON)
+  target_link_libraries(accel_torch_pch_pic PRIVATE accel_torch_cpu)
+  target_precompile_headers(accel_torch_pch_pic PRIVATE ${ACCEL_TORCH_PCH_HEADERS})
 
   _accel_targets_in(${PROJECT_SOURCE_DIR} targets)
   foreach(target IN LISTS targets)
@@ -131,11 +126,15 @@ function(accel_share_torch_pch)
     if(NOT uses_torch)
       continue()
     endif()
+    # One header for every kind of code: executables' and tests' objects are compiled
+    # position-independent as libaccel.so's are (gcc takes a header only with the -fPIC it was built
+    # with; -Winvalid-pch, an error here, says when not). A second, position-dependent header cost
+    # 50 s of a 2-core first build; -fPIC in an executable costs nothing measurable (its hot loops
+    # are libtorch's).
     get_target_property(pic ${target} POSITION_INDEPENDENT_CODE)
-    if(type STREQUAL "SHARED_LIBRARY" OR type STREQUAL "MODULE_LIBRARY" OR pic)
-      target_precompile_headers(${target} REUSE_FROM accel_torch_pch_pic)
-    else()
-      target_precompile_headers(${target} REUSE_FROM accel_torch_pch_pie)
+    if(NOT pic AND NOT type MATCHES "^(SHARED_LIBRARY|MODULE_LIBRARY)$")
+      target_compile_options(${target} PRIVATE -fPIC)
     endif()
+    target_precompile_headers(${target} REUSE_FROM accel_torch_pch_pic)
   endforeach()
 endfunction()

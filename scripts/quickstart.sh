@@ -7,7 +7,11 @@ build="${ACCEL_BUILD_DIR:-$root/build}"
 t0=$(date +%s)
 bash "$root/scripts/setup.sh"
 t1=$(date +%s)
-ACCEL_BUILD_TARGETS=accel bash "$root/scripts/build.sh"
+# Only what the job runs: the launcher and the worker (and the CUDA plugin where a GPU is visible);
+# scripts/test.sh and a plain scripts/build.sh build the rest.
+targets=accel
+if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then targets="accel accel_cuda"; fi
+ACCEL_BUILD_TARGETS="$targets" bash "$root/scripts/build.sh"
 t2=$(date +%s)
 echo "timings: setup $((t1 - t0)) s, build $((t2 - t1)) s"
 cd "$root"

@@ -33,7 +33,8 @@ Loaded load_plugin_once() {
     out.error += kCudaPluginFile;
     out.error += ": ";
     out.error += err ? err : "unknown error";
-    out.error += " (it is installed beside libaccel.so; LD_LIBRARY_PATH may name its directory)";
+    out.error += " (it is built by `cmake --build build --target accel_cuda` or scripts/build.sh, and installed "
+                 "beside libaccel.so; LD_LIBRARY_PATH may name its directory)";
     return out;
   }
   using Entry = void (*)(CudaPluginApi*);

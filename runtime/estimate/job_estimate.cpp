@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
 
 #include "runtime/common/errors.hpp"
 #include "runtime/config/plan/engine_units.hpp"
@@ -222,17 +224,26 @@ JobEstimate estimate_job(const config::JobConfig& job, const JobEstimateOptions&
                       "with fp32 compute and the masters in memory the file is a second copy that saves nothing. "
                       "Units under stage3_param_persistence_threshold keep their shard in memory (not modelled).");
 
+  // The remaining fields (bounds, param_offload, step) keep their defaults until set below.
+  auto plan = [](std::string name, Sharding sharding, int shards, Placement offload) {
+    StrategyPlan p;
+    p.name = std::move(name);
+    p.sharding = sharding;
+    p.shards = shards;
+    p.offload = offload;
+    return p;
+  };
   std::vector<StrategyPlan> plans = {
-      {"ddp / zero-0", Sharding::replicated, 1, Placement::device, false},
-      {"zero-1", Sharding::optimizer, e.world, ds_offload, false},
-      {"zero-2", Sharding::gradients, e.world, ds_offload, false},
-      {"zero-3", Sharding::parameters, e.world, ds_stage3, false},
-      {"NO_SHARD", Sharding::replicated, 1, fsdp_offload, false},
-      {"SHARD_GRAD_OP", Sharding::gradients, e.world, fsdp_offload, false},
-      {"FULL_SHARD", Sharding::parameters, e.world, fsdp_offload, false},
+      plan("ddp / zero-0", Sharding::replicated, 1, Placement::device),
+      plan("zero-1", Sharding::optimizer, e.world, ds_offload),
+      plan("zero-2", Sharding::gradients, e.world, ds_offload),
+      plan("zero-3", Sharding::parameters, e.world, ds_stage3),
+      plan("NO_SHARD", Sharding::replicated, 1, fsdp_offload),
+      plan("SHARD_GRAD_OP", Sharding::gradients, e.world, fsdp_offload),
+      plan("FULL_SHARD", Sharding::parameters, e.world, fsdp_offload),
   };
   if (e.num_machines > 1)
-    plans.push_back({"HYBRID_SHARD", Sharding::parameters, e.world / e.num_machines, fsdp_offload, false});
+    plans.push_back(plan("HYBRID_SHARD", Sharding::parameters, e.world / e.num_machines, fsdp_offload));
 
   plans[3].param_offload = placement_of(ds.offload_param_device);
   for (size_t i = 4; i < plans.size(); ++i)

@@ -100,7 +100,7 @@ struct StrategyPlan {
   Placement param_offload = Placement::device;
   // The micro-step replayed on this strategy's plan (step_replay.hpp), when units and plan are
   // known: its figures replace the live-buffer bounds above and give the step's peak.
-  std::optional<StepReplay> step;
+  std::optional<StepReplay> step{};  // {}: aggregate initializations may leave it out without a warning
 };
 
 // Bytes per rank, by component, wherever they live, then where they live.

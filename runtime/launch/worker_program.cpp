@@ -31,7 +31,7 @@ std::string companion_program_path(const std::string& name, const std::string& e
   }
   throw RunError("the program " + name + " was not found (looked for " + candidates[0].string() + " and " +
                  candidates[1].string() + "); build it (cmake --build build --target " + name +
-                 "; scripts/build.sh builds it with accel), or point " + env_var + " at it");
+                 "; scripts/build.sh builds every program), or point " + env_var + " at it");
 }
 
 void exec_worker_program(const std::vector<std::string>& args) { exec_program(worker_program_path(), args); }
