@@ -8,7 +8,9 @@
 //  - an overflowed step (an infinite loss on one rank, so every rank's reduced gradients are
 //    non-finite) is skipped on every rank: weights, Adam's moments and step count, and the
 //    learning-rate schedule stay as they were, so the run equals one that never saw that batch;
-//    the scale halves (hysteresis 1).
+//    the scale halves (hysteresis 1);
+//  - so is an overflow that is one +inf gradient element on one rank and no NaN anywhere (the
+//    infinite loss above makes NaNs: a NaN-only check would miss it).
 #include "tests/support/catch_with_torch.hpp"
 
 #include <cmath>
@@ -58,10 +60,14 @@ struct Run {
   std::vector<at::Tensor> weights;    // rank 0's full parameters at the end
 };
 
-// Trains `batches` (one micro-step each), multiplying the loss by infinity on rank 1 at step
-// `overflow_step` (-1: never), with an optional loss scaler.
+// How rank 1 overflows: its loss times infinity (NaN and infinite gradients), or a single +inf in
+// one element of one gradient (the token embedding's first), every other gradient as it was.
+enum class Overflow { infinite_loss, one_inf_element };
+
+// Trains `batches` (one micro-step each), overflowing on rank 1 at step `overflow_step` (-1:
+// never), with an optional loss scaler.
 Run train(const JobConfig& job, std::optional<LossScalerSettings> scaler, const std::vector<int>& batches,
-          int overflow_step = -1) {
+          int overflow_step = -1, Overflow overflow = Overflow::infinite_loss) {
   accel::comm::FakeWorld world(2);
   Run run;
   auto errors = accel::test::run_ranks(
@@ -75,7 +81,17 @@ Run train(const JobConfig& job, std::optional<LossScalerSettings> scaler, const 
           auto* hooks = backend->begin_micro_step(0, true);
           at::Tensor loss = model.loss(model.forward(tokens(r, batches[s]), hooks), tokens(r, batches[s] + 1));
           at::Tensor objective = scaling.objective(loss, 1);  // as the Accelerator: (loss / G) x scale
-          if (int(s) == overflow_step && r == 1) objective = objective * std::numeric_limits<double>::infinity();
+          if (int(s) == overflow_step && r == 1) {
+            const double inf = std::numeric_limits<double>::infinity();
+            if (overflow == Overflow::infinite_loss) {
+              objective = objective * inf;
+            } else {
+              // d/dw of (w * inf) is +inf for that one element: autograd adds it to the embedding's
+              // gradient there (the other elements get zeros), before the engine sees the gradient.
+              const at::Tensor& wte = model.parameters().front().second;
+              objective = objective + wte.flatten()[0] * inf;
+            }
+          }
           objective.backward();
           backend->end_micro_step(true);
           // The boundary as the Accelerator and the trainer run it: clip, the schedule over applied
@@ -155,6 +171,26 @@ TEST_CASE("an overflowed step is skipped on every rank and leaves no trace", "[l
     CHECK(overflowed.steps[2].lr == without_batch_1.steps[1].lr);
     CHECK(overflowed.steps[3].grad_norm == without_batch_1.steps[2].grad_norm);
     CHECK(same_weights(overflowed, without_batch_1));
+  }
+}
+
+TEST_CASE("an overflow that is +inf in one gradient element of one rank, not NaN, is skipped on every rank",
+          "[loss_scaling]") {
+  for (auto [backend, stage] : {std::pair{Backend::ddp, 0}, std::pair{Backend::deepspeed, 1},
+                                std::pair{Backend::deepspeed, 3}}) {
+    JobConfig job = job_for(backend, stage);
+    CAPTURE(accel::config::to_string(backend), stage);
+    const Run overflowed = train(job, dynamic_scaler(), {0, 1, 2, 3}, /*overflow_step=*/1, Overflow::one_inf_element);
+    const Run without_batch_1 = train(job, std::nullopt, {0, 2, 3});
+    REQUIRE(overflowed.steps.size() == 4);
+    // The averaged gradient holds +inf in one element and no NaN: the norm is +inf, not NaN.
+    CHECK(std::isinf(overflowed.steps[1].grad_norm));
+    CHECK(overflowed.steps[1].grad_norm > 0);
+    CHECK(overflowed.steps[1].skipped);
+    CHECK(overflowed.rank1_skipped == std::vector<bool>{false, true, false, false});
+    CHECK(overflowed.steps[2].loss_scale == 512);  // halved (hysteresis 1)
+    CHECK(overflowed.steps[2].lr == without_batch_1.steps[1].lr);
+    CHECK(same_weights(overflowed, without_batch_1));  // nothing moved: no NaN or zeroed element either
   }
 }
 
