@@ -12,7 +12,9 @@
 // --reset-rng / --reset-objects (forget what load_state restored: the test's negative controls),
 // --rank-draws (each rank draws a different count: per-rank generator states), --save-every N
 // and --crash-after K (rank 1 dies after step K on the launcher's first attempt); --barrier-check
-// only tests wait_for_everyone() (rank 1 writes a file late; rank 0 must see it after the barrier).
+// only tests wait_for_everyone() (rank 1 writes a file late; rank 0 must see it after the barrier);
+// --chunks K computes each micro batch's loss as the mean of K parts' means (the same function, its
+// sums over rows grouped as K ranks group them: the tests measure fp32's reordering noise with it).
 #include <accel/accel.hpp>
 #include <torch/torch.h>
 
@@ -22,6 +24,7 @@
 #include <fstream>
 #include <iostream>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -62,13 +65,14 @@ std::pair<torch::Tensor, torch::Tensor> rows(int64_t first, int64_t n) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  int64_t stop_after = -1, width = 32, save_every = 0, crash_after = -1;
+  int64_t stop_after = -1, width = 32, save_every = 0, crash_after = -1, chunks = 1;
   bool reset_rng = false, reset_objects = false, rank_draws = false, barrier_check = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--stop-after") && i + 1 < argc) stop_after = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--width") && i + 1 < argc) width = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--save-every") && i + 1 < argc) save_every = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--crash-after") && i + 1 < argc) crash_after = std::atoll(argv[++i]);
+    else if (!std::strcmp(argv[i], "--chunks") && i + 1 < argc) chunks = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--reset-rng")) reset_rng = true;
     else if (!std::strcmp(argv[i], "--reset-objects")) reset_objects = true;
     else if (!std::strcmp(argv[i], "--rank-draws")) rank_draws = true;
@@ -111,7 +115,10 @@ int main(int argc, char** argv) try {
     for (int m = 0; m < t.gradient_accumulation_steps; ++m) {
       torch::Tensor keep = torch::bernoulli(torch::full({width}, 0.8)) / 0.8;  // the same on every rank
       auto [x, y] = rows(position * global + acc.rank() * micro, micro);
-      torch::Tensor loss = torch::mse_loss(net->forward(x, keep), y);
+      std::vector<torch::Tensor> means;
+      for (int64_t k = 0; k < chunks; ++k)
+        means.push_back(torch::mse_loss(net->forward(x.chunk(chunks)[k], keep), y.chunk(chunks)[k]));
+      torch::Tensor loss = chunks == 1 ? means[0] : torch::stack(means).mean();
       acc.backward(loss);
       loss_sum += loss.item<double>();
       ++position;

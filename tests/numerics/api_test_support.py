@@ -8,7 +8,8 @@ import struct
 
 import numpy as np
 
-from trainer_test_support import ACCEL, largest_diff, read_metrics, run, write_job
+from reordering_noise import Run, differences
+from trainer_test_support import ACCEL, describe, largest_diff, read_metrics, run, write_job
 
 # Importing torch costs a test process about 2 s of CPU: tests that only compare values read
 # numpy arrays (read_safetensors_arrays); read_safetensors imports torch when first called.
@@ -99,27 +100,36 @@ def print_bf16_table(worst, width):
         print(f"  {name:{width}s} {l:.3g} {g:.3g} {w:.3g}")
 
 
-def check_against_reference(test, name, out, ref_metrics, ref_weights, loss_rtol, grad_norm_rtol, weight_atol):
-    """Asserts on `test` that the run in `out` has the reference's steps (ref_metrics: its
-    metrics.jsonl records) and tensor names, per-step losses within loss_rtol and pre-clip gradient
-    norms within grad_norm_rtol (both relative), final weights within weight_atol (absolute), a NaN
-    or inf difference failing (largest_diff). The gradient norm is there because AdamW hides a
-    gradient's scale: gradients twice too large (a missing accumulation divisor, a tied weight's
-    gradients summed instead of averaged) train the same weights, and only the norm shows it.
-    Returns (largest relative loss difference, largest relative grad-norm difference, largest
-    absolute weight difference)."""
-    metrics = read_metrics(out)
-    test.assertEqual([r["step"] for r in metrics], [r["step"] for r in ref_metrics], name)
-    loss_diff = largest_relative_diff(metrics, ref_metrics, "loss", f"{name}: relative loss diff")
-    norm_diff = largest_relative_diff(metrics, ref_metrics, "grad_norm", f"{name}: relative grad-norm diff")
-    weights = read_safetensors_arrays(os.path.join(out, "model.safetensors"))
-    test.assertEqual(sorted(weights), sorted(ref_weights))
-    # ref_weights: numpy arrays or torch tensors (np.asarray shares a CPU tensor's memory).
-    weight_diff = largest_diff((abs(weights[k] - np.asarray(ref_weights[k])).max().item() for k in weights),
-                               f"{name}: weight diff")
-    test.assertLessEqual(loss_diff, loss_rtol,
-                         f"{name}: losses {[r['loss'] for r in metrics]} vs {[r['loss'] for r in ref_metrics]}")
-    test.assertLessEqual(norm_diff, grad_norm_rtol, f"{name}: grad norms {[r['grad_norm'] for r in metrics]} vs "
-                                                    f"{[r['grad_norm'] for r in ref_metrics]}")
-    test.assertLessEqual(weight_diff, weight_atol, name)
-    return loss_diff, norm_diff, weight_diff
+def read_run(out):
+    """The Run (metrics.jsonl records, model.safetensors as numpy arrays) a program left in `out`."""
+    return Run(read_metrics(out), read_safetensors_arrays(os.path.join(out, "model.safetensors")))
+
+
+# The noise runs of a reference at 8 rows per step (reordering_noise.py): the same global batch at
+# world 1 in micro-batches of 4 and of 2 with accumulation, the groupings world 2 and world 4 (or
+# world 2 with accumulation 2) sum it in.
+NOISE_SHAPES = ((4, 2), (2, 4))
+
+
+def world1_runs(test, launch_world1, shapes):
+    """Runs of launch_world1(name, micro, accum) -> (process, out) at each (micro, accum) of
+    `shapes`, each asserted to exit 0: the reference first, then its noise runs."""
+    runs = []
+    for micro, accum in shapes:
+        proc, out = launch_world1(f"world1_{micro}x{accum}", micro, accum)
+        test.assertEqual(proc.returncode, 0, describe(proc))
+        runs.append(read_run(out))
+    return runs
+
+
+def check_against_reference(test, name, out, ref, bounds, steps=None):
+    """Asserts on `test` that the run in `out` has the reference's steps (`ref`: a Run) and tensor
+    names, per-step losses and pre-clip gradient norms (relative) and final weights (absolute, per
+    tensor) within `bounds` (reordering_noise.Bounds), a NaN or inf difference failing; `steps`:
+    only those (default all). The gradient norm is there because AdamW hides a gradient's scale:
+    gradients twice too large (a missing accumulation divisor, a tied weight's gradients summed
+    instead of averaged) train the same weights, and only the norm shows it. Returns the
+    differences (reordering_noise.differences)."""
+    diffs = differences(read_run(out), ref, name, steps)
+    bounds.check(test, name, diffs)
+    return diffs

@@ -21,9 +21,11 @@ for sub in (("scripts", "reference"), ("scripts", "peers"), ("tests", "numerics"
     if path not in sys.path:
         sys.path.insert(0, path)
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import api_test_support  # noqa: E402
+import reordering_noise  # noqa: E402
 import compare_runs  # noqa: E402
 import crosscheck  # noqa: E402
 import safetensors_io  # noqa: E402
@@ -34,12 +36,22 @@ NORMS = [3.0, 2.0, 1.5, 1.0]  # the reference's pre-clip gradient norms per step
 LOSSES = [2.0, 1.5, 1.25, 1.0]
 
 
+def reference_run(w):
+    """The reference as check_against_reference takes it: LOSSES and NORMS, the weights `w` as arrays."""
+    return reordering_noise.Run([{"step": i + 1, "loss": v, "grad_norm": g} for i, (v, g) in enumerate(zip(LOSSES, NORMS))],
+                                {k: np.asarray(v) for k, v in w.items()})
+
+
 def weights(**over):
     """Three small tensors; `over` replaces single elements: name=(index, value)."""
     w = {"a": torch.zeros(3), "b": torch.ones(2, 2), "c": torch.full((4,), 0.5)}
     for name, (i, v) in over.items():
         w[name].view(-1)[i] = v
     return w
+
+
+# Fixed bounds for the checks' own behaviour (the agreement tests derive theirs: reordering_noise).
+BOUNDS = reordering_noise.Bounds(1e-5, 1e-5, {k: 1e-5 for k in weights()})
 
 
 def write_run(d, losses=LOSSES, w=None, weights_file="weights.safetensors"):
@@ -184,11 +196,10 @@ class NumericsHelpers(unittest.TestCase):
             f.writelines(json.dumps({"step": i + 1, "loss": v, "grad_norm": g}) + "\n"
                          for i, (v, g) in enumerate(zip(losses, norms)))
         safetensors_io.save_file(model, os.path.join(tmp.name, "model.safetensors"))
-        reference = [{"step": i + 1, "loss": v, "grad_norm": g} for i, (v, g) in enumerate(zip(LOSSES, NORMS))]
-        return api_test_support.check_against_reference(self, "run", tmp.name, reference, weights(), 1e-5, 1e-5, 1e-5)
+        return api_test_support.check_against_reference(self, "run", tmp.name, reference_run(weights()), BOUNDS)
 
     def test_check_against_reference_passes_equal_runs(self):
-        self.assertEqual(self.check(LOSSES, weights()), (0.0, 0.0, 0.0))
+        self.assertEqual(self.check(LOSSES, weights()), (0.0, 0.0, {"a": 0.0, "b": 0.0, "c": 0.0}))
 
     def test_check_against_reference_fails_a_later_nan(self):
         with self.assertRaises(AssertionError):
@@ -235,11 +246,30 @@ class NumericsHelpers(unittest.TestCase):
                 safetensors_io.save_file(model, os.path.join(tmp.name, "model.safetensors"))
                 if fails:
                     with self.assertRaises(AssertionError):
-                        api_test_support.check_against_reference(self, "run", tmp.name, reference, as_arrays, 1e-5,
-                                                                 1e-5, 1e-5)
+                        api_test_support.check_against_reference(self, "run", tmp.name, reference_run(as_arrays), BOUNDS)
                 else:
                     self.assertEqual(api_test_support.check_against_reference(
-                        self, "run", tmp.name, reference, as_arrays, 1e-5, 1e-5, 1e-5), (0.0, 0.0, 0.0))
+                        self, "run", tmp.name, reference_run(as_arrays), BOUNDS), (0.0, 0.0, {"a": 0.0, "b": 0.0, "c": 0.0}))
+
+    def test_derived_bounds_follow_the_noise_and_catch_the_planted_bugs(self):
+        # Three runs of one computation in other groupings: the bounds are FACTOR x their largest
+        # difference (per tensor for weights), at least the floor; the planted bugs miss by far.
+        with_d = lambda w: {**w, "d": torch.arange(8.0)}  # the largest tensor: its halves swapped below
+        runs = [reference_run(with_d(weights())), reference_run(with_d(weights(c=(1, 0.5 + 1e-6)))),
+                reference_run(with_d(weights(c=(2, 0.5 - 2e-6))))]
+        runs[2] = runs[2]._replace(metrics=[{**r, "grad_norm": r["grad_norm"] * (1 + 1e-6)} for r in runs[2].metrics])
+        bounds = reordering_noise.derive(self, runs)
+        c = [r.weights["c"].astype(np.float64) for r in runs]  # elements 1 and 2 moved: pairs 1-2 differ most
+        self.assertEqual(bounds.weight_atol["c"], reordering_noise.FACTOR * np.abs(c[2] - c[0]).max())
+        self.assertAlmostEqual(bounds.grad_norm_rtol, reordering_noise.FACTOR * 1e-6, delta=1e-12)
+        floor = reordering_noise.FLOOR_ULPS * reordering_noise.FP32_ULP
+        self.assertEqual(bounds.loss_rtol, floor)  # no loss noise: the floor
+        self.assertEqual(bounds.weight_atol["a"], reordering_noise.FLOOR_ULPS * float(np.spacing(np.float32(0))))
+        reordering_noise.check_controls(self, runs[0], bounds)
+        # Noise beyond rounding (gradients twice too large in one grouping) derives no bound.
+        doubled = runs[1]._replace(metrics=[{**r, "grad_norm": 2 * r["grad_norm"]} for r in runs[1].metrics])
+        with self.assertRaises(AssertionError):
+            reordering_noise.derive(self, [runs[0], doubled])
 
 if __name__ == "__main__":
     unittest.main()
