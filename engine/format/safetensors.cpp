@@ -17,6 +17,7 @@
 
 #include "runtime/common/errors.hpp"
 #include "runtime/common/progress.hpp"
+#include "runtime/common/safe_file.hpp"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
 
@@ -150,9 +151,23 @@ void save_safetensors_streamed(const std::string& path, const std::vector<Tensor
   text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
   const uint64_t header_len = text.size();
 
+  // Staged beside under the process's own name, created afresh and never through a link; a link
+  // at `path` itself is refused rather than silently replaced (runtime/common/safe_file.hpp).
+  files::refuse_link(path);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail(path, std::string("cannot create '") + tmp + "': " + std::strerror(errno));
+  int fd = -1;
+  try {
+    fd = files::create_fresh(tmp);
+  } catch (const RunError& e) {
+    fail(path, std::string("cannot create '") + tmp + "': " + e.what());
+  }
+  std::FILE* f = ::fdopen(fd, "wb");
+  if (!f) {
+    const int err = errno;
+    ::close(fd);
+    std::remove(tmp.c_str());
+    fail(path, std::string("cannot create '") + tmp + "': " + std::strerror(err));
+  }
   try {
     write_all(f, &header_len, sizeof header_len, tmp);  // little-endian host (static_assert above)
     write_all(f, text.data(), text.size(), tmp);

@@ -19,7 +19,8 @@
 namespace accel::engine {
 
 // Writes `tensors` (any device; copied to CPU) to `path`. Throws accel::RunError on an empty,
-// duplicate or reserved name, an unsupported dtype, or an I/O failure.
+// duplicate or reserved name, an unsupported dtype, or an I/O failure; accel::UsageError for a
+// symbolic link at `path`, which is never followed nor replaced (runtime/common/safe_file.hpp).
 void save_safetensors(const std::string& path, const NamedTensors& tensors);
 
 // The same file written tensor by tensor: `specs` gives each tensor's name, dtype and shape up

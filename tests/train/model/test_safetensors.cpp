@@ -134,6 +134,20 @@ TEST_CASE("save_safetensors replaces a file atomically and leaves no temporary",
   CHECK_THROWS_WITH(save_safetensors(nowhere, {{"x", at::ones({1})}}), Catch::Contains(nowhere));
 }
 
+TEST_CASE("save_safetensors refuses a symbolic link at its path, and what it points at stays", "[safetensors]") {
+  // weights.safetensors in output_dir, or merge-weights' --output: a link planted there is
+  // reported (UsageError, exit 2), neither written through nor silently replaced.
+  accel::test::TempDir dir;
+  const auto victim = dir.write("victim", "the user's file\n");
+  const auto link = (dir.path() / "weights.safetensors").string();
+  std::filesystem::create_symlink(victim, link);
+  CHECK_THROWS_AS(save_safetensors(link, {{"x", at::ones({4})}}), accel::UsageError);
+  CHECK_THROWS_WITH(save_safetensors(link, {{"x", at::ones({4})}}),
+                    Catch::Contains(link) && Catch::Contains("symbolic link") && Catch::Contains("never follows"));
+  CHECK(bytes_of(victim) == "the user's file\n");
+  CHECK(std::filesystem::is_symlink(link));
+}
+
 TEST_CASE("save_safetensors refuses bad names and unsupported dtypes", "[safetensors]") {
   accel::test::TempDir dir;
   const auto path = (dir.path() / "bad.safetensors").string();
