@@ -36,7 +36,8 @@ void save_safetensors_streamed(const std::string& path, const std::vector<Tensor
 
 // Reads every tensor of `path` onto the CPU. Throws accel::RunError, naming the file, for a missing
 // file, a truncated file, a header length beyond the file, bad JSON, an unknown dtype, a shape that
-// does not match its byte range, and offsets out of range or overlapping.
+// does not match its byte range or whose sizes overflow 64 bits (naming the tensor; every product
+// is checked, so no wrapped size can match), and offsets out of range or overlapping.
 NamedTensors load_safetensors(const std::string& path);
 
 // Random access to one safetensors file: the header is parsed and checked once, with the same
