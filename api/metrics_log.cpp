@@ -10,6 +10,7 @@
 
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/common/errors.hpp"
+#include "runtime/common/safe_file.hpp"
 
 namespace accel::api {
 
@@ -31,12 +32,14 @@ void MetricsLog::stage_kept_records(const std::string& path, int64_t resumed_ste
 
 MetricsLog::MetricsLog(std::string path, int64_t resumed_steps, ResumeKeeps keeps, const StepOfLine& step_of)
     : path_(std::move(path)) {
+  // A link planted at the file's name is refused, not read through nor silently replaced; the
+  // staged file and the reopened one are never opened through a link either (safe_file.hpp).
+  files::refuse_link(path_);
   stage_kept_records(path_, resumed_steps, keeps, step_of);
   std::error_code ec;
   std::filesystem::rename(staging_path(path_), path_, ec);
   if (ec) throw RunError("cannot replace " + path_ + ": " + ec.message());
-  file_ = std::fopen(path_.c_str(), "a");
-  if (!file_) throw RunError("cannot open " + path_ + " for appending: " + std::strerror(errno));
+  file_ = files::fopen_for_write(path_, files::WriteMode::append);
 }
 
 MetricsLog::~MetricsLog() {

@@ -28,7 +28,8 @@ class MetricsLog {
  public:
   // Opens `path` for appending. `resumed_steps` 0 starts an empty file; otherwise the records that
   // `keeps` keeps stay, in file order, and every other line goes (stage_kept_records, then the
-  // rename). Throws RunError (CheckpointError when the kept lines cannot be written) on I/O errors.
+  // rename). Throws RunError (CheckpointError when the kept lines cannot be written) on I/O errors,
+  // UsageError for a symbolic link at `path` or at the staged file's name (never followed).
   MetricsLog(std::string path, int64_t resumed_steps, ResumeKeeps keeps, const StepOfLine& step_of);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;

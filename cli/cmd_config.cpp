@@ -1,11 +1,13 @@
 // `accel config`: the questionnaire (no subcommand), and show / validate / import / convert / keys.
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "runtime/common/safe_file.hpp"
 #include "runtime/config/dump.hpp"
 #include "runtime/config/job_convert.hpp"
 #include "runtime/config/paths.hpp"
@@ -23,13 +25,18 @@ struct ConfigOptions {
 void write_file(const std::string& path, const std::string& text) {
   std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-  // Write beside the target, then rename: a reader never sees half a job file.
+  // Write beside the target, then rename: a reader never sees half a job file. The staged file
+  // is created afresh, never through a link planted at its name (runtime/common/safe_file.hpp).
   std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << text;
-    if (!out) throw RunError("cannot write " + tmp);
+  const int fd = files::create_fresh(tmp);
+  try {
+    files::write_all(fd, text, tmp);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
   }
+  if (::close(fd) != 0) throw RunError("cannot write " + tmp + ": " + std::strerror(errno));
   std::filesystem::rename(tmp, path);
 }
 

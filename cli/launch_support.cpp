@@ -2,12 +2,13 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
+#include <vector>
 
 #include <unistd.h>
 
 #include "cli/elastic_plan.hpp"
+#include "runtime/common/safe_file.hpp"
 #include "runtime/config/default_keys.hpp"
 #include "runtime/config/dump.hpp"
 #include "runtime/launch/cluster_env.hpp"
@@ -15,6 +16,8 @@
 #include "runtime/launch/output_dir_lock.hpp"
 #include "runtime/launch/worker_env.hpp"
 #include "runtime/launch/worker_program.hpp"
+#include "runtime/tracking/event_file.hpp"
+#include "runtime/tracking/trackers.hpp"
 
 extern char** environ;
 
@@ -23,34 +26,46 @@ namespace fs = std::filesystem;
 namespace accel::cli {
 namespace {
 
+// The files of output_dir a launch (its launcher and its workers) writes at fixed names, each
+// refused when it is a symbolic link, before anything is written: another user who can write the
+// directory may have planted it to make the launch overwrite a file of the user's. Every writer
+// also opens its file never through a link (runtime/common/safe_file.hpp), so one planted while
+// the job runs fails that writer instead. Directories (checkpoints/ on another disk, ...) may be links.
+void refuse_planted_links(const config::LoadedJob& loaded, const fs::path& dir, const fs::path& resolved) {
+  const auto& j = loaded.job;
+  std::vector<fs::path> files = {resolved, config::default_keys_path(resolved.string()),
+                                 dir / "metrics.jsonl", dir / "metrics.jsonl.tmp",
+                                 dir / "flight" / (j.machine_rank == 0 ? std::string("diagnosis.txt")
+                                                                       : "diagnosis.machine" +
+                                                                             std::to_string(j.machine_rank) + ".txt"),
+                                 fs::path(tracking::Trackers::tensorboard_dir(dir.string())) /
+                                     tracking::EventFile::kFileName};
+  if (j.training.save_weights) files.push_back(dir / "weights.safetensors");
+  for (int rank = 0; rank < j.num_processes; ++rank) {
+    files.push_back(dir / "logs" / ("rank_" + std::to_string(rank) + ".log"));
+    files.push_back(dir / "report" / ("rank_" + std::to_string(rank) + ".json"));
+    files.push_back(dir / "flight" / ("rank" + std::to_string(rank) + ".json"));
+  }
+  for (const fs::path& file : files) files::refuse_link(file.string());
+}
+
 // Machine 0 writes <output_dir>/job.resolved.yaml, machine k job.resolved.machine<k>.yaml: the
 // launchers of one job may share the output directory (loopback, or a shared filesystem), and
-// their resolved jobs differ (machine_rank). The temporary name is the process's own, so two
-// launchers never rename each other's file.
+// their resolved jobs differ (machine_rank). The temporary names are the process's own, so two
+// launchers never rename each other's file, and created afresh (files::write_file_replacing).
 std::string write_resolved_job(const config::LoadedJob& loaded) {
   fs::path dir = fs::absolute(loaded.job.training.output_dir);
   fs::create_directories(dir);
   const int machine = loaded.job.machine_rank;
   fs::path path = dir / (machine == 0 ? std::string("job.resolved.yaml")
                                       : "job.resolved.machine" + std::to_string(machine) + ".yaml");
-  fs::path tmp = dir / (path.filename().string() + ".tmp." + std::to_string(::getpid()));
+  refuse_planted_links(loaded, dir, path);
   // First the keys that kept their default (workers tell them from keys the user set), then the job.
-  fs::path defaults = config::default_keys_path(path.string());
-  fs::path defaults_tmp = defaults.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(defaults_tmp);
-    out << config::default_keys_text(loaded);
-    if (!out) throw RunError("cannot write " + defaults_tmp.string());
-  }
-  fs::rename(defaults_tmp, defaults);
-  {
-    std::ofstream out(tmp);
-    out << "# the job as accel launch resolved it (defaults, file, ACCEL_* environment, --set); "
-           "workers read this file\n"
-        << config::dump_job(loaded.job, loaded.sources, config::DumpStyle::Full);
-    if (!out) throw RunError("cannot write " + tmp.string());
-  }
-  fs::rename(tmp, path);
+  files::write_file_replacing(config::default_keys_path(path.string()), config::default_keys_text(loaded));
+  files::write_file_replacing(path.string(),
+                              "# the job as accel launch resolved it (defaults, file, ACCEL_* environment, --set); "
+                              "workers read this file\n" +
+                                  config::dump_job(loaded.job, loaded.sources, config::DumpStyle::Full));
   return path.string();
 }
 

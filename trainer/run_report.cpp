@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "runtime/common/errors.hpp"
+#include "runtime/common/safe_file.hpp"
 #include "trainer/memory_probe.hpp"
 
 namespace accel::train {
@@ -66,9 +66,8 @@ void write_run_report(const std::string& output_dir, int rank, const nlohmann::j
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   std::string path = (dir / ("rank_" + std::to_string(rank) + ".json")).string();
-  std::ofstream f(path);
-  f << report.dump(2) << '\n';
-  if (ec || !f) throw RunError("cannot write the run report " + path);
+  if (ec) throw RunError("cannot write the run report " + path + ": cannot create " + dir.string() + ": " + ec.message());
+  files::write_file_replacing(path, report.dump(2) + "\n");  // never through a link (safe_file.hpp)
 }
 
 double RunTimes::other_s() const {

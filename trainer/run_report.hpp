@@ -52,7 +52,8 @@ nlohmann::json make_run_report(int rank, int world, const std::string& backend, 
 // holds at rest, unlike the peak, which includes building the model before it was sharded.
 int64_t resident_bytes_now();
 
-// Writes the report of `rank` under `output_dir`/report/ (creating it); throws RunError on failure.
+// Writes the report of `rank` under `output_dir`/report/ (creating it), replacing the file whole;
+// throws RunError on failure, UsageError for a symbolic link at its name (never followed).
 void write_run_report(const std::string& output_dir, int rank, const nlohmann::json& report);
 
 }  // namespace accel::train

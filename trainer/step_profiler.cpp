@@ -5,12 +5,15 @@
 #include <torch/csrc/autograd/profiler_kineto.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <utility>
 
 #include "runtime/common/errors.hpp"
+#include "runtime/common/safe_file.hpp"
 
 namespace accel::train {
 namespace {
@@ -94,7 +97,24 @@ std::string StepProfiler::after_step(int64_t step) {
   std::filesystem::create_directories(window_.dir, ec);
   if (ec) throw RunError("--profile: cannot create " + window_.dir + ": " + ec.message());
   const std::string path = window_.dir + "/rank" + std::to_string(rank_) + ".pt.trace.json";
-  result->save(path);
+  // torch writes the trace itself, following links: it writes into a directory of this process's
+  // own (mkdtemp, mode 0700, where no one else can plant one), renamed to its name after, which
+  // never follows a link there; a link at the name is refused (runtime/common/safe_file.hpp).
+  files::refuse_link(path);
+  std::string staging = window_.dir + "/.rank" + std::to_string(rank_) + ".XXXXXX";
+  if (!::mkdtemp(staging.data()))
+    throw RunError("--profile: cannot create a directory in " + window_.dir + ": " + std::strerror(errno));
+  const std::string staged = staging + "/trace.json";
+  try {
+    result->save(staged);
+  } catch (...) {
+    std::filesystem::remove_all(staging, ec);
+    throw;
+  }
+  std::filesystem::rename(staged, path, ec);
+  std::error_code ignored;
+  std::filesystem::remove_all(staging, ignored);
+  if (ec) throw RunError("--profile: cannot write " + path + ": " + ec.message());
   return path;
 }
 

@@ -22,9 +22,14 @@ constexpr const char* kModelFile = "model.safetensors";
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
 constexpr const char* kKnownKinds[] = {"exp_avg", "exp_avg_sq", "momentum"};
 
+// The element count of a recorded shape; -1 for a negative dimension or a count past 2^62 (a
+// hostile record whose product wraps must not match its recorded numel). 2^62 leaves the sums
+// and the padding of a unit's flat layout room in int64.
+constexpr int64_t kMaxRecordedNumel = int64_t{1} << 62;
 int64_t numel_of(const std::vector<int64_t>& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n) || n > kMaxRecordedNumel) return -1;
   return n;
 }
 
@@ -154,11 +159,15 @@ class ZeroState final : public CanonicalState {
     if (units[0].contains("params")) {
       for (const auto& u : units) {
         std::vector<ParamRecord> params;
+        int64_t unit_numel = 0;
         for (const auto& p : u.value("params", Json::array())) {
           ParamRecord rec{p.value("name", ""), p.value("shape", std::vector<int64_t>{}), p.value("numel", int64_t(-1))};
-          if (rec.name.empty() || rec.numel != numel_of(rec.shape))
+          if (rec.name.empty() || rec.numel < 0 || rec.numel != numel_of(rec.shape))
             throw RunError("checkpoint " + dir_ + ": trainer.json: unit " + u.value("unit", "?") +
                            " has a parameter record without a name or whose numel does not match its shape");
+          if (__builtin_add_overflow(unit_numel, rec.numel, &unit_numel) || unit_numel > kMaxRecordedNumel)
+            throw RunError("checkpoint " + dir_ + ": trainer.json: the parameters of unit " + u.value("unit", "?") +
+                           " add up to more than 2^62 values");
           params.push_back(std::move(rec));
         }
         out.push_back(std::move(params));
@@ -173,7 +182,7 @@ class ZeroState final : public CanonicalState {
       std::vector<ParamRecord> params;
       while (have < want && next < tensors.size()) {
         params.push_back({tensors[next].name, tensors[next].shape, tensors[next].numel});
-        have += tensors[next++].numel;
+        if (__builtin_add_overflow(have, tensors[next++].numel, &have)) break;  // then have != want below
       }
       if (have != want)
         throw RunError("checkpoint " + dir_ + ": the parameters of " + model->path() + " do not add up to unit " +

@@ -17,6 +17,7 @@
 
 #include "runtime/common/errors.hpp"
 #include "runtime/common/progress.hpp"
+#include "runtime/common/safe_file.hpp"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
 
@@ -79,20 +80,32 @@ Entry parse_entry(const std::string& path, const std::string& name, const Json& 
   if (!type) fail(path, "tensor '" + name + "': unknown dtype '" + dtype + "' (supported: " + supported_dtypes() + ")");
   e.dtype = *type;
   if (!spec["shape"].is_array()) fail(path, "tensor '" + name + "': shape is not an array");
+  // Every size is computed with overflow checks: a hostile shape whose product (or its byte count)
+  // wraps past 2^64 would otherwise match a small byte range and fail later inside PyTorch.
+  std::vector<uint64_t> dims;
+  for (const auto& dim : spec["shape"]) dims.push_back(as_offset(path, name, dim, "shape entries"));
+  const auto too_large = [&](const std::string& why) {
+    std::string shape;
+    for (uint64_t d : dims) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+    fail(path, "tensor '" + name + "': shape [" + shape + "] of " + dtype + " is too large: " + why);
+  };
   uint64_t numel = 1;
-  for (const auto& dim : spec["shape"]) {
-    uint64_t d = as_offset(path, name, dim, "shape entries");
-    if (d != 0 && numel > (uint64_t{1} << 62) / d) fail(path, "tensor '" + name + "': shape is too large");
-    numel *= d;
+  for (uint64_t d : dims) {
+    if (d > uint64_t(INT64_MAX)) too_large("a dimension past 2^63 - 1");
+    if (__builtin_mul_overflow(numel, d, &numel) || numel > uint64_t(INT64_MAX))
+      too_large("its element count overflows 64 bits");
     e.shape.push_back(static_cast<int64_t>(d));
   }
+  uint64_t need = 0;
+  if (__builtin_mul_overflow(numel, uint64_t(c10::elementSize(e.dtype)), &need))
+    too_large("its byte count (" + std::to_string(numel) + " elements of " + std::to_string(c10::elementSize(e.dtype)) +
+              " bytes) overflows 64 bits");
   const Json& offsets = spec["data_offsets"];
   if (!offsets.is_array() || offsets.size() != 2) fail(path, "tensor '" + name + "': data_offsets must be [begin, end]");
   e.begin = as_offset(path, name, offsets[0], "data_offsets");
   e.end = as_offset(path, name, offsets[1], "data_offsets");
   const std::string range = "data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + ")";
   if (e.end < e.begin) fail(path, "tensor '" + name + "': " + range + " end before they begin");
-  const uint64_t need = numel * c10::elementSize(e.dtype);
   if (e.end - e.begin != need)
     fail(path, "tensor '" + name + "': " + range + " hold " + std::to_string(e.end - e.begin) + " bytes but " + dtype +
                    " of that shape needs " + std::to_string(need));
@@ -135,9 +148,13 @@ void save_safetensors_streamed(const std::string& path, const std::vector<Tensor
     if (dtype.empty())
       fail(path, "cannot save tensor '" + name + "' of dtype " + std::string(c10::toString(spec.dtype)) +
                      " (supported: " + supported_dtypes() + ")");
-    int64_t numel = 1;
-    for (int64_t d : spec.shape) numel *= d;
-    const uint64_t bytes = uint64_t(numel) * c10::elementSize(spec.dtype);
+    uint64_t numel = 1, bytes = 0, end = 0;
+    for (int64_t d : spec.shape)
+      if (d < 0 || __builtin_mul_overflow(numel, uint64_t(d), &numel))
+        fail(path, "cannot save tensor '" + name + "': its shape has a negative dimension or too many elements");
+    if (__builtin_mul_overflow(numel, uint64_t(c10::elementSize(spec.dtype)), &bytes) ||
+        __builtin_add_overflow(offset, bytes, &end))
+      fail(path, "cannot save tensor '" + name + "': the file's size overflows 64 bits");
     Json entry = Json::object();
     entry["dtype"] = dtype;
     entry["shape"] = spec.shape;
@@ -150,9 +167,23 @@ void save_safetensors_streamed(const std::string& path, const std::vector<Tensor
   text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
   const uint64_t header_len = text.size();
 
+  // Staged beside under the process's own name, created afresh and never through a link; a link
+  // at `path` itself is refused rather than silently replaced (runtime/common/safe_file.hpp).
+  files::refuse_link(path);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail(path, std::string("cannot create '") + tmp + "': " + std::strerror(errno));
+  int fd = -1;
+  try {
+    fd = files::create_fresh(tmp);
+  } catch (const RunError& e) {
+    fail(path, std::string("cannot create '") + tmp + "': " + e.what());
+  }
+  std::FILE* f = ::fdopen(fd, "wb");
+  if (!f) {
+    const int err = errno;
+    ::close(fd);
+    std::remove(tmp.c_str());
+    fail(path, std::string("cannot create '") + tmp + "': " + std::strerror(err));
+  }
   try {
     write_all(f, &header_len, sizeof header_len, tmp);  // little-endian host (static_assert above)
     write_all(f, text.data(), text.size(), tmp);
@@ -274,9 +305,9 @@ at::Tensor SafetensorsReader::read(const std::string& name) const {
 at::Tensor SafetensorsReader::read_range(const std::string& name, int64_t begin, int64_t count) const {
   const Info* info = find(name);
   if (!info) fail(path_, "has no tensor '" + name + "'");
-  if (begin < 0 || count < 0 || begin + count > info->numel)
-    fail(path_, "tensor '" + name + "': elements [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
-                    ") are outside its " + std::to_string(info->numel));
+  if (begin < 0 || count < 0 || begin > info->numel || count > info->numel - begin)  // no overflow
+    fail(path_, "tensor '" + name + "': " + std::to_string(count) + " elements from " + std::to_string(begin) +
+                    " are outside its " + std::to_string(info->numel));
   at::Tensor t = at::empty({count}, at::TensorOptions(info->dtype));
   const uint64_t elem = c10::elementSize(info->dtype);
   read_bytes(t.data_ptr(), data_start_ + offsets_[index_.at(name)] + uint64_t(begin) * elem, uint64_t(count) * elem,

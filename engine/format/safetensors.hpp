@@ -19,7 +19,8 @@
 namespace accel::engine {
 
 // Writes `tensors` (any device; copied to CPU) to `path`. Throws accel::RunError on an empty,
-// duplicate or reserved name, an unsupported dtype, or an I/O failure.
+// duplicate or reserved name, an unsupported dtype, or an I/O failure; accel::UsageError for a
+// symbolic link at `path`, which is never followed nor replaced (runtime/common/safe_file.hpp).
 void save_safetensors(const std::string& path, const NamedTensors& tensors);
 
 // The same file written tensor by tensor: `specs` gives each tensor's name, dtype and shape up
@@ -35,7 +36,8 @@ void save_safetensors_streamed(const std::string& path, const std::vector<Tensor
 
 // Reads every tensor of `path` onto the CPU. Throws accel::RunError, naming the file, for a missing
 // file, a truncated file, a header length beyond the file, bad JSON, an unknown dtype, a shape that
-// does not match its byte range, and offsets out of range or overlapping.
+// does not match its byte range or whose sizes overflow 64 bits (naming the tensor; every product
+// is checked, so no wrapped size can match), and offsets out of range or overlapping.
 NamedTensors load_safetensors(const std::string& path);
 
 // Random access to one safetensors file: the header is parsed and checked once, with the same

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "runtime/common/errors.hpp"
+#include "runtime/common/safe_file.hpp"
 
 namespace accel::engine {
 namespace {
@@ -36,7 +37,9 @@ OffloadScratchDir::~OffloadScratchDir() {
 }
 
 int create_offload_file(const OffloadScratchDir& dir, const std::string& path, size_t bytes) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+  // Never through a link planted in the scratch directory (runtime/common/safe_file.hpp).
+  int fd = files::open_nofollow(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0 && files::is_symlink(path)) throw UsageError("nvme offload: " + files::link_refusal(path));
   if (fd < 0) fail(dir, "create", path);
   if (::ftruncate(fd, off_t(bytes)) != 0) fail(dir, "size", path);
   return fd;

@@ -1,11 +1,11 @@
 #include "engine/sharded/unit_trace.hpp"
 
-#include <fstream>
 #include <map>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/errors.hpp"
+#include "runtime/common/safe_file.hpp"
 
 namespace accel::engine {
 
@@ -73,9 +73,11 @@ void UnitTrace::write_chrome_trace(const std::string& path) const {
   }
   nlohmann::json doc = {{"traceEvents", out}, {"displayTimeUnit", "ms"},
                         {"otherData", {{"rank", rank_}, {"lanes", "0 compute, 1 gather/reshard, 2 reduce"}}}};
-  std::ofstream f(path);
-  f << doc.dump() << '\n';
-  if (!f) throw RunError("--trace: cannot write " + path);
+  try {
+    files::write_file_replacing(path, doc.dump() + "\n");  // never through a link (safe_file.hpp)
+  } catch (const RunError& e) {
+    throw RunError(std::string("--trace: ") + e.what());
+  }
 }
 
 }  // namespace accel::engine

@@ -14,6 +14,9 @@
 #include <stdexcept>
 #include <utility>
 
+#include "runtime/common/errors.hpp"
+#include "runtime/common/safe_file.hpp"
+
 namespace accel::checkpoint {
 namespace {
 
@@ -265,17 +268,26 @@ std::string step_dir_name(int64_t step) {
 uint64_t fnv1a64_file(const std::string& path) { return hash_file(path, false).hash; }
 
 void write_file_synced(const std::string& path, std::string_view contents) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) fail("cannot create " + path + ": " + errno_text(errno));
-  // Every step can report the failure (a full disk often only shows at fflush or fsync).
+  // Never through a symbolic link at `path` (a staged name in output_dir another user could plant):
+  // that is files::link_refusal's UsageError; other failures stay CheckpointErrors.
+  const int fd = files::open_nofollow(path, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    if (files::is_symlink(path)) throw UsageError(files::link_refusal(path));
+    fail("cannot create " + path + ": " + errno_text(err));
+  }
+  // O_NONBLOCK: a FIFO planted at `path` fails the open instead of blocking it (a regular file,
+  // or a device such as /dev/full, is unaffected). Every step can report the failure (a full disk
+  // often only shows at fsync).
   std::string error;
-  if (!contents.empty() && std::fwrite(contents.data(), 1, contents.size(), f) != contents.size())
-    error = "writing failed: " + errno_text(errno);
-  else if (std::fflush(f) != 0)
-    error = "flushing failed: " + errno_text(errno);
-  else if (::fsync(::fileno(f)) != 0 && errno != EINVAL)
-    error = "syncing to disk failed: " + errno_text(errno);
-  const int close_err = std::fclose(f) != 0 ? errno : 0;
+  for (size_t done = 0; done < contents.size() && error.empty();) {
+    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) error = "writing failed: " + errno_text(n < 0 ? errno : EIO);
+    else done += size_t(n);
+  }
+  if (error.empty() && ::fsync(fd) != 0 && errno != EINVAL) error = "syncing to disk failed: " + errno_text(errno);
+  const int close_err = ::close(fd) != 0 ? errno : 0;
   if (error.empty() && close_err != 0) error = "closing failed: " + errno_text(close_err);
   if (!error.empty()) fail("cannot write " + path + ": " + error + " (is the disk full?)");
 }

@@ -82,6 +82,7 @@ uint64_t fnv1a64_file(const std::string& path);
 
 // Writes `contents` to `path` (created or truncated), flushes, fsyncs and closes it, checking
 // every step: a full disk or an I/O error is a CheckpointError, never a silently short file.
+// Never through a symbolic link at `path`: that is a UsageError naming it (files::link_refusal).
 // Not atomic by itself; inside a checkpoint directory atomicity comes from the directory rename.
 void write_file_synced(const std::string& path, std::string_view contents);
 

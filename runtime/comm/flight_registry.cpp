@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/common/safe_file.hpp"
 #include "runtime/common/wall_clock.hpp"
 
 namespace accel::comm {
@@ -162,32 +163,16 @@ void configure_from_environment(Registry& reg) {
   if (!reg.dir.empty()) start_signal_watcher();
 }
 
+// Replaced whole (staged beside, renamed), never through a link planted at its name or the
+// staged one (runtime/common/safe_file.hpp).
 bool write_whole_file(const std::string& path, const std::string& text, std::string& why) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    why = "open " + tmp + ": " + std::strerror(errno);
+  try {
+    files::write_file_replacing(path, text);
+    return true;
+  } catch (const std::exception& e) {
+    why = e.what();
     return false;
   }
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      why = "write " + tmp + ": " + std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return false;
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    why = "rename " + tmp + ": " + std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return false;
-  }
-  return true;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "runtime/common/errors.hpp"
 #include "runtime/launch/elastic_client.hpp"
 #include "runtime/launch/elastic_host.hpp"
 #include "runtime/launch/launch_summary.hpp"
@@ -179,6 +180,8 @@ LaunchResult run_elastic_launch(const LaunchPlan& plan, GroupSetup setup, Signal
     std::optional<RankLogs> logs;
     try {
       logs.emplace(plan.log_dir, ranks, round.round);
+    } catch (const UsageError& e) {  // a link planted at a log's name: exit 2, as before a launch
+      return ended(2, e.what(), rounds_run);
     } catch (const std::runtime_error& e) {
       return ended(1, e.what(), rounds_run);
     }

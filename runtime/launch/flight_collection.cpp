@@ -13,6 +13,8 @@
 #include <iterator>
 #include <sstream>
 
+#include "runtime/common/safe_file.hpp"
+
 namespace accel::launch {
 namespace {
 
@@ -126,9 +128,13 @@ std::string FlightCollection::diagnose(const std::vector<flight::RankFacts>& fac
   if (!any_group) return "";
   std::sort(input.dumps.begin(), input.dumps.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
   std::string text = flight::render(flight::diagnose(input)) + problems;
-  std::ofstream out(diagnosis_file_);
-  out << text;
-  std::string where = out ? "records and this diagnosis in " + dir_ + "/" : "records in " + dir_ + "/ (cannot write " + diagnosis_file_ + ")";
+  // Replaced whole, never through a link planted at its name (safe_file.hpp): the reason is printed.
+  std::string where = "records and this diagnosis in " + dir_ + "/";
+  try {
+    files::write_file_replacing(diagnosis_file_, text);
+  } catch (const std::exception& e) {
+    where = "records in " + dir_ + "/ (" + e.what() + ")";
+  }
   std::string printed;
   std::istringstream lines(text + where + "\n");
   for (std::string line; std::getline(lines, line);) printed += "[flight] " + line + "\n";

@@ -56,7 +56,8 @@ struct LaunchPlan {
 };
 
 struct LaunchResult {
-  int exit_code = 0;     // 0: every worker exited 0; 1: the job failed (summary says how)
+  int exit_code = 0;     // 0: every worker exited 0; 1: the job failed (summary says how); 2: refused
+                         // before a worker ran (a link planted at a log's name; elastic: this machine)
   std::string summary;   // names the failing rank, its exit code or signal, its last log lines
   int restarts = 0;
 };
@@ -67,7 +68,8 @@ struct LaunchResult {
 // While it runs it owns the process's SIGINT, SIGTERM and SIGCHLD handlers and ignores SIGPIPE
 // (restored on return); one call at a time per process. It blocks the calling thread until every
 // worker is reaped (workers' PR_SET_PDEATHSIG is tied to that thread). Problems of the run (a
-// program that cannot start, a log that cannot be opened) come back as exit_code 1 with a summary;
+// program that cannot start, a log that cannot be opened) come back as exit_code 1 with a summary
+// (2 for a symbolic link at a log's name, which is never followed);
 // a plan that cannot describe a launch throws std::invalid_argument. Implementation and pieces:
 // run_launch.cpp, worker_group.hpp (supervision), worker_env.hpp (environment), cluster_env.hpp.
 LaunchResult run_launch(const LaunchPlan& plan);

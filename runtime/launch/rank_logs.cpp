@@ -1,14 +1,12 @@
 // Per-rank log files; see rank_logs.hpp.
 #include "runtime/launch/rank_logs.hpp"
 
-#include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 
+#include "runtime/common/safe_file.hpp"
 #include "runtime/launch/line_relay.hpp"
 
 namespace accel::launch {
@@ -23,15 +21,17 @@ RankLogs::RankLogs(const std::string& log_dir, const std::vector<int>& ranks, in
   std::error_code ec;
   std::filesystem::create_directories(log_dir, ec);
   if (ec) throw std::runtime_error("cannot create the log directory " + log_dir + ": " + ec.message());
-  const int mode = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (restart_count == 0 ? O_TRUNC : 0);
+  // Never through a link planted at a log's name (files::open_for_write: UsageError naming it).
+  const auto how = restart_count == 0 ? files::WriteMode::truncate : files::WriteMode::append;
   for (int rank : ranks) {
     std::string file = path(log_dir, rank);
-    int fd = open(file.c_str(), mode, 0644);
-    if (fd < 0) {
-      int err = errno;
+    int fd = -1;
+    try {
+      fd = files::open_for_write(file, how);
+    } catch (...) {
       for (int open_fd : fds_) close(open_fd);
       fds_.clear();
-      throw std::runtime_error("cannot open the log file " + file + ": " + std::strerror(err));
+      throw;
     }
     fds_.push_back(fd);
     if (restart_count > 0) write_all(fd, "--- restart " + std::to_string(restart_count) + " ---\n");

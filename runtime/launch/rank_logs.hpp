@@ -12,7 +12,8 @@ namespace accel::launch {
 class RankLogs {
  public:
   // Creates log_dir if needed and opens one log per rank in `ranks`; attempt 0 truncates, later
-  // attempts append the marker. Throws std::runtime_error naming the directory or file.
+  // attempts append the marker. Throws std::runtime_error naming the directory or file, and
+  // UsageError (a std::runtime_error too) for a symbolic link at a log's name, never followed.
   RankLogs(const std::string& log_dir, const std::vector<int>& ranks, int restart_count);
   ~RankLogs();
   RankLogs(const RankLogs&) = delete;

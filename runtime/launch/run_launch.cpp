@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "runtime/common/errors.hpp"
 #include "runtime/launch/elastic_launch.hpp"
 #include "runtime/launch/launch_plan.hpp"
 #include "runtime/launch/launch_summary.hpp"
@@ -43,9 +44,9 @@ void check_plan(const LaunchPlan& plan) {
   if (plan.shutdown_grace.count() < 0) fail("shutdown_grace must be >= 0");
 }
 
-LaunchResult failed(std::string summary, int restarts = 0) {
+LaunchResult failed(std::string summary, int restarts = 0, int exit_code = 1) {
   LaunchResult result;
-  result.exit_code = 1;
+  result.exit_code = exit_code;
   result.summary = std::move(summary);
   result.restarts = restarts;
   return result;
@@ -89,6 +90,8 @@ LaunchResult run_launch(const LaunchPlan& plan) {
     std::optional<RankLogs> logs;
     try {
       logs.emplace(plan.log_dir, ranks, restart);
+    } catch (const UsageError& e) {  // a link planted at a log's name, never followed: exit 2
+      return failed(e.what(), restart, 2);
     } catch (const std::runtime_error& e) {
       return failed(e.what(), restart);
     }

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "runtime/common/errors.hpp"
+#include "runtime/common/safe_file.hpp"
 
 namespace accel::report {
 namespace {
@@ -288,9 +289,17 @@ void png_of(const Chart& chart, Frame frame, const std::vector<LegendEntry>& ent
     Context cr(cairo_create(surface.get()), cairo_destroy);
     draw(cr.get(), chart, frame);
   }
-  const cairo_status_t status = cairo_surface_write_to_png(surface.get(), path.c_str());
+  // Encoded in memory, then written as accel writes every file: replaced whole, never through a
+  // link planted at its name (cairo's own writer would follow one; runtime/common/safe_file.hpp).
+  std::string png;
+  const cairo_status_t status = cairo_surface_write_to_png_stream(surface.get(), append_to_string, &png);
   if (status != CAIRO_STATUS_SUCCESS)
     throw RunError("accel report: cannot write " + path + ": " + cairo_status_to_string(status));
+  try {
+    files::write_file_replacing(path, png);
+  } catch (const RunError& e) {
+    throw RunError(std::string("accel report: ") + e.what());
+  }
 }
 
 }  // namespace

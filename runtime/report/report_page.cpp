@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "runtime/common/errors.hpp"
 #include "runtime/common/human_bytes.hpp"
+#include "runtime/common/safe_file.hpp"
 #include "runtime/report/chart_drawing.hpp"
 
 namespace accel::report {
@@ -143,16 +143,14 @@ void figure_html(std::ostringstream& h, const Figure& f) {
   h << "</figcaption></figure>\n";
 }
 
+// Replaced whole (staged beside under a fresh name, renamed), never through a link planted at
+// its name or the staged one (runtime/common/safe_file.hpp).
 void write_file(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    if (!out) throw RunError("accel report: cannot write " + tmp.string());
+  try {
+    files::write_file_replacing(path.string(), text);
+  } catch (const RunError& e) {
+    throw RunError(std::string("accel report: ") + e.what());
   }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) throw RunError("accel report: cannot write " + path.string() + ": " + ec.message());
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/common/errors.hpp"
+#include "runtime/common/safe_file.hpp"
 #include "runtime/tracking/protobuf_wire.hpp"
 #include "runtime/tracking/tfrecord.hpp"
 
@@ -88,6 +89,7 @@ std::optional<EventFacts> decode_event(const std::string& payload) {
 EventFile::EventFile(const std::string& dir, int64_t keep_below) {
   std::filesystem::create_directories(dir);
   path_ = (std::filesystem::path(dir) / kFileName).string();
+  files::refuse_link(path_);  // neither read through nor silently replaced (safe_file.hpp)
   std::string kept = tfrecord_frame(encode_file_version_event(now_seconds()));
   if (keep_below > 0) {
     const TfRecords old = read_tfrecords(path_);
@@ -103,8 +105,7 @@ EventFile::EventFile(const std::string& dir, int64_t keep_below) {
   std::error_code ec;
   std::filesystem::rename(staged, path_, ec);
   if (ec) throw RunError("cannot replace " + path_ + ": " + ec.message());
-  file_ = std::fopen(path_.c_str(), "ab");
-  if (!file_) throw RunError("cannot open " + path_ + " for appending: " + std::strerror(errno));
+  file_ = files::fopen_for_write(path_, files::WriteMode::append);
 }
 
 EventFile::~EventFile() {

@@ -19,6 +19,7 @@
 
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/common/errors.hpp"
+#include "runtime/common/safe_file.hpp"
 
 namespace fs = std::filesystem;
 
@@ -41,9 +42,11 @@ std::string read_text(const fs::path& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-// A file MLflow reads whole (meta.yaml, a param, a tag), replaced atomically.
+// A file MLflow reads whole (meta.yaml, a param, a tag), replaced atomically; a symbolic link at
+// its name or at the staged one is refused, never followed (safe_file.hpp).
 void write_replacing(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());
+  files::refuse_link(path.string());
   const std::string staged = path.string() + ".tmp";
   checkpoint::write_file_synced(staged, text);
   std::error_code ec;
@@ -169,8 +172,10 @@ MlflowRun::MlflowRun(const std::string& root, const std::string& experiment_name
   fs::create_directories(run / "metrics");
   fs::create_directories(run / "artifacts");
   std::vector<fs::path> metric_files;
-  for (const auto& entry : fs::recursive_directory_iterator(run / "metrics"))
+  for (const auto& entry : fs::recursive_directory_iterator(run / "metrics")) {
+    files::refuse_link(entry.path().string());  // a planted link is neither read through nor kept
     if (entry.is_regular_file()) metric_files.push_back(entry.path());
+  }
   for (const auto& path : metric_files) {
     if (keep_below > 0) keep_metric_lines(path, keep_below);
     else fs::remove(path);
@@ -238,8 +243,7 @@ void MlflowRun::log_metrics(int64_t step, const std::vector<std::pair<std::strin
         throw RunError("mlflow: metric '" + key + "': " + why);
       const fs::path path = fs::path(run_dir_) / "metrics" / key;
       fs::create_directories(path.parent_path());
-      std::FILE* file = std::fopen(path.c_str(), "a");
-      if (!file) throw RunError("cannot open " + path.string() + " for appending: " + std::strerror(errno));
+      std::FILE* file = files::fopen_for_write(path.string(), files::WriteMode::append);  // never through a link
       it = metric_files_.emplace(key, file).first;
     }
     const std::string line = ms + " " + metric_value_text(v) + " " + std::to_string(step) + "\n";

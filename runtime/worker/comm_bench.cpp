@@ -5,10 +5,10 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "runtime/comm/gloo_communicator.hpp"
 #include "runtime/comm/shard_layout.hpp"
+#include "runtime/common/safe_file.hpp"
 
 namespace accel::worker {
 namespace {
@@ -74,8 +74,7 @@ void run_comm_bench(WorkerContext& ctx, const CommBenchOptions& o) {
                         {"communicator", c.backend_name()}, {"transport", comm::transport_of(c)},
                         {"dtype", "float32"}, {"iters", o.iters},
                         {"results", results}};
-  std::ofstream(path + ".tmp") << doc.dump(2) << "\n";
-  std::filesystem::rename(path + ".tmp", path);
+  files::write_file_replacing(path, doc.dump(2) + "\n");  // never through a link (safe_file.hpp)
   std::printf("\nwrote %s\n", path.c_str());
 }
 

@@ -9,6 +9,8 @@
 #include <limits>
 #include <memory>
 
+#include "runtime/common/errors.hpp"
+#include "runtime/common/safe_file.hpp"
 #include "trainer/data/data_error.hpp"
 
 namespace accel::train {
@@ -66,9 +68,21 @@ void write_token_file(const std::string& path, const std::vector<uint16_t>& toke
   header[1] = kTokenFileVersion;
   header[2] = static_cast<int32_t>(tokens.size());
 
+  // Staged beside, created afresh and never through a link (runtime/common/safe_file.hpp).
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw DataError(where(tmp) + ": cannot create it: " + std::strerror(errno));
+  int fd = -1;
+  try {
+    fd = files::create_fresh(tmp);
+  } catch (const RunError& e) {
+    throw DataError(where(tmp) + ": cannot create it: " + e.what());
+  }
+  FILE* f = ::fdopen(fd, "wb");
+  if (!f) {
+    const int err = errno;
+    ::close(fd);
+    std::remove(tmp.c_str());
+    throw DataError(where(tmp) + ": cannot create it: " + std::strerror(err));
+  }
   bool ok = std::fwrite(header, sizeof header, 1, f) == 1;
   if (ok && !tokens.empty()) ok = std::fwrite(tokens.data(), sizeof(uint16_t), tokens.size(), f) == tokens.size();
   ok = (std::fflush(f) == 0) && ok;

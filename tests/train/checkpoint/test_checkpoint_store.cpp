@@ -320,3 +320,15 @@ TEST_CASE("write_file_synced reports a full disk instead of leaving a short file
     CHECK_THROWS_WITH(write_file_synced("/dev/full", "x"), Contains("/dev/full") && Contains("No space left"));
   }
 }
+
+TEST_CASE("write_file_synced never writes through a symbolic link at its path") {
+  // The staged files beside metrics.jsonl, the TensorBoard event file and MLflow's files are
+  // written by it in output_dir, where another user may plant a link to a file of the user's.
+  test::TempDir out;
+  const std::string victim = out.write("victim", "the user's file\n");
+  const std::string link = (out.path() / "metrics.jsonl.tmp").string();
+  fs::create_symlink(victim, link);
+  CHECK_THROWS_AS(write_file_synced(link, "{}\n"), UsageError);
+  CHECK_THROWS_WITH(write_file_synced(link, "{}\n"), Contains(link) && Contains("never follows"));
+  CHECK(read_bytes(victim) == "the user's file\n");
+}

@@ -134,6 +134,20 @@ TEST_CASE("save_safetensors replaces a file atomically and leaves no temporary",
   CHECK_THROWS_WITH(save_safetensors(nowhere, {{"x", at::ones({1})}}), Catch::Contains(nowhere));
 }
 
+TEST_CASE("save_safetensors refuses a symbolic link at its path, and what it points at stays", "[safetensors]") {
+  // weights.safetensors in output_dir, or merge-weights' --output: a link planted there is
+  // reported (UsageError, exit 2), neither written through nor silently replaced.
+  accel::test::TempDir dir;
+  const auto victim = dir.write("victim", "the user's file\n");
+  const auto link = (dir.path() / "weights.safetensors").string();
+  std::filesystem::create_symlink(victim, link);
+  CHECK_THROWS_AS(save_safetensors(link, {{"x", at::ones({4})}}), accel::UsageError);
+  CHECK_THROWS_WITH(save_safetensors(link, {{"x", at::ones({4})}}),
+                    Catch::Contains(link) && Catch::Contains("symbolic link") && Catch::Contains("never follows"));
+  CHECK(bytes_of(victim) == "the user's file\n");
+  CHECK(std::filesystem::is_symlink(link));
+}
+
 TEST_CASE("save_safetensors refuses bad names and unsupported dtypes", "[safetensors]") {
   accel::test::TempDir dir;
   const auto path = (dir.path() / "bad.safetensors").string();
@@ -191,6 +205,47 @@ TEST_CASE("each kind of damaged safetensors file gives its own error naming the 
   const auto tiny = (dir.path() / "tiny").string();
   std::ofstream(tiny, std::ios::binary) << "abc";
   CHECK_THAT(error_of(tiny), Catch::Contains("truncated: 3 bytes") && Catch::Contains(tiny));
+}
+
+TEST_CASE("safetensors sizes that overflow 64 bits are refused, naming the file and the tensor", "[safetensors]") {
+  // A hostile header whose sizes wrap past 2^64 to match an empty byte range: without checked
+  // arithmetic it passes the "shape matches byte range" check and fails later inside PyTorch (an
+  // allocation of 2^62 floats, an invalid view), naming no file.
+  accel::test::TempDir dir;
+  auto error_of = [](const std::string& path) -> std::string {
+    try {
+      load_safetensors(path);
+    } catch (const accel::RunError& e) {
+      return e.what();
+    } catch (const std::exception& e) {  // PyTorch's, from a size that slipped through
+      const std::string text = e.what();
+      return "not accel's error: " + text.substr(0, text.find('\n'));
+    }
+    return "(no error)";
+  };
+  struct Case {
+    const char* what;
+    const char* shape;
+    const char* dtype;
+  };
+  const std::vector<Case> cases = {
+      {"numel * element size wraps: 2^62 F32 elements are 2^64 bytes", "[4611686018427387904]", "F32"},
+      {"numel * element size wraps: 2^61 F64 elements are 2^64 bytes", "[2305843009213693952]", "F64"},
+      {"the shape's product wraps: 2^32 * 2^32 = 2^64", "[4294967296, 4294967296]", "U8"},
+      {"the shape's product wraps: (2^32 + 1) * (2^32 - 1) * 2^32 = 2^96 - 2^32", "[4294967297, 4294967295, 4294967296]",
+       "U8"},
+      {"a dimension past int64 behind a zero one (product 0)", "[0, 18446744073709551615]", "U8"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    INFO(c.what);
+    const std::string header = std::string(R"({"w":{"dtype":")") + c.dtype + R"(","shape":)" + c.shape +
+                               R"(,"data_offsets":[0,0]}})";
+    const std::string path = write_file(dir, "wrap" + std::to_string(i) + ".safetensors", header, "");
+    const std::string message = error_of(path);
+    CHECK_THAT(message, Catch::Contains("'" + path + "'") && Catch::Contains("tensor 'w'"));
+    CHECK_THAT(message, Catch::Contains("shape " + std::string(c.shape)));
+  }
 }
 
 ACCEL_ASSERT_CHECK_IS_CATCH();
