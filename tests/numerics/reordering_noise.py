@@ -19,6 +19,7 @@ Near-zero gradients under AdamW need no separate bound here: the noise runs show
 mechanism in the same tensors (the largest differences of examples/llama sit in its wv weights in
 the noise runs and in every strategy alike, under all three capabilities).
 """
+import os
 from collections import namedtuple
 
 import numpy as np
@@ -164,3 +165,13 @@ def row(name, diffs, bounds, width=20):
     return (f"  {name:{width}s} loss {loss:.3g} / {bounds.loss_rtol:.3g}, grad norm {norm:.3g} / "
             f"{bounds.grad_norm_rtol:.3g}, weight {weights[w]:.3g} / {bounds.weight_atol[w]:.3g} ({w}), "
             f"largest weight difference {max(weights.values()):.3g}{ratio}")
+
+
+def report_agreement(test, worst, ref, bounds, width=20):
+    """Prints each case's row against world 1 under the CPU kernels in use, and asserts and prints
+    the controls (check_controls)."""
+    print(f"\nagainst world 1 (ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', 'unset')}), "
+          f"{bounds.describe()}:")
+    for name, diffs in worst.items():
+        print(row(name, diffs, bounds, width))
+    print(check_controls(test, ref, bounds))

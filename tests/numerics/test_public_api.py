@@ -15,7 +15,7 @@ import tempfile
 import unittest
 
 from api_test_support import NOISE_SHAPES, ONE_THREAD, check_against_reference, launch_program, world1_runs
-from reordering_noise import check_controls, derive, row
+from reordering_noise import derive, report_agreement
 from trainer_test_support import ROOT, describe
 
 EXAMPLE = os.environ.get("ACCEL_EXAMPLE_MINIMAL") or os.path.join(ROOT, "build", "examples", "minimal",
@@ -68,11 +68,7 @@ class PublicApiAgreement(unittest.TestCase):
                     proc, out = launch(tmp, name, world, micro, accum, strategy)
                     self.assertEqual(proc.returncode, 0, describe(proc))
                     worst[name] = check_against_reference(self, name, out, ref, bounds)
-            print(f"\nagainst world 1 (ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', 'unset')}), "
-                  f"{bounds.describe()}:")
-            for name, diffs in worst.items():
-                print(row(name, diffs, bounds, 14))
-            print(check_controls(self, ref, bounds))
+            report_agreement(self, worst, ref, bounds, 14)
 
 
 class PublicApiRefusals(unittest.TestCase):

@@ -30,7 +30,7 @@ import numpy as np
 from api_test_support import (NOISE_SHAPES, ONE_THREAD, check_against_reference, check_bf16_against_world1,
                               largest_relative_diff, print_bf16_table, program_job, read_run, weight_rnorm,
                               read_safetensors_arrays, world1_runs)
-from reordering_noise import check_controls, derive, row
+from reordering_noise import derive, report_agreement, row
 from reserved_ports import reserve_port
 from trainer_test_support import ACCEL, ROOT, clean_env, describe, largest_diff, read_metrics, run, write_job
 
@@ -132,11 +132,7 @@ class LlamaAgreement(unittest.TestCase):
                                        machines=2 if name == "hybrid_2x2" else 1)
                     self.assertEqual(proc.returncode, 0, describe(proc))
                     worst[name] = check_against_reference(self, name, out, ref, bounds)
-            print(f"\nagainst world 1 (ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', 'unset')}), "
-                  f"{bounds.describe()}:")
-            for name, diffs in worst.items():
-                print(row(name, diffs, bounds))
-            print(check_controls(self, ref, bounds))
+            report_agreement(self, worst, ref, bounds)
 
 
 class LlamaResume(unittest.TestCase):

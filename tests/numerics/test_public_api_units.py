@@ -23,7 +23,7 @@ import tempfile
 import unittest
 
 from api_test_support import NOISE_SHAPES, ONE_THREAD, check_against_reference, launch_program, world1_runs
-from reordering_noise import check_controls, derive, row
+from reordering_noise import derive, report_agreement
 from trainer_test_support import ROOT, describe
 
 EXAMPLE = os.environ.get("ACCEL_EXAMPLE_UNITS") or os.path.join(ROOT, "build", "examples", "units",
@@ -89,11 +89,7 @@ class UnitsAgreement(unittest.TestCase):
                         self.assertIn("gradients, parameters", proc.stdout + proc.stderr)
                         self.assertIn("; 1 small units stay gathered", proc.stdout + proc.stderr)
                     worst[name] = check_against_reference(self, name, out, ref, bounds)
-            print(f"\nagainst world 1 (ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', 'unset')}), "
-                  f"{bounds.describe()}:")
-            for name, diffs in worst.items():
-                print(row(name, diffs, bounds, 26))
-            print(check_controls(self, ref, bounds))
+            report_agreement(self, worst, ref, bounds, 26)
 
 
 if __name__ == "__main__":
