@@ -71,7 +71,7 @@ else
   /usr/bin/python3 -m venv "$venv"
 fi
 "$venv/bin/pip" install --no-input --disable-pip-version-check -q -r "$lock"
-"$venv/bin/python" -c 'import torch, deepspeed, accelerate, tensorboard, mlflow; print("setup: torch", torch.__version__,
+"$venv/bin/python" -c 'import torch, deepspeed, accelerate, tensorboard, mlflow, transformers; print("setup: torch", torch.__version__,
   "| deepspeed", deepspeed.__version__, "| accelerate", accelerate.__version__, "| tensorboard",
   tensorboard.__version__, "| mlflow-skinny", mlflow.__version__)' 2>&1 | grep '^setup:'
 echo "$want" > "$stamp"
