@@ -17,7 +17,7 @@ once): each contender's step minus the floor's is what its data parallelism cost
   scripts/python scripts/bench_peers.py --repeat 3 --json docs/bench/peers_cpu.json --markdown docs/bench/peers_cpu.md
   scripts/python scripts/bench_peers.py --size large --only accel,deepspeed   # model states dominate
   scripts/python scripts/bench_peers.py --quick --accel-config accelerate     # accel driven by Accelerate files
-  scripts/python scripts/bench_peers.py --from-json docs/bench/peers_default_cpu_session28.json  # print a saved run
+  scripts/python scripts/bench_peers.py --from-json docs/bench/peers_default_cpu_2core_idle_floor_a.json  # print a saved run
 
 Settings per peer (scripts/peers/*.py and ../shared/notes/cpu_peers.md): PyTorch DDP with
 gradient_as_bucket_view, static_graph, broadcast_buffers off and accel's bucket_cap_mb; FSDP2
