@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "runtime/common/errors.hpp"
 #include "runtime/common/safe_file.hpp"
 #include "runtime/config/dump.hpp"
 #include "runtime/config/job_convert.hpp"
@@ -19,10 +20,22 @@ namespace {
 struct ConfigOptions {
   std::string file, output, to;
   std::vector<std::string> overrides;
-  bool sources = false, resolved = false, defaults = false, markdown = false;
+  bool sources = false, resolved = false, defaults = false, markdown = false, force = false;
 };
 
-void write_file(const std::string& path, const std::string& text) {
+UsageError exists_error(const std::string& path) {
+  return UsageError("accel config: " + path + " already exists; add --force to replace it, or write elsewhere with -o PATH");
+}
+
+// Accelerate's habit: a written job never replaces an existing file unless --force says so. Checked
+// before any question is asked, and again when the file is put in place (it may appear meanwhile).
+void refuse_to_replace(const std::string& path, bool force) {
+  std::error_code ec;
+  if (!force && std::filesystem::symlink_status(path, ec).type() != std::filesystem::file_type::not_found)
+    throw exists_error(path);
+}
+
+void write_file(const std::string& path, const std::string& text, bool force) {
   std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
   // Write beside the target, then rename: a reader never sees half a job file. The staged file
@@ -37,7 +50,16 @@ void write_file(const std::string& path, const std::string& text) {
     throw;
   }
   if (::close(fd) != 0) throw RunError("cannot write " + tmp + ": " + std::strerror(errno));
-  std::filesystem::rename(tmp, path);
+  if (force) {
+    std::filesystem::rename(tmp, path);
+    return;
+  }
+  // link() never replaces: it fails with EEXIST when the name is taken, where rename() would not.
+  const int linked = ::link(tmp.c_str(), path.c_str());
+  const int error = errno;
+  ::unlink(tmp.c_str());
+  if (linked != 0 && error == EEXIST) throw exists_error(path);
+  if (linked != 0) throw RunError("cannot write " + path + ": " + std::strerror(error));
 }
 
 std::string summary(const config::LoadedJob& j) {
@@ -55,6 +77,8 @@ void print_translation(std::ostream& out, const config::LoadedJob& j) {
 }
 
 void run_questionnaire_command(const ConfigOptions& o) {
+  const std::string path = o.output.empty() ? config::default_job_path() : o.output;
+  refuse_to_replace(path, o.force);
   config::QuestionnaireOptions q;
   q.use_defaults = o.defaults;
   q.echo_answers = !isatty(STDIN_FILENO);
@@ -67,10 +91,9 @@ void run_questionnaire_command(const ConfigOptions& o) {
   load.check_paths = false;  // the job may be meant for another machine; `accel config validate` checks paths
   auto loaded = config::load_job(load);
   for (const auto& w : loaded.warnings) std::cerr << w.render("warning") << "\n";
-  std::string path = o.output.empty() ? config::default_job_path() : o.output;
   std::string text = "# accel job written by `accel config`; see config_templates/ for commented examples.\n" +
                      config::dump_job(loaded.job, loaded.sources, config::DumpStyle::ExplicitOnly);
-  write_file(path, text);
+  write_file(path, text, o.force);
   std::cout << "wrote " << path << " (" << summary(loaded) << ")\nrun it with: accel launch " << path << "\n";
 }
 
@@ -88,6 +111,7 @@ void add_config_command(CLI::App& app) {
                                            "  accel config convert ds_job.yaml --to fsdp -o fsdp_job.yaml");
   cmd->add_option("-o,--output", o->output, "Where to write the job (default: " + config::default_job_path() + ")");
   cmd->add_flag("--defaults", o->defaults, "Ask nothing; write a job with every default");
+  cmd->add_flag("--force", o->force, "Replace the output file if it exists (without it, an existing file is an error)");
   cmd->require_subcommand(0, 1);
 
   auto* show = cmd->add_subcommand("show", "Print the resolved job (defaults < file < ACCEL_* < --set)\n\n"
@@ -129,7 +153,9 @@ void add_config_command(CLI::App& app) {
                                                "  accel config import ds_config.json -o job.yaml");
   import->add_option("file", o->file, "Accelerate YAML or DeepSpeed JSON")->required();
   import->add_option("-o,--output", o->output, "Where to write the native job (default: standard output)");
+  import->add_flag("--force", o->force, "Replace the output file if it exists");
   import->callback([o] {
+    if (!o->output.empty()) refuse_to_replace(o->output, o->force);
     auto loaded = load_job_for_cli(o->file, {});
     print_notes(loaded);
     std::string text = "# accel job imported from " + o->file + " (" + config::to_string(loaded.format) + ")\n" +
@@ -137,7 +163,7 @@ void add_config_command(CLI::App& app) {
     if (o->output.empty()) {
       std::cout << text;
     } else {
-      write_file(o->output, text);
+      write_file(o->output, text, o->force);
       std::cerr << "wrote " << o->output << " (" << summary(loaded) << ")\n";
     }
   });
@@ -150,8 +176,10 @@ void add_config_command(CLI::App& app) {
   convert->add_option("file", o->file, "Job file: native, Accelerate or DeepSpeed JSON")->required();
   convert->add_option("--to", o->to, "The backend to switch to")->required()->check(CLI::IsMember({"fsdp", "deepspeed"}));
   convert->add_option("-o,--output", o->output, "Where to write the converted job (default: standard output)");
+  convert->add_flag("--force", o->force, "Replace the output file if it exists");
   add_set_option(convert, o->overrides);
   convert->callback([o] {
+    if (!o->output.empty()) refuse_to_replace(o->output, o->force);
     auto overrides = o->overrides;
     overrides.push_back("backend=" + o->to);
     auto loaded = load_job_for_cli(o->file, overrides);
@@ -161,7 +189,7 @@ void add_config_command(CLI::App& app) {
       std::cout << text;
       return;
     }
-    write_file(o->output, text);
+    write_file(o->output, text, o->force);
     print_translation(std::cerr, loaded);
     std::cerr << "wrote " << o->output << " (" << summary(loaded) << ")\n";
   });

@@ -34,8 +34,14 @@ std::optional<bool> parse_bool(const std::string& text) {
   return std::nullopt;
 }
 
+// "a boolean", "an integer": the type's name with its article.
+std::string a_type(const FieldSpec& f) {
+  const std::string name = f.type_name();
+  return (std::string("aeiou").find(name[0]) == std::string::npos ? "a " : "an ") + name;
+}
+
 Diagnostic type_error(const FieldSpec& f, const YAML::Node& node, const Location& where, const std::string& what) {
-  return {f.path, where, what, node_text(node), f.allowed_text(), "write a " + f.type_name()};
+  return {f.path, where, what, node_text(node), f.allowed_text(), "write " + a_type(f)};
 }
 
 bool in_range(const FieldSpec& f, double v) {
@@ -117,7 +123,7 @@ std::optional<Value> parse_value(const FieldSpec& f, const YAML::Node& node, con
   if (f.type == FieldType::String || f.type == FieldType::Path) {
     if (node.IsNull()) return Value{std::string()};
     if (!node.IsScalar()) {
-      errors.push_back(type_error(f, node, where, "expected a " + f.type_name()));
+      errors.push_back(type_error(f, node, where, "expected " + a_type(f)));
       return std::nullopt;
     }
     return Value{node.Scalar()};
@@ -134,14 +140,14 @@ std::optional<Value> parse_value(const FieldSpec& f, const YAML::Node& node, con
       return Value{std::vector<std::string>{text}};
     }
     if (!node.IsSequence()) {
-      errors.push_back(type_error(f, node, where, "expected a " + f.type_name()));
+      errors.push_back(type_error(f, node, where, "expected " + a_type(f)));
       return std::nullopt;
     }
     std::vector<std::string> list;
     bool ok = true;
     for (const auto& item : node) {
       if (!item.IsScalar()) {
-        errors.push_back(type_error(f, node, where, "expected a " + f.type_name()));
+        errors.push_back(type_error(f, node, where, "expected " + a_type(f)));
         return std::nullopt;
       }
       std::string text = item.Scalar();
@@ -153,14 +159,14 @@ std::optional<Value> parse_value(const FieldSpec& f, const YAML::Node& node, con
   }
   if (f.type == FieldType::FloatList) {
     if (!node.IsSequence()) {
-      errors.push_back(type_error(f, node, where, "expected a " + f.type_name()));
+      errors.push_back(type_error(f, node, where, "expected " + a_type(f)));
       return std::nullopt;
     }
     std::vector<double> list;
     for (const auto& item : node) {
       auto v = item.IsScalar() ? parse_number(item.Scalar()) : std::nullopt;
       if (!v) {
-        errors.push_back(type_error(f, node, where, "expected a " + f.type_name()));
+        errors.push_back(type_error(f, node, where, "expected " + a_type(f)));
         return std::nullopt;
       }
       list.push_back(*v);
@@ -174,7 +180,7 @@ std::optional<Value> parse_value(const FieldSpec& f, const YAML::Node& node, con
     return Value{list};
   }
   if (!node.IsScalar()) {
-    errors.push_back(type_error(f, node, where, "expected a " + f.type_name()));
+    errors.push_back(type_error(f, node, where, "expected " + a_type(f)));
     return std::nullopt;
   }
   const std::string& text = node.Scalar();

@@ -1,6 +1,11 @@
 #include "runtime/config/yaml_reader.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -39,10 +44,15 @@ std::string unknown_key_hint(const std::string& section, const std::string& key)
 }  // namespace
 
 std::string read_config_text(const std::string& path) {
+  // open(2) first, for the operating system's reason when the file cannot be read (ENOENT, EACCES, ...).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int open_errno = fd < 0 ? errno : 0;
+  if (fd >= 0) ::close(fd);
   std::ifstream in(path);
   std::error_code ec;  // the throwing overload of exists() escapes on a permission error
-  if (!std::filesystem::exists(path, ec) || !in)
-    throw ConfigError(Diagnostic{"", Location::in_file(path, 0, 0), "cannot read the job file", "",
+  if (fd < 0 || !std::filesystem::exists(path, ec) || !in)
+    throw ConfigError(Diagnostic{"", Location::in_file(path, 0, 0),
+                                 std::string("cannot read the job file: ") + std::strerror(open_errno ? open_errno : EIO), "",
                                  "", "check the path (working directory: " +
                                          std::filesystem::current_path(ec).string() + ")"});
   // A directory opens and reads as an empty document, which would load as "all defaults".
