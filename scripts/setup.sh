@@ -2,7 +2,7 @@
 # Installs what accel needs (with --tests, what its test suite needs too). Idempotent: it asks apt only for missing packages and creates the
 # Python environment only when it is absent (a changed scripts/python-requirements.lock installs into
 # the one there); on a machine that has everything it does nothing and takes about a second.
-#  1. Debian packages: the build, the C++ libraries, the test tools (the table in README.md).
+#  1. Debian packages: the build, the C++ libraries, the test tools (the table in docs/development.md).
 #  2. One Python environment outside the clone, ${ACCEL_VENV:-~/.cache/accel/venv-torch2.11}, so
 #     clean clones and CI reuse it: torch 2.11.0 (PyTorch's own libtorch, the CUDA 13.0 build that
 #     runs CPU code without a GPU), the peers deepspeed and accelerate, the trackers' own readers

@@ -11,7 +11,7 @@ and grad accumulation (no_sync on all but the last micro-step). After --warmup-s
 tokens/s = world * accum * micro_batch * seq_len * steps / elapsed wall time (rank 0's clock).
 Data: sequential windows of --tokens FILE (the spec's order), or synthetic uniform random tokens.
 
-Example (the quickstart shape, what README.md reports):
+Example (the quickstart shape, what docs/benchmarks.md reports):
   scripts/python scripts/reference/torch_ddp_bench.py --world 2 --steps 20 --json /tmp/ddp.json
 """
 from __future__ import annotations
