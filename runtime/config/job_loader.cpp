@@ -123,6 +123,7 @@ LoadedJob load_job_unguarded(const LoadOptions& options) {
   if (!options.file.empty()) file_layer = read_file_layer(options.file, loaded.format);
   std::vector<Assignment> env_layer, cli_layer;
   read_environment(options.environment, env_layer, file_layer.errors);
+  cli_layer = options.flag_assignments;
   read_set_overrides(options.set_overrides, cli_layer, file_layer.errors);
 
   // A DeepSpeed JSON named by deepspeed.config_file contributes to the file layer: its values fill
