@@ -83,13 +83,30 @@ void check_output_dir_writable(const config::LoadedJob& loaded) {
   throw ConfigError(d);
 }
 
-// What the built-in trainer would refuse at start, found before any worker is spawned.
-void check_trainer_can_start(const config::LoadedJob& loaded) {
+// The strategy a checkpoint was written under, from the job record it carries ("deepspeed
+// zero_stage 3, world 2"); its manifest's backend name when the record cannot be read.
+std::string checkpoint_strategy(const std::string& dir, const checkpoint::Manifest& manifest) {
+  std::string label = manifest.extra.value("backend", std::string("unknown backend"));
+  try {
+    config::LoadOptions options;
+    options.file = dir + "/job.resolved.yaml";
+    options.check_paths = false;
+    label = plan::resolve_plan(config::load_job(options), plan::ModelFacts::builtin()).label;
+  } catch (const std::exception&) {
+  }
+  if (manifest.extra.contains("world_size")) label += ", world " + manifest.extra["world_size"].dump();
+  return label;
+}
+
+// What the built-in trainer would refuse at start, found before any worker is spawned. False when
+// the checkpoint to resume from already holds every step: nothing is spawned and nothing of the
+// finished run is rewritten (its job.resolved.yaml is what `accel report` reads).
+bool check_trainer_can_start(const config::LoadedJob& loaded) {
   const auto& j = loaded.job;
   check_plan(loaded);
   // The checkpoint workers will resume from must be whole: say so now, once, naming the file.
   const std::string& resume = j.training.resume;
-  if (resume == "never") return;
+  if (resume == "never") return true;
   try {
     std::optional<std::string> dir;
     if (resume == "auto")
@@ -98,10 +115,25 @@ void check_trainer_can_start(const config::LoadedJob& loaded) {
       dir = resume;
     else
       throw checkpoint::CheckpointError("checkpoint directory " + resume + " does not exist");
-    if (!dir) return;
+    if (!dir) return true;
     // Node-local storage (docs/design/0013): this machine needs only the files it holds.
     auto manifest = checkpoint::verify_checkpoint(*dir, j.num_machines > 1 ? j.machine_rank : -1);
+    const std::string written = checkpoint_strategy(*dir, manifest);
+    const std::string now = plan::resolve_plan(loaded, plan::ModelFacts::builtin()).label + ", world " +
+                            std::to_string(j.num_processes);
+    if (manifest.step >= j.training.max_steps) {
+      std::cerr << "accel launch: nothing to train: " << *dir << " already holds " << manifest.step
+                << " of training.max_steps " << j.training.max_steps << " steps (written under " << written
+                << "); the finished run in " << j.training.output_dir << " is left as it is. To train further raise "
+                << "training.max_steps; to start another run give another training.output_dir, or "
+                << "--set training.resume=never to train over it\n";
+      return false;
+    }
     std::cerr << "accel launch: resuming from " << *dir << " (" << manifest.step << " steps done)\n";
+    if (written != now)  // another backend, strategy or world size
+      std::cerr << "accel launch: the checkpoint was written under " << written << " and resumes under " << now
+                << ": its state is resharded into the new layout, and the run's record (job.resolved.yaml) will "
+                << "say " << now << " from here on (give another training.output_dir to keep the runs apart)\n";
   } catch (const checkpoint::CheckpointError& e) {
     auto d = diagnostic_for(loaded, "training.resume", e.what(),
                             "set training.resume to another checkpoint directory, or never to start over");
@@ -110,6 +142,7 @@ void check_trainer_can_start(const config::LoadedJob& loaded) {
       d.where = Location::in_file(checkpoint::checkpoints_root(j.training.output_dir), 0, 0);
     throw ConfigError(d);
   }
+  return true;
 }
 
 // `--profile-steps A:B` (1-based, inclusive) against the job's steps; {0, 0} when not given.
@@ -233,7 +266,7 @@ std::shared_ptr<std::vector<std::string>> add_launch_command(CLI::App& app) {
     // The one-key backend switch: say what was carried over from the other backend's block, and what
     // has no equivalent, before anything else (also when the backend then refuses to start).
     for (const auto& line : config::describe_translation(loaded.translation, "accel launch: ")) std::cerr << line << "\n";
-    if (!o->dry_run && j.program.empty()) check_trainer_can_start(loaded);
+    if (!o->dry_run && j.program.empty() && !check_trainer_can_start(loaded)) return;
     if (!o->profile_steps.empty() && o->profile.empty())
       throw UsageError("--profile-steps needs --profile DIR (where the traces go)");
     if (!o->profile.empty() && !j.program.empty())
