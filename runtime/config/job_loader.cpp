@@ -144,9 +144,10 @@ LoadedJob load_job_unguarded(const LoadOptions& options) {
   // Structural problems (unknown keys, duplicates) and value problems are reported in one pass.
   JobBuilder builder;
   builder.errors() = std::move(file_layer.errors);
-  for (const auto& a : file_layer.assignments) builder.apply(a, Layer::File);
-  for (const auto& a : env_layer) builder.apply(a, Layer::Environment);
+  // Highest precedence first, so a value a higher layer overrides is never compared within its own.
   for (const auto& a : cli_layer) builder.apply(a, Layer::CommandLine);
+  for (const auto& a : env_layer) builder.apply(a, Layer::Environment);
+  for (const auto& a : file_layer.assignments) builder.apply(a, Layer::File);
   throw_if(builder.errors());
   if (file_layer.batch) apply_batch_constraint(*file_layer.batch, builder, builder.errors());
   throw_if(builder.errors());
