@@ -23,6 +23,7 @@ void append(ImportResult& into, ImportResult&& from) {
   for (auto& e : from.errors) into.errors.push_back(std::move(e));
   for (auto& w : from.warnings) into.warnings.push_back(std::move(w));
   for (auto& n : from.notes) into.notes.push_back(std::move(n));
+  for (auto& k : from.auto_keys) into.auto_keys.push_back(std::move(k));
   if (from.batch) into.batch = from.batch;
 }
 
@@ -166,6 +167,15 @@ LoadedJob load_job_unguarded(const LoadOptions& options) {
   loaded.translation = std::move(translated.translation);
   loaded.warnings = std::move(file_layer.warnings);
   loaded.notes = std::move(file_layer.notes);
+  for (const auto& [foreign, key] : file_layer.auto_keys) {
+    const FieldSpec* field = find_field(key);
+    auto source = loaded.sources.find(key);
+    const std::string from = source == loaded.sources.end() || source->second.origin == Location::Origin::Default
+                                 ? "accel's default"
+                                 : source->second.str();
+    loaded.notes.push_back(foreign + ": \"auto\" -> " + key + ": " +
+                           (field ? value_to_yaml(field->get(loaded.job)) : std::string("?")) + " (" + from + ")");
+  }
   return loaded;
 }
 

@@ -197,3 +197,24 @@ TEST_CASE("--set settles a disagreement between a job file and the DeepSpeed JSO
   // Within the command line itself a disagreement is still one.
   CHECK_THROWS_AS(test::load(job, {"scheduler.name=constant", "scheduler.name=cosine"}), ConfigError);
 }
+
+TEST_CASE("a DeepSpeed warm-up left to DeepSpeed's default (a log curve) is refused with the fix") {
+  TempDir dir;
+  auto scheduler = [&](const std::string& params) {
+    return dir.write("ds.json", R"({"train_micro_batch_size_per_gpu": 8, "scheduler": {"type": "WarmupLR")" +
+                                    (params.empty() ? std::string() : ", \"params\": " + params) + "}}");
+  };
+  for (const std::string& params : {std::string(), std::string(R"({"warmup_num_steps": 10})")}) {
+    try {
+      test::load(scheduler(params));
+      FAIL("a log warm-up loaded as a linear one: " << params);
+    } catch (const ConfigError& e) {
+      REQUIRE(e.diagnostics().size() == 1);
+      CHECK(e.diagnostics()[0].key_path == "scheduler.params.warmup_type");
+      CHECK_THAT(e.diagnostics()[0].message, Catch::Contains("log curve"));
+      CHECK_THAT(e.diagnostics()[0].hint, Catch::Contains("\"warmup_type\": \"linear\""));
+    }
+  }
+  CHECK(test::load(scheduler(R"({"warmup_num_steps": 10, "warmup_type": "linear"})")).job.scheduler.warmup_steps == 10);
+  CHECK(test::load(scheduler(R"({"warmup_num_steps": 0})")).job.scheduler.warmup_steps == 0);
+}
