@@ -177,6 +177,9 @@ const JobSecret& worker_secret() {
     if (*end != '\0' || fd < 3 || fd > 65535)
       throw RunError(std::string(kSecretFdVariable) + "=" + fd_text + " is not a descriptor number");
     secret = JobSecret::from_fd(static_cast<int>(fd));
+    // The descriptor is closed now: a process this one starts must not read a stale number (its
+    // own launcher, if any, hands it a secret of its own).
+    unsetenv(kSecretFdVariable);
   });
   return secret;
 }
