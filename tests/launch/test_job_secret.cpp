@@ -18,14 +18,17 @@
 #include <iterator>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "runtime/common/errors.hpp"
 #include "runtime/common/job_secret.hpp"
 #include "runtime/common/sealed_value.hpp"
+#include "runtime/launch/elastic_client.hpp"
 #include "runtime/launch/elastic_host.hpp"
 #include "runtime/launch/elastic_messages.hpp"
 #include "runtime/launch/membership_auth.hpp"
 #include "runtime/launch/rendezvous_listener.hpp"
+#include "runtime/launch/signal_guard.hpp"
 #include "launch_test_support.hpp"
 #include "runtime/launch/launch_plan.hpp"
 #include "support/temp_dir.hpp"
@@ -270,4 +273,35 @@ TEST_CASE("a one-machine launch hands every worker the same secret by memfd, nev
   CHECK(text("link_0").rfind("/memfd:accel-job-secret", 0) == 0);
   CHECK(text("size_0") == "32\n");
   CHECK(text("sum_0") == text("sum_1"));
+}
+
+TEST_CASE("a launcher given another secret file is refused by machine 0 and says which setting to fix") {
+  RoundLimits limits;
+  limits.min_machines = 1;
+  limits.max_machines = 2;
+  ElasticHost host(0, "127.0.0.1", limits, JobSecret::generate());
+  SignalGuard guard;
+  CHECK_THROWS_WITH(ElasticClient("127.0.0.1", host.port(), std::chrono::seconds(5), guard, JobSecret::generate()),
+                    Catch::Contains("machine 0's rendezvous at 127.0.0.1:" + std::to_string(host.port())) &&
+                        Catch::Contains("refused this launcher's proof") && Catch::Contains("ACCEL_SECRET_FILE"));
+}
+
+TEST_CASE("a launcher refuses a 'machine 0' that cannot prove the secret (something else took the port)") {
+  RendezvousListener impostor(0, "127.0.0.1");
+  std::thread answer([&] {
+    const int fd = accept4(impostor.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    const std::string hello = hello_line(fresh_nonce());
+    send(fd, hello.data(), hello.size(), MSG_NOSIGNAL);
+    std::string pending;
+    js_read_line(fd, pending);  // the launcher's proof
+    const std::string forged = "proof\t" + std::string(64, 'a') + "\n";
+    send(fd, forged.data(), forged.size(), MSG_NOSIGNAL);
+    js_read_line(fd, pending);  // until the launcher closes
+    close(fd);
+  });
+  SignalGuard guard;
+  CHECK_THROWS_WITH(ElasticClient("127.0.0.1", impostor.port(), std::chrono::seconds(5), guard, JobSecret::generate()),
+                    Catch::Contains("did not prove it holds this job's secret"));
+  answer.join();
 }
