@@ -305,3 +305,15 @@ TEST_CASE("a launcher refuses a 'machine 0' that cannot prove the secret (someth
                     Catch::Contains("did not prove it holds this job's secret"));
   answer.join();
 }
+
+TEST_CASE("a launch with a refused ACCEL_SECRET_FILE ends with exit 2 before any worker starts, naming the file") {
+  TempDir dir;
+  const std::string shared = js_write_secret(dir.path() / "secret", std::string(32, 'k'), 0640);
+  LaunchPlan plan = script_plan(dir, "touch \"$OUT_DIR/started_$RANK\"\n", 2);
+  setenv(accel::secret::kSecretFileVariable, shared.c_str(), 1);
+  LaunchResult result = run_launch(plan);
+  unsetenv(accel::secret::kSecretFileVariable);
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.summary, Catch::Contains("ACCEL_SECRET_FILE=" + shared) && Catch::Contains("its mode is 0640"));
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "started_0"));
+}
