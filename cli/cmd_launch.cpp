@@ -130,7 +130,9 @@ bool check_trainer_can_start(const config::LoadedJob& loaded) {
     const std::string written = checkpoint_strategy(*dir, manifest);
     const std::string now = plan::resolve_plan(loaded, plan::ModelFacts::builtin()).label + ", world " +
                             std::to_string(j.num_processes);
-    if (manifest.step >= j.training.max_steps && is_trainer_state(*dir)) {
+    // One machine only: the machines of a larger job agree on the step to resume from among them
+    // (the oldest `latest`), so this machine's own checkpoint does not decide it alone.
+    if (j.num_machines == 1 && manifest.step >= j.training.max_steps && is_trainer_state(*dir)) {
       std::cerr << "accel launch: nothing to train: " << *dir << " already holds " << manifest.step
                 << " of training.max_steps " << j.training.max_steps << " steps (written under " << written
                 << "); the finished run in " << j.training.output_dir << " is left as it is. To train further raise "

@@ -69,7 +69,7 @@ TEST_CASE("a program after the options runs with every argument after it, its lo
     CHECK_THAT(r.output, Catch::Contains("2 process(es)"));  // the program's --num_processes 9 is its own
   }
   SECTION("run by the workers, without a job file") {
-    auto r = run_accel_in(dir.path(), "launch --num_processes 2 --cpu sh -c 'echo worker-$RANK-of-$WORLD_SIZE'");
+    auto r = run_accel_in(dir.path(), "launch --num_processes 2 --cpu --main_process_port 0 sh -c 'echo worker-$RANK-of-$WORLD_SIZE'");
     INFO(r.output);
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.output, Catch::Contains("worker-0-of-2") && Catch::Contains("worker-1-of-2"));

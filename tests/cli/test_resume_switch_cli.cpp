@@ -29,7 +29,7 @@ std::string read_text(const fs::path& path) {
 accel::test::CommandResult launch(const fs::path& out, const std::string& sets) {
   const std::string job = (kSource / "config_templates/quickstart.yaml").string();
   return run_command("env -u ACCEL_JOB " + shell_quote(kAccel) + " launch " + shell_quote(job) +
-                     " --set training.eval_every=0 --set training.output_dir=" + shell_quote(out.string()) + " " +
+                     " --set training.eval_every=0 --set main_process_port=0 --set training.output_dir=" + shell_quote(out.string()) + " " +
                      sets + " < /dev/null");
 }
 
