@@ -59,11 +59,13 @@ void check_llama_keys(const JobConfig& j, JobChecker& c) {
 
 void check_model_and_training(const JobConfig& j, JobChecker& c) {
   check_llama_keys(j, c);
-  if (j.model.n_embd % j.model.n_head != 0 && !(j.model.name == ModelName::llama))
+  if (j.model.n_embd % j.model.n_head != 0 && j.model.name != ModelName::llama)
     c.error("model.n_embd", "must be divisible by model.n_head (each head gets n_embd / n_head channels)",
             "a multiple of " + std::to_string(j.model.n_head), c.about("model.n_head"));
   if (j.training.seq_len > j.model.block_size)
-    c.error("training.seq_len", "is longer than the model's position table", "1 .. " + std::to_string(j.model.block_size),
+    c.error("training.seq_len", j.model.name == ModelName::llama ? "is longer than the longest sequence the model takes"
+                                                                  : "is longer than the model's position table",
+            "1 .. " + std::to_string(j.model.block_size),
             c.about("model.block_size") + "; raise it or shorten seq_len");
   if (j.data.kind == DataKind::text && j.model.vocab_size < 256)
     c.error("model.vocab_size", "byte-level text needs a vocabulary of at least 256", ">= 256", c.about("data.kind"));

@@ -139,6 +139,9 @@ class ActivationCheckpointingAgreement(unittest.TestCase):
     def test_full_shard_world2_llama(self):
         self._agree("FULL_SHARD", world=2, micro=4, model="llama")
 
+    def test_full_shard_world2_llama_fp16(self):
+        self._agree("FULL_SHARD", world=2, micro=4, extra=("mixed_precision=fp16",), model="llama")
+
     def test_no_shard_world2_accum2_llama_bf16(self):
         self._agree("NO_SHARD", world=2, micro=2, accum=2, extra=("mixed_precision=bf16",), model="llama")
 

@@ -215,5 +215,38 @@ class LlamaFineTune(unittest.TestCase):
         print(f"  loss {ref.metrics[0]['loss']:.5f} -> {ref.metrics[-1]['loss']:.5f}")
 
 
+class LlamaSpecInit(unittest.TestCase):
+    """The spec init of a llama (no init_from) is the same bits at every world size and strategy: one
+    step at lr 0 leaves the weights as initialized (AdamW's update and decay are both scaled by lr),
+    so weights.safetensors is the initialization each run built, whole (world 1, ddp), from shards
+    (world 2, zero 3) or from shards of four (world 4, FULL_SHARD, bf16 compute)."""
+
+    def test_same_bits_at_world_1_2_4(self):
+        with tempfile.TemporaryDirectory(prefix="accel_llama_init_") as d:
+            tokens = ts.make_tokens(os.path.join(d, "tok.bin"), n=5000, seed=2)
+            model = hf.shape(n_layer=3, n_embd=32, n_head=4, n_kv_head=2, intermediate=48, block=16,
+                             attention_bias=True)
+            runs = {"world 1 ddp": (1, ("backend=ddp",)),
+                    "world 2 zero 3": (2, ("backend=deepspeed", "deepspeed.zero_stage=3")),
+                    "world 4 FULL_SHARD bf16": (4, ("backend=fsdp", "mixed_precision=bf16"))}
+            weights = {}
+            for label, (world, sets) in runs.items():
+                out = os.path.join(d, label.replace(" ", "_"))
+                job = ts.job(out, data_path=tokens, world=world, micro=1, steps=1, lr=0.0, warmup=0, eval_every=0)
+                job["model"] = dict(model)
+                job["training"]["seq_len"] = 16
+                p = ts.launch(ts.write_job(out + ".yaml", job), sets=sets)
+                self.assertEqual(p.returncode, 0, f"{label}: {ts.describe(p)}")
+                weights[label] = ts.read_bytes(os.path.join(out, "weights.safetensors"))
+            first = next(iter(weights))
+            for label, data in weights.items():
+                self.assertEqual(data, weights[first], f"{label}: spec init differs from {first}")
+            init = read_safetensors_arrays(os.path.join(d, "world_1_ddp", "weights.safetensors"))
+            self.assertIn("lm_head.weight", init)
+            self.assertTrue((init["norm.weight"] == 1).all() and (init["layers.2.self_attn.o_proj.bias"] == 0).all())
+            print(f"\n[spec init] {len(init)} tensors, identical bytes at world 1, 2 and 4; "
+                  f"layers.0.mlp.gate_proj.weight std {init['layers.0.mlp.gate_proj.weight'].std():.4f}")
+
+
 if __name__ == "__main__":
     unittest.main()
