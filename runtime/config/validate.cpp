@@ -11,6 +11,7 @@
 
 #include "runtime/config/elastic_rules.hpp"
 #include "runtime/config/job_checker.hpp"
+#include "runtime/config/model_section.hpp"
 #include "runtime/config/plan/resolve_plan.hpp"
 #include "runtime/config/schema.hpp"
 
@@ -33,12 +34,38 @@ void check_world(const JobConfig& j, JobChecker& c) {
     c.warning("cuda_collectives", "has no effect on device cpu (CPU workers always use Gloo)", c.about("device"));
 }
 
+// llama's own keys: its cross-key rules, Mistral's sliding window where it would mask something,
+// and (warnings) llama keys set on another model.
+void check_llama_keys(const JobConfig& j, JobChecker& c) {
+  static const char* const kLlamaKeys[] = {
+      "model.n_kv_head", "model.intermediate_size", "model.head_dim", "model.rope_theta", "model.rope_scaling",
+      "model.rope_scaling_factor", "model.rope_scaling_low_freq_factor", "model.rope_scaling_high_freq_factor",
+      "model.rope_scaling_original_max_position_embeddings", "model.norm_eps", "model.tie_word_embeddings",
+      "model.attention_bias", "model.mlp_bias", "model.sliding_window"};
+  if (j.model.name != ModelName::llama) {
+    for (const char* key : kLlamaKeys)
+      if (c.is_set(key))
+        c.warning(key, "applies to model.name llama only; it has no effect on " + to_string(j.model.name),
+                  "remove it, or set model.name: llama");
+    return;
+  }
+  for (const auto& d : llama_problems(j.model)) c.error(d.key_path, d.message, d.allowed, d.hint);
+  if (j.model.sliding_window > 0 && j.training.seq_len > j.model.sliding_window)
+    c.error("model.sliding_window", "sliding-window attention is not implemented; with training.seq_len above the "
+            "window it would mask what full causal attention sees",
+            "0, or >= training.seq_len (" + std::to_string(j.training.seq_len) + ")",
+            c.about("training.seq_len") + "; shorten seq_len to the window (then it masks nothing)");
+}
+
 void check_model_and_training(const JobConfig& j, JobChecker& c) {
-  if (j.model.n_embd % j.model.n_head != 0)
+  check_llama_keys(j, c);
+  if (j.model.n_embd % j.model.n_head != 0 && j.model.name != ModelName::llama)
     c.error("model.n_embd", "must be divisible by model.n_head (each head gets n_embd / n_head channels)",
             "a multiple of " + std::to_string(j.model.n_head), c.about("model.n_head"));
   if (j.training.seq_len > j.model.block_size)
-    c.error("training.seq_len", "is longer than the model's position table", "1 .. " + std::to_string(j.model.block_size),
+    c.error("training.seq_len", j.model.name == ModelName::llama ? "is longer than the longest sequence the model takes"
+                                                                  : "is longer than the model's position table",
+            "1 .. " + std::to_string(j.model.block_size),
             c.about("model.block_size") + "; raise it or shorten seq_len");
   if (j.data.kind == DataKind::text && j.model.vocab_size < 256)
     c.error("model.vocab_size", "byte-level text needs a vocabulary of at least 256", ">= 256", c.about("data.kind"));
