@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   accel::cli::add_merge_weights_command(app);
   accel::cli::add_estimate_memory_command(app);
   accel::cli::add_report_command(app);
+  accel::cli::add_tokenize_command(app);
 
   return accel::cli::run_and_map_errors(app, argc, argv);
 }

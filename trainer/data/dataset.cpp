@@ -8,6 +8,7 @@
 #include "trainer/data/synthetic_tokens.hpp"
 #include "trainer/data/text_tokens.hpp"
 #include "trainer/data/token_file.hpp"
+#include "trainer/text/token_cache.hpp"
 
 namespace accel::train {
 
@@ -33,6 +34,20 @@ WindowSplit checked_split(const TokenStore& tokens, const config::DataSection& s
                     std::to_string(seq_len) + " and data.val_fraction holds out all of them; lower "
                     "data.val_fraction or training.seq_len, or use more data");
   return split;
+}
+
+// The token cache of a text file with a tokenizer (trainer/text/token_cache.hpp): built by the first
+// rank (or run) to get its lock, found by every other.
+text::TokenCache tokenized_text(const config::DataSection& section) {
+  text::TokenCacheRequest request;
+  request.data_path = section.path;
+  request.format = section.format == config::DataFormat::jsonl ? text::DocumentFormat::jsonl : text::DocumentFormat::text;
+  request.field = section.field;
+  request.tokenizer_path = section.tokenizer;
+  request.bos = section.bos;
+  request.eos = section.eos;
+  request.cache_dir = section.cache_dir;
+  return text::ensure_token_cache(request);
 }
 
 }  // namespace
@@ -115,6 +130,7 @@ std::string Dataset::describe() const {
     << ": " << split_.num_windows << " windows, " << split_.num_train << " train + " << split_.num_val
     << " validation (val_fraction " << identity_.val_fraction << "); order " << identity_.order;
   if (order_.order() == config::DataOrder::shuffled) s << " (seed " << identity_.seed << ")";
+  if (!origin_.empty()) s << "; " << origin_;
   return s.str();
 }
 
@@ -125,19 +141,29 @@ void Dataset::check_state(const nlohmann::json& saved) const {
 std::unique_ptr<Dataset> make_dataset(const config::DataSection& section, int vocab_size, int seq_len,
                                       uint64_t seed) {
   TokenStore tokens;
+  std::string origin;
   switch (section.kind) {
     case config::DataKind::synthetic:
       tokens = TokenStore::owned(synthetic_tokens(seed, vocab_size));
       break;
     case config::DataKind::text:
-      tokens = read_text_tokens(section.path);
+      if (!section.tokenizer.empty()) {
+        const text::TokenCache cache = tokenized_text(section);
+        tokens = read_token_file(cache.path, 0);
+        origin = "tokenized by '" + section.tokenizer + "' into " + cache.path +
+                 (cache.built ? " (built here from " + std::to_string(cache.documents) + " documents)" : " (found)");
+      } else {
+        tokens = read_text_tokens(section.path);
+      }
       check_vocabulary(tokens, vocab_size, source_name(section));
       break;
     case config::DataKind::tokens:
       tokens = read_token_file(section.path, vocab_size);
       break;
   }
-  return std::make_unique<Dataset>(std::move(tokens), section, seq_len, seed);
+  auto dataset = std::make_unique<Dataset>(std::move(tokens), section, seq_len, seed);
+  dataset->set_origin(std::move(origin));
+  return dataset;
 }
 
 }  // namespace accel::train
