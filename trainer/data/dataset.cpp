@@ -106,15 +106,13 @@ Batch Dataset::windows(const std::vector<int64_t>& window_indices) const {
   Batch batch{at::empty({rows, T}, at::kLong), at::empty({rows, T}, at::kLong)};
   int64_t* x = batch.x.data_ptr<int64_t>();
   int64_t* y = batch.y.data_ptr<int64_t>();
-  const uint16_t* tok = tokens_.data();
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t k = window_indices[r];
     if (k < 0 || k >= split_.num_windows)
       throw DataError("window " + std::to_string(k) + " is outside [0, " + std::to_string(split_.num_windows) + ")");
-    const uint16_t* w = tok + k * T;
     for (int64_t t = 0; t < T; ++t) {
-      x[r * T + t] = w[t];
-      y[r * T + t] = w[t + 1];
+      x[r * T + t] = tokens_[k * T + t];
+      y[r * T + t] = tokens_[k * T + t + 1];
     }
   }
   return batch;

@@ -26,7 +26,8 @@ namespace accel::text {
 namespace {
 
 constexpr int kCacheVersion = 1;  // bump when the stream a given input produces changes
-constexpr int32_t kMagic = 20240520, kVersion = 1;  // llm.c's GPT-2 token file (token_file.hpp)
+// llm.c's token files (trainer/data/token_file.hpp): uint16 (GPT-2's), or uint32 (its llama-3 variant).
+constexpr int32_t kMagic16 = 20240520, kVersion16 = 1, kMagic32 = 20240801, kVersion32 = 7;
 constexpr size_t kHeaderBytes = 1024;
 
 std::string hex(uint64_t v, int digits) {
@@ -82,8 +83,11 @@ int64_t finished_tokens(const std::string& path) {
   struct stat st {};
   const bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::pread(fd, header, sizeof header, 0) == sizeof header;
   ::close(fd);
-  if (!ok || header[0] != kMagic || header[1] != kVersion || header[2] < 0) return -1;
-  if (static_cast<int64_t>(st.st_size) != static_cast<int64_t>(kHeaderBytes) + 2 * int64_t{header[2]}) return -1;
+  const bool narrow = header[0] == kMagic16 && header[1] == kVersion16;
+  const bool wide = header[0] == kMagic32 && header[1] == kVersion32;
+  if (!ok || !(narrow || wide) || header[2] < 0) return -1;
+  const int64_t token_bytes = wide ? 4 : 2;
+  if (static_cast<int64_t>(st.st_size) != static_cast<int64_t>(kHeaderBytes) + token_bytes * int64_t{header[2]}) return -1;
   return header[2];
 }
 
@@ -109,7 +113,7 @@ class FileLock {
 // Appends tokens to the staged file in blocks; the header's count is written last.
 class TokenWriter {
  public:
-  explicit TokenWriter(const std::string& path) : path_(path), fd_(files::create_fresh(path)) {
+  TokenWriter(const std::string& path, bool wide) : path_(path), fd_(files::create_fresh(path)), wide_(wide) {
     const std::vector<char> zeros(kHeaderBytes, 0);
     files::write_all(fd_, std::string_view(zeros.data(), zeros.size()), path_);
     buffer_.reserve(kBlock);
@@ -118,7 +122,7 @@ class TokenWriter {
     if (fd_ >= 0) ::close(fd_);
   }
   void add(uint32_t id) {
-    buffer_.push_back(static_cast<uint16_t>(id));
+    buffer_.push_back(id);
     if (buffer_.size() == kBlock) flush();
   }
   int64_t count() const { return written_ + static_cast<int64_t>(buffer_.size()); }
@@ -127,7 +131,7 @@ class TokenWriter {
     if (written_ > INT32_MAX)
       throw train::DataError("'" + path_ + "': " + std::to_string(written_) + " tokens, more than an llm.c token "
                              "file's int32 count holds; split the data into several files");
-    const int32_t header[3] = {kMagic, kVersion, static_cast<int32_t>(written_)};
+    const int32_t header[3] = {wide_ ? kMagic32 : kMagic16, wide_ ? kVersion32 : kVersion16, static_cast<int32_t>(written_)};
     if (::pwrite(fd_, header, sizeof header, 0) != sizeof header) fail(path_, "cannot write its header", errno);
     if (::fsync(fd_) != 0) fail(path_, "cannot sync it", errno);
     if (::close(fd_) != 0) fail(path_, "cannot close it", errno);
@@ -137,13 +141,20 @@ class TokenWriter {
  private:
   static constexpr size_t kBlock = size_t{1} << 20;
   void flush() {
-    files::write_all(fd_, std::string_view(reinterpret_cast<const char*>(buffer_.data()), buffer_.size() * 2), path_);
+    if (wide_) {
+      files::write_all(fd_, std::string_view(reinterpret_cast<const char*>(buffer_.data()), buffer_.size() * 4), path_);
+    } else {
+      narrow_.assign(buffer_.begin(), buffer_.end());  // ids below 65536: checked by the caller
+      files::write_all(fd_, std::string_view(reinterpret_cast<const char*>(narrow_.data()), narrow_.size() * 2), path_);
+    }
     written_ += static_cast<int64_t>(buffer_.size());
     buffer_.clear();
   }
   std::string path_;
   int fd_;
-  std::vector<uint16_t> buffer_;
+  bool wide_;
+  std::vector<uint32_t> buffer_;
+  std::vector<uint16_t> narrow_;
   int64_t written_ = 0;
 };
 
@@ -186,9 +197,6 @@ TokenCache ensure_token_cache(const TokenCacheRequest& request) {
   const DocumentBoundaries bounds = resolve_boundaries(spec, request.bos, request.eos);
   TokenCache cache;
   cache.id_limit = spec.id_limit();
-  if (cache.id_limit > 65536)
-    throw train::DataError("tokenizer '" + request.tokenizer_path + "' has ids up to " + std::to_string(cache.id_limit - 1) +
-                           ", beyond the uint16 token files accel caches; use a tokenizer of at most 65536 ids");
 
   const Mapped data(request.data_path);
   const std::string settings = std::string(request.format == DocumentFormat::jsonl ? "jsonl:" + request.field : "text") +
@@ -212,7 +220,7 @@ TokenCache ensure_token_cache(const TokenCacheRequest& request) {
   Tokenizer tokenizer(std::move(spec));
   const std::string staged = cache.path + ".tmp." + std::to_string(::getpid());
   {
-    TokenWriter writer(staged);
+    TokenWriter writer(staged, cache.id_limit > 65536);
     std::vector<uint32_t> ids;
     try {
       cache.documents = for_each_document(data.view(), request.format, request.field, request.data_path,

@@ -1,5 +1,6 @@
 // The token cache: a text data file tokenized once, into an llm.c token file (trainer/data/
-// token_file.hpp: 1024-byte header, uint16 tokens) that every rank and every later run memory-maps.
+// token_file.hpp: 1024-byte header, then uint16 tokens, or uint32 ones in llm.c's llama-3 variant
+// when the tokenizer has more than 65536 ids) that every rank and every later run memory-maps.
 // Layout of the stream: for each document, [bos] ids [eos] (special_tokens.hpp), concatenated.
 // Name: <cache_dir>/tokens-<data fnv1a64>-<tokenizer.json fnv1a64>-<settings fnv1a64 32 bits>.bin,
 // where settings are the format, field, resolved bos/eos ids and the cache version: any change to
@@ -40,8 +41,7 @@ struct TokenCache {
 std::string default_cache_dir();
 
 // Finds or builds the cache of `request`. ConfigError (exit 2) for an unusable tokenizer or bos/eos
-// setting; DataError (exit 1) for unreadable or malformed data, or a tokenizer with more than 65536
-// ids (uint16 token files).
+// setting; DataError (exit 1) for unreadable or malformed data.
 TokenCache ensure_token_cache(const TokenCacheRequest& request);
 
 // FNV-1a 64 over bytes (the key's hashes).

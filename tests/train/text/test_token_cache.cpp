@@ -45,7 +45,41 @@ TokenCacheRequest request_in(const test::TempDir& dir, const std::string& data, 
   return r;
 }
 
+// The header (magic, version, count) and the tokens of a cache file of either width.
+std::pair<std::vector<int32_t>, std::vector<uint32_t>> read_any(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE(bytes.size() >= 1024);
+  std::vector<int32_t> header(3);
+  std::memcpy(header.data(), bytes.data(), 12);
+  const size_t width = header[0] == 20240801 ? 4 : 2;
+  std::vector<uint32_t> tokens((bytes.size() - 1024) / width);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    uint32_t t = 0;
+    std::memcpy(&t, bytes.data() + 1024 + i * width, width);
+    tokens[i] = t;
+  }
+  return {header, tokens};
+}
+
 }  // namespace
+
+TEST_CASE("a tokenizer with ids above 65535 gets llm.c's uint32 (llama-3) token file", "[text]") {
+  test::TempDir dir;
+  TokenCacheRequest r = request_in(dir, dir.write("d.txt", "a<big>\nab\n"), DocumentFormat::text);
+  std::string json = test::tiny_tokenizer_json();
+  const std::string last = R"({"id": 2, "content": "</s>", "special": true, "normalized": false}])";
+  REQUIRE(json.find(last) != std::string::npos);
+  json.replace(json.find(last), last.size(),
+               R"({"id": 2, "content": "</s>", "special": true, "normalized": false}, {"id": 70000, "content": "<big>", "special": true}])");
+  r.tokenizer_path = dir.write("wide/tokenizer.json", json);
+  const TokenCache cache = ensure_token_cache(r);
+  CHECK(cache.id_limit == 70001);
+  const auto [header, tokens] = read_any(cache.path);
+  CHECK(header == std::vector<int32_t>{20240801, 7, 7});
+  CHECK(tokens == std::vector<uint32_t>{1, 3, 70000, 2, 1, 7, 2});
+  CHECK_FALSE(ensure_token_cache(r).built);  // found: its header and size check out
+}
 
 TEST_CASE("the cached stream is [bos] ids [eos] per document, keyed by data, tokenizer and settings", "[text]") {
   test::TempDir dir;
