@@ -10,7 +10,10 @@ one token is both) -- and written as an llm.c token file.
     windows 0..3 at world 2 x micro 2) is Python's first 4 x 32 + 1 tokens;
   - a second run on that Python token file (data.kind tokens) has bit-identical losses at every
     step: the trainer read the same batches from the cache;
-  - both ranks leave one cache file, and a later launch finds it instead of building it.
+  - the launcher builds the cache before the workers start (they find it), and a later launch
+    finds it instead of building it: one file in the cache directory;
+  - a tokenizer.json with an unsupported pre-tokenizer stops the launch with exit 2 naming its
+    JSON path, before any worker starts.
 """
 import json
 import os
@@ -66,11 +69,10 @@ class TextDataTraining(unittest.TestCase):
             ts.write_job(os.path.join(tmp, "text.yaml"), text_job)
             p = ts.launch(os.path.join(tmp, "text.yaml"))
             self.assertEqual(p.returncode, 0, ts.describe(p))
-            # Rank 0 logs it; either rank may have won the lock and built the cache (the race itself:
-            # tests/train/text/test_token_cache.cpp), so rank 0 built it or found it built.
-            self.assertRegex(p.stdout + p.stderr, r"tokenized by '.*tokenizer.json' into .*cache/tokens-[0-9a-f-]+\.bin "
-                                                  r"\((built here from \d+ documents|found)\)")
-
+            # The launcher builds the cache before the workers start; rank 0 then finds it.
+            self.assertRegex(p.stderr, r"accel launch: .*docs.jsonl tokenized into .*cache/tokens-[0-9a-f-]+\.bin "
+                                       rf"\({len(stream)} tokens from {sum(1 for d in docs if d)} documents\)")
+            self.assertRegex(p.stdout + p.stderr, r"tokenized by '.*tokenizer.json' into .*\.bin \(found\)")
             bins = [n for n in os.listdir(cache) if n.endswith(".bin")]
             self.assertEqual(len(bins), 1, os.listdir(cache))  # built once: no second file, no staged leftover
             self.assertFalse([n for n in os.listdir(cache) if ".tmp." in n], os.listdir(cache))
@@ -92,8 +94,29 @@ class TextDataTraining(unittest.TestCase):
             again = ts.launch(os.path.join(tmp, "text.yaml"),
                               sets=[f"training.output_dir={os.path.join(tmp, 'run_again')}"])
             self.assertEqual(again.returncode, 0, ts.describe(again))
-            self.assertIn("(found)", again.stdout + again.stderr)
+            self.assertIn("token cache found at", again.stderr)
             self.assertEqual([n for n in os.listdir(cache) if n.endswith(".bin")], bins)
+
+
+    def test_unsupported_tokenizer_exits_2_naming_the_json_path(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            tok_path = fx.write_tokenizer("gpt2", os.path.join(tmp, "tokenizer.json"), vocab_size=300)
+            with open(tok_path) as f:
+                spec = json.load(f)
+            spec["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}]}
+            with open(tok_path, "w") as f:
+                json.dump(spec, f)
+            with open(os.path.join(tmp, "docs.txt"), "w") as f:
+                f.write("one document\n")
+            job = ts.job(os.path.join(tmp, "run"), world=2, steps=1)
+            job["data"] = {"kind": "text", "path": "docs.txt", "tokenizer": "tokenizer.json",
+                           "cache_dir": os.path.join(tmp, "cache")}
+            ts.write_job(os.path.join(tmp, "job.yaml"), job)
+            p = ts.launch(os.path.join(tmp, "job.yaml"))
+            self.assertEqual(p.returncode, 2, ts.describe(p))
+            self.assertIn("tokenizer.json: error: pre_tokenizer.pretokenizers[0].type: pre-tokenizer 'Digits' "
+                          "is not implemented", p.stderr)
+            self.assertFalse(os.path.exists(os.path.join(tmp, "run", "logs")))  # no worker started
 
 
 if __name__ == "__main__":
