@@ -256,13 +256,15 @@ void JobBuilder::apply(const Assignment& a, Layer layer) {
   }
 
   Layer previous = layer_of(target->path);
+  // A higher-precedence layer already set it: this value is overridden, and so is any disagreement
+  // within its own layer (a job file and the DeepSpeed JSON it names, settled by --set).
+  if (previous > layer) return;
   if (previous == layer && layer_values_.count(target->path) && !values_equal(layer_values_[target->path], *value)) {
     errors_.push_back({target->path, where, "set twice with different values", value_to_yaml(*value), "",
                        "also set to " + value_to_yaml(layer_values_[target->path]) + " at " +
                            sources_[target->path].str() + "; keep one"});
     return;
   }
-  if (previous > layer) return;  // a higher-precedence layer already set it
   target->set(job_, *value);
   sources_[target->path] = where;
   layers_[target->path] = layer;

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "runtime/config/elastic_rules.hpp"
 #include "runtime/config/job_checker.hpp"
@@ -49,6 +53,9 @@ void check_model_and_training(const JobConfig& j, JobChecker& c) {
 }
 
 // The nearest existing ancestor of `dir` must be a writable directory, so the job can create it.
+// Whether the launcher will be able to create `dir` (or write into it), found the way the launcher
+// finds it: by trying, without leaving a trace. access(2) alone passes root everywhere, also where
+// creating fails (/proc, a read-only or full file system).
 bool creatable_dir(const fs::path& dir, std::string& why) {
   std::error_code ec;
   if (fs::exists(dir, ec)) {
@@ -56,18 +63,29 @@ bool creatable_dir(const fs::path& dir, std::string& why) {
       why = "exists and is not a directory";
       return false;
     }
-    if (access(dir.c_str(), W_OK) != 0) {
-      why = "is not writable";
+    const std::string probe = (dir / (".accel-validate-probe." + std::to_string(::getpid()))).string();
+    const int fd = ::open(probe.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
+    const int err = errno;
+    if (fd < 0) {
+      why = std::string("is not writable (") + std::strerror(err) + ")";
       return false;
     }
+    ::close(fd);
+    ::unlink(probe.c_str());
     return true;
   }
   fs::path parent = fs::absolute(dir, ec).parent_path();
   while (!parent.empty() && !fs::exists(parent, ec)) parent = parent.parent_path();
-  if (parent.empty() || !fs::is_directory(parent, ec) || access(parent.c_str(), W_OK) != 0) {
-    why = "cannot be created (" + parent.string() + " is not a writable directory)";
+  if (parent.empty() || !fs::is_directory(parent, ec)) {
+    why = "cannot be created (" + parent.string() + " is not a directory)";
     return false;
   }
+  std::string probe = (parent / ".accel-validate-probe.XXXXXX").string();
+  if (!::mkdtemp(probe.data())) {
+    why = "cannot be created in " + parent.string() + " (" + std::strerror(errno) + ")";
+    return false;
+  }
+  ::rmdir(probe.c_str());
   return true;
 }
 
