@@ -35,6 +35,22 @@ def first_difference(a, b):
     return min(len(a), len(b))
 
 
+def assert_same_ids(test, label, tok_path, docs, tmp):
+    data = os.path.join(tmp, "docs.jsonl")
+    with open(data, "w", encoding="utf-8") as f:
+        for d in docs:
+            f.write(json.dumps({"text": d}) + "\n")
+    hf = [e.ids for e in fx.Tokenizer.from_file(tok_path).encode_batch(docs, add_special_tokens=False)]
+    ours = accel_ids(tok_path, data)
+    test.assertEqual(len(ours), len(docs))
+    for i, (a, b) in enumerate(zip(ours, hf)):
+        if a != b:
+            k = first_difference(a, b)
+            test.fail(f"{label}: document {i} differs at id {k}:\n  text {docs[i]!r}\n"
+                      f"  accel {a[max(0, k - 5):k + 10]}\n  hf    {b[max(0, k - 5):k + 10]}")
+    return sum(map(len, hf))
+
+
 class ParityBase:
     shape = None
 
@@ -44,24 +60,10 @@ class ParityBase:
             fx.write_tokenizer(self.shape, tok_path)
             docs = fx.generated_documents(MIN_BYTES, seed=7, shape=self.shape)
             self.assertGreaterEqual(sum(len(d.encode()) for d in docs), MIN_BYTES)
-            data = os.path.join(tmp, "docs.jsonl")
-            with open(data, "w", encoding="utf-8") as f:
-                for d in docs:
-                    f.write(json.dumps({"text": d}) + "\n")
-            hf = [e.ids for e in fx.Tokenizer.from_file(tok_path).encode_batch(docs, add_special_tokens=False)]
-            ours = accel_ids(tok_path, data)
-            self.assertEqual(len(ours), len(docs))
-            specials = {t: 0 for t in fx.SPECIALS[self.shape]}
-            for d in docs:
-                for t in specials:
-                    specials[t] += d.count(t)
+            specials = {t: sum(d.count(t) for d in docs) for t in fx.SPECIALS[self.shape]}
             self.assertTrue(all(n > 0 for n in specials.values()), specials)  # the text does exercise them
-            for i, (a, b) in enumerate(zip(ours, hf)):
-                if a != b:
-                    k = first_difference(a, b)
-                    self.fail(f"{self.shape}: document {i} differs at id {k}:\n  text {docs[i]!r}\n"
-                              f"  accel {a[max(0, k - 5):k + 10]}\n  hf    {b[max(0, k - 5):k + 10]}")
-            print(f"{self.shape}: {len(docs)} documents, {sum(map(len, hf))} ids identical", file=sys.stderr)
+            n = assert_same_ids(self, self.shape, tok_path, docs, tmp)
+            print(f"{self.shape}: {len(docs)} documents, {n} ids identical", file=sys.stderr)
 
 
 class Gpt2(ParityBase, unittest.TestCase):
@@ -78,6 +80,30 @@ class Llama2(ParityBase, unittest.TestCase):
 
 class Mistral(ParityBase, unittest.TestCase):
     shape = "mistral"
+
+
+class Variants(unittest.TestCase):
+    """The settings the four shapes leave out, each on 300 KB: ByteLevel's add_prefix_space, Metaspace's
+    always and never schemes with split, and the NFKC and NFD normalizers."""
+
+    def test_other_settings_identical(self):
+        from tokenizers import normalizers, pre_tokenizers
+        variants = [
+            ("gpt2", "ByteLevel add_prefix_space", lambda t: setattr(t, "pre_tokenizer", pre_tokenizers.ByteLevel(add_prefix_space=True))),
+            ("mistral", "Metaspace always, split", lambda t: setattr(t, "pre_tokenizer", pre_tokenizers.Metaspace(
+                replacement="\u2581", prepend_scheme="always", split=True))),
+            ("mistral", "Metaspace never, split", lambda t: setattr(t, "pre_tokenizer", pre_tokenizers.Metaspace(
+                replacement="\u2581", prepend_scheme="never", split=True))),
+            ("gpt2", "NFKC", lambda t: setattr(t, "normalizer", normalizers.NFKC())),
+            ("gpt2", "NFD", lambda t: setattr(t, "normalizer", normalizers.NFD())),
+        ]
+        for shape, label, change in variants:
+            with self.subTest(label), tempfile.TemporaryDirectory() as tmp:
+                tok = fx.train_tokenizer(shape)
+                change(tok)
+                tok_path = os.path.join(tmp, "tokenizer.json")
+                tok.save(tok_path)
+                assert_same_ids(self, label, tok_path, fx.generated_documents(300_000, seed=5, shape=shape), tmp)
 
 
 if __name__ == "__main__":
