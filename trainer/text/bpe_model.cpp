@@ -49,9 +49,8 @@ BpeModel::BpeModel(const TokenizerSpec& spec)
   for (int b = 0; b < 256; ++b) {
     if (byte_level_) byte_unit_[b] = unit_id(std::string(1, static_cast<char>(b)));
     char name[8];
-    std::snprintf(name, sizeof name, "<0x%02X>", b);
-    for (const auto& [spelled, id] : spec.model.vocab)
-      if (byte_fallback_ && spelled == name) fallback_[b] = id;
+    std::snprintf(name, sizeof name, "<0x%02X>", b);  // ASCII: spelled alike in a byte-level vocabulary
+    if (byte_fallback_) fallback_[b] = unit_id(name);
   }
   if (spec.model.unk_token) {
     for (const auto& [spelled, id] : spec.model.vocab)

@@ -39,7 +39,13 @@ void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& 
   while (at < text.size()) {
     // The text is valid UTF-8 (checked on input): skip PCRE2's own check on every call.
     const int rc = pcre2_match(code, subject, text.size(), at, PCRE2_NO_UTF_CHECK, md, nullptr);
-    if (rc < 0) break;  // no more matches (or a match limit): the rest is one gap
+    if (rc == PCRE2_ERROR_NOMATCH) break;  // the rest is one gap
+    if (rc < 0) {
+      PCRE2_UCHAR message[256];
+      pcre2_get_error_message(rc, message, sizeof message);
+      throw std::runtime_error("pre-tokenizer regex failed at byte " + std::to_string(at) + " of a " +
+                               std::to_string(text.size()) + "-byte stretch: " + reinterpret_cast<const char*>(message));
+    }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
     const size_t begin = ov[0], end = ov[1];
     if (end == begin) {  // an empty match splits nothing; move on by one character
