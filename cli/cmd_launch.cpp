@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <stdexcept>
 #include <utility>
@@ -101,6 +102,14 @@ std::string checkpoint_strategy(const std::string& dir, const checkpoint::Manife
   return label;
 }
 
+// Whether `dir` holds the built-in trainer's state (its record has the data position), rather than a
+// program's Accelerator::save_state, which the trainer refuses with its own message.
+bool is_trainer_state(const std::string& dir) {
+  std::ifstream in(dir + "/trainer.json");
+  const auto record = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return record.is_object() && record.contains("data");
+}
+
 // What the built-in trainer would refuse at start, found before any worker is spawned. False when
 // the checkpoint to resume from already holds every step: nothing is spawned and nothing of the
 // finished run is rewritten (its job.resolved.yaml is what `accel report` reads).
@@ -124,7 +133,7 @@ bool check_trainer_can_start(const config::LoadedJob& loaded) {
     const std::string written = checkpoint_strategy(*dir, manifest);
     const std::string now = plan::resolve_plan(loaded, plan::ModelFacts::builtin()).label + ", world " +
                             std::to_string(j.num_processes);
-    if (manifest.step >= j.training.max_steps) {
+    if (manifest.step >= j.training.max_steps && is_trainer_state(*dir)) {
       std::cerr << "accel launch: nothing to train: " << *dir << " already holds " << manifest.step
                 << " of training.max_steps " << j.training.max_steps << " steps (written under " << written
                 << "); the finished run in " << j.training.output_dir << " is left as it is. To train further raise "

@@ -163,7 +163,9 @@ std::vector<FieldSpec> build_schema() {
           .range(0, 3600),
       field(KEY(program), "Run this program (and arguments) as each worker instead of accel's built-in trainer, "
                           "e.g. [./my_trainer, --lr, \"3e-4\"]. It receives the launch environment (RANK, "
-                          "WORLD_SIZE, MASTER_ADDR, ACCEL_JOB, ...). Empty: the built-in trainer."),
+                          "WORLD_SIZE, MASTER_ADDR, ACCEL_JOB, ...). A relative path resolves against the job file's directory "
+                          "(as data.path does; on the command line, against the working directory), a bare name "
+                          "on PATH. Empty: the built-in trainer."),
       field(KEY(rendezvous_timeout_s), "Seconds workers wait for every rank to arrive before failing with the "
                                        "list of missing ranks.")
           .range(1, 86400),

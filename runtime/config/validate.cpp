@@ -126,7 +126,8 @@ void check_paths(const JobConfig& j, JobChecker& c) {
     c.error("training.resume", "checkpoint directory does not exist", "auto | never | PATH", "");
   if (!j.program.empty() && !find_executable(j.program.front()))
     c.error("program", "the program is not an executable file" + std::string(j.program.front().find('/') == std::string::npos ? " on PATH" : ""),
-            "", "give the path of an executable (relative paths resolve against the working directory)");
+            "", "give the path of an executable (relative paths resolve against the job file's directory, "
+            "or the working directory on the command line)");
   std::string why;
   if (!creatable_dir(j.training.output_dir, why)) c.error("training.output_dir", "directory " + why, "", "choose another directory");
   if (j.deepspeed.offload_optimizer_device == OffloadDevice::nvme && !j.deepspeed.offload_optimizer_nvme_path.empty() &&

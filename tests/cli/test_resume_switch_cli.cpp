@@ -41,6 +41,8 @@ TEST_CASE("a backend switch into a finished run trains nothing, says so, and kee
   auto first = launch(out, "--set training.max_steps=4 --set backend=deepspeed --set deepspeed.zero_stage=3");
   INFO(first.output);
   REQUIRE(first.exit_code == 0);
+  // Every worker line in one format: the first ones (the world's setup) once carried spdlog's stamp.
+  CHECK_THAT(first.output, Catch::Contains("[rank 0] accel: collectives over") && !Catch::Contains("[info]"));
   const std::string record = read_text(out / "job.resolved.yaml");
   REQUIRE_THAT(record, Catch::Contains("backend: deepspeed"));
 

@@ -235,7 +235,8 @@ plan::Dialect fsdp_dialect() {
        [](J j) { return j.fsdp.auto_wrap_policy == AutoWrapPolicy::SIZE_BASED_WRAP; }},
       {"fsdp.backward_prefetch", "Which backward prefetch policy?"},
       {"fsdp.forward_prefetch", "Prefetch the next unit during forward?"},
-      {"fsdp.state_dict_type", "Which checkpoint layout?"},
+      // Not fsdp.state_dict_type: accel's checkpoints hold per-rank shards whatever it says, and an
+      // answered default would be carried into a switched job (deepspeed.zero3_save_16bit_model).
       {"fsdp.activation_checkpointing", "Recompute activations in backward (activation checkpointing)?"},
   };
   d.precision_questions = {
