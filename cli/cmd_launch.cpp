@@ -25,6 +25,9 @@
 #include "runtime/config/plan/resolve_plan.hpp"
 #include "runtime/config/schema.hpp"
 #include "runtime/launch/gpu_probe.hpp"
+#include "trainer/text/special_tokens.hpp"
+#include "trainer/text/token_cache.hpp"
+#include "trainer/text/tokenizer.hpp"
 
 namespace accel::cli {
 namespace {
@@ -231,6 +234,30 @@ LaunchTargets launch_targets(const std::vector<std::string>& positionals, const 
 
 }  // namespace
 
+// Text data through a tokenizer.json (docs/text-data.md): the tokenizer is checked here, so an
+// unsupported one exits 2 naming its JSON path before any worker starts, and the token cache is
+// built here once (the workers find it; docs/design/0032). --dry-run only checks the tokenizer.
+static void prepare_text_data(const config::DataSection& data, bool dry_run) {
+  if (data.kind != config::DataKind::text || data.tokenizer.empty()) return;
+  if (dry_run) {
+    const text::Tokenizer tokenizer = text::Tokenizer::from_file(data.tokenizer);
+    text::resolve_boundaries(tokenizer.spec(), data.bos, data.eos);
+    return;
+  }
+  text::TokenCacheRequest request;
+  request.data_path = data.path;
+  request.format = data.format == config::DataFormat::jsonl ? text::DocumentFormat::jsonl : text::DocumentFormat::text;
+  request.field = data.field;
+  request.tokenizer_path = data.tokenizer;
+  request.bos = data.bos;
+  request.eos = data.eos;
+  request.cache_dir = data.cache_dir;
+  const text::TokenCache cache = text::ensure_token_cache(request);
+  std::cerr << "accel launch: " << data.path << (cache.built ? " tokenized into " : ": token cache found at ")
+            << cache.path << " (" << cache.tokens << " tokens"
+            << (cache.built ? " from " + std::to_string(cache.documents) + " documents" : std::string()) << ")\n";
+}
+
 std::shared_ptr<std::vector<std::string>> add_launch_command(CLI::App& app) {
   auto program_args = std::make_shared<std::vector<std::string>>();
   auto flags = std::make_shared<AccelerateFlags>();
@@ -288,6 +315,7 @@ std::shared_ptr<std::vector<std::string>> add_launch_command(CLI::App& app) {
               << config::to_string(loaded.format) << ") is valid: backend " << config::to_string(j.backend) << ", "
               << j.num_processes << " process(es) on " << j.num_machines << " machine(s), device "
               << config::to_string(j.device) << ", mixed precision " << config::to_string(j.mixed_precision) << "\n";
+    if (j.program.empty()) prepare_text_data(j.data, o->dry_run);
     if (o->dry_run) {
       std::cout << config::dump_job(j, loaded.sources, config::DumpStyle::WithSources);
       return;

@@ -22,6 +22,7 @@ void add_worker_command(CLI::App& app);
 void add_estimate_memory_command(CLI::App& app);
 void add_merge_weights_command(CLI::App& app);
 void add_report_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
 
 // Loads and validates a job (native, Accelerate or DeepSpeed file) with the process's ACCEL_*
 // environment and the given --set overrides, printing warnings to stderr. An empty `file` means

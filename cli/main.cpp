@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   accel::cli::add_merge_weights_command(app);
   accel::cli::add_estimate_memory_command(app);
   accel::cli::add_report_command(app);
+  accel::cli::add_tokenize_command(app);
 
   // `accel launch ./program args...`: the program's arguments are its own, cut off before parsing.
   auto words = accel::cli::split_program_arguments(app, {argv, argv + argc}, *program_args);

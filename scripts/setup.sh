@@ -19,6 +19,7 @@ packages=(
   catch2                  # test framework, run through ctest (CMake configures the tests with the rest)
   python3-venv            # the Python environment below
   libcairo2-dev fonts-dejavu-core  # `accel report`: charts drawn once as SVG and PNG, in DejaVu Sans
+  libpcre2-dev libicu-dev  # tokenizer.json text data: Unicode pre-tokenizer regexes, NFC/NFKC (trainer/text)
 )
 # What only the test suite needs (scripts/test.sh passes --tests; the quickstart does not wait for it).
 test_packages=(

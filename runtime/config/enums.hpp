@@ -27,6 +27,7 @@ enum class RopeScaling { none, llama3 };
 enum class ParamDtype { fp32, bf16 };
 enum class DataKind { synthetic, text, tokens };
 enum class DataOrder { sequential, shuffled };
+enum class DataFormat { text, jsonl };
 enum class OptimizerName { adamw, sgd };
 enum class FusedKernel { auto_, yes, no };
 enum class SchedulerName { cosine, constant };
@@ -66,6 +67,7 @@ ACCEL_ENUM_TABLE(RopeScaling, {RopeScaling::none, "none"}, {RopeScaling::llama3,
 ACCEL_ENUM_TABLE(ParamDtype, {ParamDtype::fp32, "fp32"}, {ParamDtype::bf16, "bf16"})
 ACCEL_ENUM_TABLE(DataKind, {DataKind::synthetic, "synthetic"}, {DataKind::text, "text"}, {DataKind::tokens, "tokens"})
 ACCEL_ENUM_TABLE(DataOrder, {DataOrder::sequential, "sequential"}, {DataOrder::shuffled, "shuffled"})
+ACCEL_ENUM_TABLE(DataFormat, {DataFormat::text, "text"}, {DataFormat::jsonl, "jsonl"})
 ACCEL_ENUM_TABLE(OptimizerName, {OptimizerName::adamw, "adamw"}, {OptimizerName::sgd, "sgd"})
 ACCEL_ENUM_TABLE(FusedKernel, {FusedKernel::auto_, "auto"}, {FusedKernel::yes, "true"}, {FusedKernel::no, "false"})
 ACCEL_ENUM_TABLE(SchedulerName, {SchedulerName::cosine, "cosine"}, {SchedulerName::constant, "constant"})

@@ -86,6 +86,13 @@ struct DataSection {
   std::string path;
   DataOrder order = DataOrder::sequential;
   double val_fraction = 0.1;
+  // Text through a Hugging Face tokenizer.json (docs/text-data.md); empty: byte-level text.
+  std::string tokenizer;
+  DataFormat format = DataFormat::text;
+  std::string field = "text";
+  std::string bos = "auto";
+  std::string eos = "auto";
+  std::string cache_dir;  // empty: $XDG_CACHE_HOME/accel/tokens (~/.cache/accel/tokens)
 };
 
 struct OptimizerSection {

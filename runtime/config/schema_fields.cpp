@@ -315,6 +315,21 @@ std::vector<FieldSpec> build_schema() {
       field(KEY(data.val_fraction), "Fraction of the data's windows held out, at its end, for evaluation loss; 0 "
                                     "disables evaluation.")
           .below(0, 1),
+      field(KEY(data.tokenizer), "A Hugging Face tokenizer.json for data.kind text (byte-level BPE as GPT-2 and "
+                                 "Llama 3, SentencePiece-style BPE as Llama 2 and Mistral); empty: bytes, vocab 256. "
+                                 "See docs/text-data.md.")
+          .input_path(),
+      field(KEY(data.format), "With data.tokenizer: text (one document per line) or jsonl (one JSON object per line, "
+                              "the document in data.field)."),
+      field(KEY(data.field), "The jsonl field holding each document's text."),
+      field(KEY(data.bos), "Token put before each document: auto (the tokenizer's, from tokenizer_config.json beside "
+                           "it or a well-known added token), none, or the token's text."),
+      field(KEY(data.eos), "Token put after each document: auto (as data.bos), none, or the token's text. When bos "
+                           "and eos are the same token (GPT-2), only eos separates documents."),
+      field(KEY(data.cache_dir), "Where tokenized data is cached (memory-mapped, keyed by the data's and the "
+                                 "tokenizer's hashes, built once and reused); empty: $XDG_CACHE_HOME/accel/tokens "
+                                 "or ~/.cache/accel/tokens.")
+          .output_path(),
 
       // ---- optimizer -------------------------------------------------------------------------
       field(KEY(optimizer.name), "adamw (torch.optim.AdamW semantics, decay on 2-D parameters only) or sgd "

@@ -67,7 +67,7 @@ void check_model_and_training(const JobConfig& j, JobChecker& c) {
                                                                   : "is longer than the model's position table",
             "1 .. " + std::to_string(j.model.block_size),
             c.about("model.block_size") + "; raise it or shorten seq_len");
-  if (j.data.kind == DataKind::text && j.model.vocab_size < 256)
+  if (j.data.kind == DataKind::text && j.data.tokenizer.empty() && j.model.vocab_size < 256)
     c.error("model.vocab_size", "byte-level text needs a vocabulary of at least 256", ">= 256", c.about("data.kind"));
   if (j.scheduler.warmup_steps > j.training.max_steps)
     c.warning("scheduler.warmup_steps", "is longer than the run; the learning rate never reaches its peak",
@@ -141,6 +141,12 @@ void check_paths(const JobConfig& j, JobChecker& c) {
   } else if (!j.data.path.empty()) {
     c.warning("data.path", "has no effect with data.kind synthetic", "set data.kind: text or tokens to use the file");
   }
+  if (!j.data.tokenizer.empty() && j.data.kind != DataKind::text)
+    c.error("data.tokenizer", "is only used with data.kind text", "", "set data.kind: text, or remove data.tokenizer");
+  else if (!j.data.tokenizer.empty() && !fs::is_regular_file(j.data.tokenizer, ec))
+    c.error("data.tokenizer", "file does not exist", "", "point it at a tokenizer.json; relative paths resolve against the job file's directory");
+  if (j.data.tokenizer.empty() && j.data.format == DataFormat::jsonl)
+    c.error("data.format", "jsonl needs a tokenizer", "text without data.tokenizer", "set data.tokenizer to a tokenizer.json");
   if (!j.training.init_from.empty() && !fs::is_regular_file(j.training.init_from, ec))
     c.error("training.init_from", "file does not exist", "", "point it at a safetensors weights file");
   if (j.training.resume != "auto" && j.training.resume != "never" && !fs::is_directory(j.training.resume, ec))

@@ -8,6 +8,7 @@
 #include "trainer/data/synthetic_tokens.hpp"
 #include "trainer/data/text_tokens.hpp"
 #include "trainer/data/token_file.hpp"
+#include "trainer/text/token_cache.hpp"
 
 namespace accel::train {
 
@@ -33,6 +34,20 @@ WindowSplit checked_split(const TokenStore& tokens, const config::DataSection& s
                     std::to_string(seq_len) + " and data.val_fraction holds out all of them; lower "
                     "data.val_fraction or training.seq_len, or use more data");
   return split;
+}
+
+// The token cache of a text file with a tokenizer (trainer/text/token_cache.hpp): built by the first
+// rank (or run) to get its lock, found by every other.
+text::TokenCache tokenized_text(const config::DataSection& section) {
+  text::TokenCacheRequest request;
+  request.data_path = section.path;
+  request.format = section.format == config::DataFormat::jsonl ? text::DocumentFormat::jsonl : text::DocumentFormat::text;
+  request.field = section.field;
+  request.tokenizer_path = section.tokenizer;
+  request.bos = section.bos;
+  request.eos = section.eos;
+  request.cache_dir = section.cache_dir;
+  return text::ensure_token_cache(request);
 }
 
 }  // namespace
@@ -91,15 +106,13 @@ Batch Dataset::windows(const std::vector<int64_t>& window_indices) const {
   Batch batch{at::empty({rows, T}, at::kLong), at::empty({rows, T}, at::kLong)};
   int64_t* x = batch.x.data_ptr<int64_t>();
   int64_t* y = batch.y.data_ptr<int64_t>();
-  const uint16_t* tok = tokens_.data();
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t k = window_indices[r];
     if (k < 0 || k >= split_.num_windows)
       throw DataError("window " + std::to_string(k) + " is outside [0, " + std::to_string(split_.num_windows) + ")");
-    const uint16_t* w = tok + k * T;
     for (int64_t t = 0; t < T; ++t) {
-      x[r * T + t] = w[t];
-      y[r * T + t] = w[t + 1];
+      x[r * T + t] = tokens_[k * T + t];
+      y[r * T + t] = tokens_[k * T + t + 1];
     }
   }
   return batch;
@@ -115,6 +128,7 @@ std::string Dataset::describe() const {
     << ": " << split_.num_windows << " windows, " << split_.num_train << " train + " << split_.num_val
     << " validation (val_fraction " << identity_.val_fraction << "); order " << identity_.order;
   if (order_.order() == config::DataOrder::shuffled) s << " (seed " << identity_.seed << ")";
+  if (!origin_.empty()) s << "; " << origin_;
   return s.str();
 }
 
@@ -125,19 +139,29 @@ void Dataset::check_state(const nlohmann::json& saved) const {
 std::unique_ptr<Dataset> make_dataset(const config::DataSection& section, int vocab_size, int seq_len,
                                       uint64_t seed) {
   TokenStore tokens;
+  std::string origin;
   switch (section.kind) {
     case config::DataKind::synthetic:
       tokens = TokenStore::owned(synthetic_tokens(seed, vocab_size));
       break;
     case config::DataKind::text:
-      tokens = read_text_tokens(section.path);
+      if (!section.tokenizer.empty()) {
+        const text::TokenCache cache = tokenized_text(section);
+        tokens = read_token_file(cache.path, 0);
+        origin = "tokenized by '" + section.tokenizer + "' into " + cache.path +
+                 (cache.built ? " (built here from " + std::to_string(cache.documents) + " documents)" : " (found)");
+      } else {
+        tokens = read_text_tokens(section.path);
+      }
       check_vocabulary(tokens, vocab_size, source_name(section));
       break;
     case config::DataKind::tokens:
       tokens = read_token_file(section.path, vocab_size);
       break;
   }
-  return std::make_unique<Dataset>(std::move(tokens), section, seq_len, seed);
+  auto dataset = std::make_unique<Dataset>(std::move(tokens), section, seq_len, seed);
+  dataset->set_origin(std::move(origin));
+  return dataset;
 }
 
 }  // namespace accel::train

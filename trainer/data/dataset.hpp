@@ -61,8 +61,10 @@ class Dataset {
   int seq_len() const { return seq_len_; }
   const TokenStore& tokens() const { return tokens_; }
 
-  // One line: source, token count and hash, windows and split, order.
+  // One line: source, token count and hash, windows and split, order, and where the tokens came from.
   std::string describe() const;
+  // How the tokens were made, for describe() (a text file's token cache: its path, built or found).
+  void set_origin(std::string origin) { origin_ = std::move(origin); }
 
   // The data identity to store in a checkpoint, and the check on resume (DataError on a mismatch).
   nlohmann::json state() const { return identity_.to_json(); }
@@ -74,10 +76,12 @@ class Dataset {
   WindowSplit split_;
   SampleOrder order_;
   DataIdentity identity_;
+  std::string origin_;
 };
 
 // Loads the data of `section` (data.kind synthetic: seeded by `seed`, vocab_size tokens; text: bytes,
-// vocab 256; tokens: an llm.c file) and checks every token is below vocab_size. Paths are used as given
+// vocab 256, or with data.tokenizer the token cache of trainer/text/token_cache.hpp, built by the
+// first rank to get its lock; tokens: an llm.c file) and checks every token is below vocab_size. Paths are used as given
 // (the config loader has already resolved them against the job file's directory).
 std::unique_ptr<Dataset> make_dataset(const config::DataSection& section, int vocab_size, int seq_len, uint64_t seed);
 

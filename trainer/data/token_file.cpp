@@ -30,22 +30,22 @@ TokenStore read_token_file(const std::string& path, int64_t vocab_size) {
                     "use data.kind: text)");
   int32_t header[kTokenFileHeaderInts];
   std::memcpy(header, file->bytes(), kTokenFileHeaderBytes);
-  if (header[0] == kLlama3TokenFileMagic)
-    throw DataError(where(path) + ": an llm.c llama-3 token file (magic 20240801, uint32 tokens); accel reads "
-                    "GPT-2 token files (magic 20240520, uint16 tokens)");
-  if (header[0] != kTokenFileMagic)
+  const bool wide = header[0] == kLlama3TokenFileMagic;
+  if (!wide && header[0] != kTokenFileMagic)
     throw DataError(where(path) + ": bad magic number " + std::to_string(header[0]) + " (expected " +
-                    std::to_string(kTokenFileMagic) + "): not an llm.c token file (for plain text use "
-                    "data.kind: text)");
-  if (header[1] != kTokenFileVersion)
+                    std::to_string(kTokenFileMagic) + ", or " + std::to_string(kLlama3TokenFileMagic) +
+                    " for uint32 tokens): not an llm.c token file (for plain text use data.kind: text)");
+  const int32_t version = wide ? kLlama3TokenFileVersion : kTokenFileVersion;
+  if (header[1] != version)
     throw DataError(where(path) + ": unsupported token file version " + std::to_string(header[1]) +
-                    " (expected " + std::to_string(kTokenFileVersion) + ")");
+                    " (expected " + std::to_string(version) + (wide ? " for an llm.c llama-3 file, magic 20240801)" : ")"));
+  const int token_bytes = wide ? 4 : 2;
   const int64_t declared = header[2];
   if (declared <= 0)
     throw DataError(where(path) + ": the header declares " + std::to_string(declared) +
                     " tokens; a token file needs at least one");
   const int64_t payload = static_cast<int64_t>(size - kTokenFileHeaderBytes);
-  const int64_t expected = declared * 2;
+  const int64_t expected = declared * token_bytes;
   if (payload < expected)
     throw DataError(where(path) + ": truncated: the header declares " + std::to_string(declared) + " tokens (" +
                     std::to_string(expected) + " bytes) but only " + std::to_string(payload) +
@@ -54,7 +54,7 @@ TokenStore read_token_file(const std::string& path, int64_t vocab_size) {
     throw DataError(where(path) + ": token count mismatch: the header declares " + std::to_string(declared) +
                     " tokens (" + std::to_string(expected) + " bytes) but " + std::to_string(payload) +
                     " bytes follow it; the header or the file is wrong, regenerate the file");
-  TokenStore tokens = TokenStore::mapped(file, kTokenFileHeaderBytes, declared);
+  TokenStore tokens = TokenStore::mapped(file, kTokenFileHeaderBytes, declared, token_bytes);
   if (vocab_size > 0) check_vocabulary(tokens, vocab_size, where(path));
   return tokens;
 }

@@ -1,5 +1,5 @@
-// TokenStore: a read-only sequence of uint16 tokens, either owned (text, synthetic) or a view into a
-// memory-mapped token file. Also the two whole-stream scans every source needs: the first token
+// TokenStore: a read-only sequence of tokens, uint16 (GPT-2-sized vocabularies) or uint32 (larger,
+// e.g. Llama 3's 128256), either owned (text, synthetic) or a view into a memory-mapped token file. Also the two whole-stream scans every source needs: the first token
 // outside a vocabulary, and the content hash that identifies the data in checkpoints.
 // Invariant: data()[0, size()) stays valid and unchanged for the store's lifetime (copies share it).
 #pragma once
@@ -17,17 +17,21 @@ class TokenStore {
  public:
   TokenStore() = default;
   static TokenStore owned(std::vector<uint16_t> tokens);
-  // `count` tokens starting `byte_offset` bytes into `file` (which must hold them, 2-byte aligned).
-  static TokenStore mapped(std::shared_ptr<const MappedFile> file, size_t byte_offset, int64_t count);
+  // `count` tokens of `token_bytes` (2 or 4) starting `byte_offset` bytes into `file` (which must
+  // hold them, aligned to the token size).
+  static TokenStore mapped(std::shared_ptr<const MappedFile> file, size_t byte_offset, int64_t count,
+                           int token_bytes = 2);
 
+  // The tokens of a uint16 store (nullptr for a uint32 one: use operator[]).
   const uint16_t* data() const { return data_; }
   int64_t size() const { return size_; }
-  uint16_t operator[](int64_t i) const { return data_[i]; }
+  int token_bytes() const { return data32_ ? 4 : 2; }
+  uint32_t operator[](int64_t i) const { return data32_ ? data32_[i] : data_[i]; }
 
   // Position of the first token >= vocab_size, or -1 when every token is below it.
   int64_t first_at_or_above(int64_t vocab_size) const;
 
-  // FNV-1a 64 over the tokens' little-endian bytes (2 per token, low byte first): offset basis
+  // FNV-1a 64 over the tokens' little-endian bytes (token_bytes() per token, low byte first): offset basis
   // 0xcbf29ce484222325, prime 0x100000001b3. Identifies the data in checkpoints.
   uint64_t fnv1a64() const;
 
@@ -35,6 +39,7 @@ class TokenStore {
   std::shared_ptr<const std::vector<uint16_t>> owned_;
   std::shared_ptr<const MappedFile> file_;
   const uint16_t* data_ = nullptr;
+  const uint32_t* data32_ = nullptr;
   int64_t size_ = 0;
 };
 

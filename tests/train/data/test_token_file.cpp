@@ -74,6 +74,42 @@ TEST_CASE("token file: write then read returns the same tokens and the llm.c lay
   CHECK(files == 1);
 }
 
+TEST_CASE("token file: llm.c's llama-3 variant holds uint32 tokens", "[data][token_file]") {
+  test::TempDir dir;
+  const std::vector<uint32_t> tokens = {0, 65535, 65536, 128255, 7, 70000, 1, 2, 3};
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240801;
+  header[1] = 7;
+  header[2] = static_cast<int32_t>(tokens.size());
+  std::string bytes(reinterpret_cast<const char*>(header.data()), 1024);
+  bytes.append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * 4);
+  const std::string path = dir.write("llama3.bin", bytes);
+  const TokenStore read = read_token_file(path, 128256);
+  REQUIRE(read.size() == static_cast<int64_t>(tokens.size()));
+  CHECK(read.token_bytes() == 4);
+  for (size_t i = 0; i < tokens.size(); ++i) CHECK(read[static_cast<int64_t>(i)] == tokens[i]);
+  CHECK_THAT(read_error(path, 100000), Contains("token 128255 at position 3"));
+  // FNV-1a over 4 little-endian bytes per token: {0x6261} as uint32 hashes the bytes "ab\0\0".
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (const unsigned char c : {'a', 'b', '\0', '\0'}) h = (h ^ c) * 0x100000001b3ULL;
+  header[2] = 1;
+  const uint32_t ab = 0x6261;
+  std::string one(reinterpret_cast<const char*>(header.data()), 1024);
+  one.append(reinterpret_cast<const char*>(&ab), 4);
+  CHECK(read_token_file(dir.write("one.bin", one), 0).fnv1a64() == h);
+  // Batches carry the wide values.
+  config::DataSection section;
+  section.kind = config::DataKind::tokens;
+  section.val_fraction = 0;
+  const Dataset ds(read, section, 4, 0);
+  const Batch b = ds.windows({0, 1});
+  CHECK(b.x[0][2].item<int64_t>() == 65536);
+  CHECK(b.y[0][3].item<int64_t>() == 7);
+  CHECK(b.x[1][1].item<int64_t>() == 70000);
+  patch_int32(path, 1, 1);
+  CHECK_THAT(read_error(path), Contains("version 1") && Contains("expected 7"));
+}
+
 TEST_CASE("token file: each corruption is an error naming the file", "[data][token_file]") {
   test::TempDir dir;
   const std::string path = (dir.path() / "bad.bin").string();
