@@ -317,6 +317,11 @@ void Trainer::run() {
 
   if (!options_.trace_path.empty()) engine_.write_trace(trace_file_for_rank(options_.trace_path, rank_));
   std::string weights;
+  // The export's own resident peak (the run report's export_peak_rss_bytes) against the steps': the
+  // high-water mark restarts here, after the steps' peak is read.
+  const int64_t steps_peak_rss = probe_memory().peak_rss_bytes;
+  const bool export_peak_measured = restart_peak_rss();
+  const int64_t export_start_rss = probe_memory().rss_bytes;
   const auto t_export = Clock::now();
   if (t_.save_weights) {
     // The engine's order (units, then their parameters), the order `accel merge-weights` writes a
@@ -331,6 +336,7 @@ void Trainer::run() {
     if (rank_ == 0) weights = file;
   }
   times.export_s = seconds_since(t_export);
+  const int64_t export_peak_rss = export_peak_measured ? probe_memory().peak_rss_bytes : -1;
   times.training_s = train_seconds;
   times.total_s = seconds_since(t_start);
   nlohmann::json report = make_run_report(rank_, world_, engine_.name(), engine_.memory_report(), step_comm,
@@ -339,7 +345,11 @@ void Trainer::run() {
   report["checkpoint_s"] = {{"async", t_.async_checkpoint}, {"saves", save_times}, {"final_wait", final_wait_s},
                             {"async_times", engine_.checkpoint_times()}};
   report["setup_peak_rss_bytes"] = setup_peak_rss;
-  report["export_peak_rss_bytes"] = peak_rss_bytes();  // after the export (and the end's checkpoint)
+  // The run's peak before the export (setup, steps, the end's checkpoint), and the export's alone
+  // (-1: the kernel kept no separate mark), with the resident size it started from.
+  report["peak_rss_before_export_bytes"] = steps_peak_rss;
+  report["export_peak_rss_bytes"] = export_peak_rss;
+  report["export_start_rss_bytes"] = export_start_rss;
   if (pretrained_) report["pretrained_bytes_read"] = pretrained_->data_bytes_read();
   write_run_report(out, rank_, report);
   char buf[512];

@@ -23,7 +23,9 @@ std::vector<ParamRecord> param_records(const NamedTensors& params, const std::ve
 
 NamedTensors ShardedEngine::full_parameters() {
   NamedTensors out;
-  visit_full_parameters([&](const NamedTensors& unit) { out.insert(out.end(), unit.begin(), unit.end()); });
+  visit_full_parameters([&](const NamedTensors& unit) {
+    for (const auto& [name, value] : unit) out.emplace_back(name, value.clone());  // the visit's are views
+  });
   return out;
 }
 
@@ -50,7 +52,9 @@ void ShardedEngine::visit_full_parameters(const std::function<void(const NamedTe
     for (size_t k = 0; k < units_[size_t(u)].params.size(); ++k) {
       const auto& [name, p] = params_[size_t(units_[size_t(u)].params[k])];
       at::Tensor value = full.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).view(p.sizes());
-      unit.emplace_back(name, value.is_cpu() ? value.clone() : value.to(at::kCPU));  // weights leave on the host
+      // Views of the gathered buffer on the host (a device's copied): `visit` writes them out before
+      // the buffer is freed, so a unit is held once, not twice.
+      unit.emplace_back(name, value.is_cpu() ? value : value.to(at::kCPU));
     }
     visit(unit);
   });
