@@ -13,6 +13,7 @@
 #include "engine/format/safetensors.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
+#include "runtime/common/sealed_value.hpp"
 #include "runtime/common/progress.hpp"
 
 namespace accel::api {
@@ -42,12 +43,15 @@ void set_cpu_rng_state(const at::Tensor& state) {
 
 // The rendezvous store as a string key-value exchange (store gets wait up to its timeout).
 checkpoint::KeyValueExchange store_exchange(const c10::intrusive_ptr<c10d::Store>& store) {
+  // Sealed under the job secret: another user who reaches the store cannot feed a rank another
+  // group's file list or nonce (runtime/common/sealed_value.hpp).
   return {[store](const std::string& key, const std::string& value) {
-            store->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+            const std::string sealed = secret::seal(key, value);
+            store->set(key, std::vector<uint8_t>(sealed.begin(), sealed.end()));
           },
           [store](const std::string& key) {
             std::vector<uint8_t> v = store->get(key);
-            return std::string(v.begin(), v.end());
+            return secret::unseal(key, std::string(v.begin(), v.end()));
           }};
 }
 

@@ -13,6 +13,7 @@
 #include "runtime/checkpoint/node_local.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/common/log.hpp"
+#include "runtime/common/sealed_value.hpp"
 
 namespace accel::api {
 namespace fs = std::filesystem;
@@ -74,13 +75,16 @@ checkpoint::CommitExchange CheckpointEngine::commit_exchange(int64_t save_number
   if (!background_store_) background_store_ = rendezvous_->store()->clone();
   auto store = background_store_;
   checkpoint::CommitExchange x;
+  // Votes and verdicts are sealed under the job secret (runtime/common/sealed_value.hpp); the
+  // counters `add` keeps cannot be, and only count arrivals (SECURITY.md).
   x.mailbox.set = [store](const std::string& key, const std::string& value) {
-    store->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+    const std::string sealed = secret::seal(key, value);
+    store->set(key, std::vector<uint8_t>(sealed.begin(), sealed.end()));
   };
   x.mailbox.try_get = [store](const std::string& key) -> std::optional<std::string> {
     if (!store->check({key})) return std::nullopt;
     const std::vector<uint8_t> v = store->get(key);
-    return std::string(v.begin(), v.end());
+    return secret::unseal(key, std::string(v.begin(), v.end()));
   };
   x.mailbox.add = [store](const std::string& key, int64_t delta) { return store->add(key, delta); };
   x.mailbox.erase = [store](const std::string& key) { store->deleteKey(key); };

@@ -4,6 +4,7 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include <unordered_map>
 #include <unordered_set>
 
 #include "runtime/common/errors.hpp"
@@ -67,12 +68,21 @@ PreparedGroups prepared_groups(TorchOptimizerKind kind, torch::optim::Optimizer&
   engine::OptimizerSetup& setup = out.setup;
   auto& group_of = out.group_of;
   setup.kind = kind == TorchOptimizerKind::sgd ? config::OptimizerName::sgd : config::OptimizerName::adamw;
+  // A module used twice (a tied weight) appears twice in libtorch's parameters(), so one group may
+  // list a tensor twice: it is one parameter, stepped once. Two groups naming it is a real conflict.
+  std::unordered_map<const void*, std::string> name_of;
+  for (const auto& p : model.named_parameters(/*recurse=*/true)) name_of.emplace(p.value().unsafeGetTensorImpl(), p.key());
   auto& groups = optimizer.param_groups();
   for (size_t g = 0; g < groups.size(); ++g) {
     setup.groups.push_back(group_hyper(kind, groups[g].options(), "param group " + std::to_string(g)));
-    for (const auto& p : groups[g].params())
-      if (!group_of.emplace(p.unsafeGetTensorImpl(), int(g)).second)
-        throw RunError("accel: a parameter is in two param groups of the optimizer (group " + std::to_string(g) + ")");
+    for (const auto& p : groups[g].params()) {
+      auto [it, added] = group_of.emplace(p.unsafeGetTensorImpl(), int(g));
+      if (added || it->second == int(g)) continue;
+      auto name = name_of.find(p.unsafeGetTensorImpl());
+      throw RunError("accel: parameter '" + (name == name_of.end() ? std::string("(not in the module)") : name->second) +
+                     "' is in two param groups of the optimizer (" + std::to_string(it->second) + " and " +
+                     std::to_string(g) + "); a parameter takes one group's hyperparameters: keep it in one");
+    }
   }
   std::unordered_set<const void*> in_model;
   for (const auto& p : model.named_parameters(/*recurse=*/true)) {

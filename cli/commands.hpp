@@ -5,12 +5,16 @@
 
 #include <CLI/CLI.hpp>
 
+#include <memory>
+
 #include "runtime/config/job_loader.hpp"
 
 namespace accel::cli {
 
 void add_config_command(CLI::App& app);
-void add_launch_command(CLI::App& app);
+// Returns where the launch command finds its program's own arguments: main fills it from the
+// command line before parsing (launch_flags.hpp, split_program_arguments).
+std::shared_ptr<std::vector<std::string>> add_launch_command(CLI::App& app);
 void add_env_command(CLI::App& app);
 void add_test_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
@@ -31,6 +35,7 @@ CLI::Option* add_set_option(CLI::App* command, std::vector<std::string>& overrid
 // `gpus_here` (accel launch): resolve the job's placement on this machine (runtime/config/placement.hpp).
 config::LoadedJob load_job_for_cli(const std::string& file, const std::vector<std::string>& overrides,
                                    bool allow_none = false, bool check_paths = true,
-                                   std::optional<config::GpuCount> gpus_here = std::nullopt);
+                                   std::optional<config::GpuCount> gpus_here = std::nullopt,
+                                   std::vector<config::Assignment> flag_assignments = {});
 
 }  // namespace accel::cli

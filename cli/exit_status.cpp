@@ -9,8 +9,14 @@
 namespace accel::cli {
 
 int run_and_map_errors(CLI::App& app, int argc, char** argv) {
+  return run_and_map_errors(app, std::vector<std::string>(argv, argv + argc));
+}
+
+int run_and_map_errors(CLI::App& app, const std::vector<std::string>& argv) {
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> reversed(argv.rbegin(), argv.rend());  // CLI11 takes the words last first
+    if (!reversed.empty()) reversed.pop_back();                       // without the program's name
+    app.parse(reversed);
     return 0;
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);  // prints help, version or the usage error

@@ -9,5 +9,7 @@ namespace accel::cli {
 // Parses argv into `app` (its callbacks run the command) and maps what escapes to an exit code,
 // printing the error on stderr.
 int run_and_map_errors(CLI::App& app, int argc, char** argv);
+// The same for a command line already split into words (argv[0] first).
+int run_and_map_errors(CLI::App& app, const std::vector<std::string>& argv);
 
 }  // namespace accel::cli

@@ -15,7 +15,8 @@ CLI::Option* add_set_option(CLI::App* command, std::vector<std::string>& overrid
 }
 
 config::LoadedJob load_job_for_cli(const std::string& file, const std::vector<std::string>& overrides, bool allow_none,
-                                   bool check_paths, std::optional<config::GpuCount> gpus_here) {
+                                   bool check_paths, std::optional<config::GpuCount> gpus_here,
+                                   std::vector<config::Assignment> flag_assignments) {
   config::LoadOptions options;
   options.file = file;
   if (options.file.empty()) {
@@ -26,6 +27,7 @@ config::LoadedJob load_job_for_cli(const std::string& file, const std::vector<st
                        "; pass a job file, or run `accel config` to write one");
   }
   options.set_overrides = overrides;
+  options.flag_assignments = std::move(flag_assignments);
   options.environment = config::accel_environment();
   options.check_paths = check_paths;
   options.gpus_here = std::move(gpus_here);

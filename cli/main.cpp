@@ -3,6 +3,7 @@
 // (cli/worker/), which it starts. Errors become exit codes in cli/exit_status.cpp.
 #include "cli/commands.hpp"
 #include "cli/exit_status.hpp"
+#include "cli/launch_flags.hpp"
 #include "runtime/diag/build_info.hpp"
 
 int main(int argc, char** argv) {
@@ -20,7 +21,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough(false);
   accel::cli::add_config_command(app);
-  accel::cli::add_launch_command(app);
+  auto program_args = accel::cli::add_launch_command(app);
   accel::cli::add_env_command(app);
   accel::cli::add_test_command(app);
   accel::cli::add_bench_command(app);
@@ -28,5 +29,7 @@ int main(int argc, char** argv) {
   accel::cli::add_estimate_memory_command(app);
   accel::cli::add_report_command(app);
 
-  return accel::cli::run_and_map_errors(app, argc, argv);
+  // `accel launch ./program args...`: the program's arguments are its own, cut off before parsing.
+  auto words = accel::cli::split_program_arguments(app, {argv, argv + argc}, *program_args);
+  return accel::cli::run_and_map_errors(app, words);
 }

@@ -14,6 +14,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 packages=(
   build-essential cmake ninja-build ccache git pkg-config
   libyaml-cpp-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
+  libssl-dev              # OpenSSL's libcrypto: HMAC-SHA256 of the job secret (SECURITY.md)
   libgloo-dev             # Gloo's headers only, for c10d's ProcessGroupGloo.hpp (the wheel ships none); never linked
   catch2                  # test framework, run through ctest (CMake configures the tests with the rest)
   python3-venv            # the Python environment below

@@ -7,9 +7,13 @@
 
 #include "cli/exit_status.hpp"
 #include "cli/worker/worker_commands.hpp"
+#include "runtime/common/log.hpp"
 #include "runtime/diag/build_info.hpp"
 
 int main(int argc, char** argv) {
+  // Before anything logs: every line in the trainer's plain format (spdlog's default pattern would
+  // stamp the first lines, logged while the world is set up, with a date and level).
+  accel::logging::configure_from_env();
   auto build = accel::diag::build_info();
   CLI::App app{"accel-worker: the part of accel that links libtorch; `accel` starts it (see accel --help)",
                "accel-worker"};

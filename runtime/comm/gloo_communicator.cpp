@@ -30,6 +30,8 @@
 #include "runtime/comm/ring_collectives.hpp"
 #include "runtime/comm/shard_layout.hpp"
 #include "runtime/comm/shm_collectives.hpp"
+#include "runtime/common/errors.hpp"
+#include "runtime/common/sealed_value.hpp"
 
 namespace accel::comm {
 namespace {
@@ -320,7 +322,10 @@ bool all_ranks_agree(c10d::Backend& backend, bool ok, std::chrono::milliseconds 
 }
 
 // Rank 0 creates the segment and publishes its descriptor under `prefix`; the others attach. Null
-// when any rank could not (another host, no room in /dev/shm, ACCEL_SHM_DISABLE): then TCP.
+// when any rank could not (another host, no room in /dev/shm, ACCEL_SHM_DISABLE): then TCP. The
+// descriptor is sealed under the job secret (runtime/common/sealed_value.hpp): one another process
+// wrote, or a segment that is not this user's and private, throws, and the job ends naming it,
+// never attaching it and never falling back to TCP without a word.
 std::unique_ptr<ShmCollectives> connect_shared_memory(const c10::intrusive_ptr<c10d::Store>& store,
                                                       const std::string& prefix, c10d::Backend& backend, int rank,
                                                       int size, std::chrono::milliseconds timeout) {
@@ -329,6 +334,7 @@ std::unique_ptr<ShmCollectives> connect_shared_memory(const c10::intrusive_ptr<c
   // differ still issue the same store and Gloo operations.
   const bool wanted = !shared_memory_disabled();
   c10d::PrefixStore shm_store(prefix + "/shm", store);
+  const std::string key = prefix + "/shm/segment";  // its full name, for the MAC and messages
   std::unique_ptr<ShmCollectives> shm;
   try {
     if (rank == 0) {
@@ -340,12 +346,23 @@ std::unique_ptr<ShmCollectives> connect_shared_memory(const c10::intrusive_ptr<c
         }
       } catch (const std::exception&) {
       }
-      shm_store.set("segment", std::vector<uint8_t>(descriptor.begin(), descriptor.end()));
+      const std::string value = secret::seal(key, descriptor);
+      shm_store.set("segment", std::vector<uint8_t>(value.begin(), value.end()));
     } else {
       const std::vector<uint8_t> value = shm_store.get("segment");
-      const std::string descriptor(value.begin(), value.end());
-      if (wanted && descriptor != "-") shm = ShmCollectives::attach(descriptor, rank, size, timeout);
+      const std::string descriptor = secret::unseal(key, std::string(value.begin(), value.end()));
+      try {
+        if (wanted && descriptor != "-") shm = ShmCollectives::attach(descriptor, rank, size, timeout);
+      } catch (const ShmNotHere&) {  // rank 0 is on another host: TCP, as the agreement below says
+      } catch (const std::exception& e) {
+        throw CommError("rank " + std::to_string(rank) + " cannot use the shared-memory segment rank 0 described "
+                        "under " + key + ": " + e.what());
+      }
     }
+  } catch (const CommError&) {
+    throw;
+  } catch (const RunError&) {  // unseal(): a descriptor another process wrote
+    throw;
   } catch (const std::exception&) {
     shm.reset();  // this rank says no below; the store's own failure surfaces in the agreement
   }

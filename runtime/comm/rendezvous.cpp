@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/common/errors.hpp"
+#include "runtime/common/job_secret.hpp"
 #include "runtime/launch/rendezvous_listener.hpp"
 
 extern char** environ;
@@ -104,6 +105,7 @@ WorldInfo world_info_from_env(const std::map<std::string, std::string>& env) {
 std::string Rendezvous::prefix() const { return "accel/" + std::to_string(world_.restart_count) + "/"; }
 
 Rendezvous::Rendezvous(const WorldInfo& world, std::chrono::milliseconds timeout) : world_(world), timeout_(timeout) {
+  secret::worker_secret();  // read (and close) the launcher's memfd before any thread starts
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(world.master_port);
   options.isServer = world.rank == 0;
@@ -159,13 +161,27 @@ Rendezvous::Rendezvous(const WorldInfo& world, std::chrono::milliseconds timeout
 void Rendezvous::finish() {
   if (finished_ || !store_) return;
   finished_ = true;
-  std::string done = prefix() + "done";
-  store_->add(done, 1);
+  // Each rank's "done" is a key of its own whose value is a MAC of the key under the job secret:
+  // rank 0 keeps the store up until every rank's is there, and a value someone else wrote (the store
+  // takes writes from anyone who reaches it) ends rank 0 at once, naming the key.
+  auto key_of = [&](int r) { return prefix() + "done/" + std::to_string(r); };
+  const secret::JobSecret& secret = secret::worker_secret();
+  const std::string mine = key_of(world_.rank);
+  const std::string mac = secret.mac(mine);
+  store_->set(mine, std::vector<uint8_t>(mac.begin(), mac.end()));
   if (world_.rank != 0) return;
-  // Rank 0 hosts the store: keep it up until every rank has said it is done with it.
+  std::vector<std::string> keys;
+  for (int r = 0; r < world_.world_size; ++r) keys.push_back(key_of(r));
   auto deadline = std::chrono::steady_clock::now() + timeout_;
-  while (store_->add(done, 0) < world_.world_size && std::chrono::steady_clock::now() < deadline)
+  while (!store_->check(keys) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (const std::string& key : keys) {
+    if (!store_->check({key})) continue;  // that rank ended without saying so: its own error is the story
+    const std::vector<uint8_t> value = store_->get(key);
+    if (!secret.verify(key, std::string(value.begin(), value.end())))
+      throw RunError("the rendezvous store's key " + key + " does not carry this job's MAC: a process outside the "
+                     "job wrote it (the store accepts writes from anyone who reaches its port; SECURITY.md)");
+  }
 }
 
 Rendezvous::~Rendezvous() = default;

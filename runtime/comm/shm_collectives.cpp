@@ -12,13 +12,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <new>
-#include <random>
 #include <sstream>
 #include <stdexcept>
 
 #include "runtime/comm/shard_layout.hpp"
+#include "runtime/common/job_secret.hpp"
 
 namespace accel::comm {
 namespace {
@@ -123,25 +124,28 @@ ShmCollectives::~ShmCollectives() {
 
 std::unique_ptr<ShmCollectives> ShmCollectives::create(int world, std::chrono::milliseconds timeout) {
   if (world < 2) throw std::runtime_error("a shared-memory segment needs at least 2 ranks");
-  std::random_device random;
-  const uint64_t token = (uint64_t{random()} << 32) ^ random();
-  std::ostringstream name;
-  name << "/accel-shm-" << getpid() << "-" << std::hex << token;
+  // Name and token from the kernel's CSPRNG: another user can neither guess the name to plant a
+  // segment first nor forge the token. The launcher's pid in the name lets it remove a segment a
+  // rank left when it was killed before unlinking it (runtime/launch/shm_sweep.hpp).
+  uint64_t token = 0;
+  while (token == 0) secret::random_bytes(&token, sizeof token);
+  const std::string name = "/accel-shm-" + std::to_string(getppid()) + "-" + secret::random_hex(16);
   const size_t bytes = segment_bytes(world);
-  const int fd = shm_open(name.str().c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0) throw std::runtime_error(system_error("shm_open " + name.str(), errno));
+  const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW, 0600);
+  if (fd < 0) throw std::runtime_error(system_error("shm_open " + name, errno));
   auto fail = [&](const std::string& what, int err) {
     close(fd);
-    shm_unlink(name.str().c_str());
+    shm_unlink(name.c_str());
     throw std::runtime_error(system_error(what, err));
   };
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) fail("ftruncate of " + name.str(), errno);
+  if (fchmod(fd, 0600) != 0) fail("fchmod of " + name, errno);  // whatever the umask
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) fail("ftruncate of " + name, errno);
   // Reserve the pages now: a full /dev/shm fails here, not as SIGBUS in the middle of a step.
   if (const int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); err != 0) {
-    fail("reserving " + std::to_string(bytes >> 20) + " MiB in /dev/shm for " + name.str(), err);
+    fail("reserving " + std::to_string(bytes >> 20) + " MiB in /dev/shm for " + name, err);
   }
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) fail("mmap of " + name.str(), errno);
+  if (base == MAP_FAILED) fail("mmap of " + name, errno);
   close(fd);
   auto* header = new (base) Header{};
   header->magic = kMagic;
@@ -149,7 +153,7 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(int world, std::chrono::m
   header->slot_bytes = kSlotBytes;
   for (int r = 0; r < world; ++r) new (&header->arrivals()[r]) ArrivalCounter{};
   header->token.store(token, std::memory_order_release);
-  return std::unique_ptr<ShmCollectives>(new ShmCollectives(0, world, timeout, name.str(), base, bytes));
+  return std::unique_ptr<ShmCollectives>(new ShmCollectives(0, world, timeout, name, base, bytes));
 }
 
 std::string ShmCollectives::descriptor() const {
@@ -168,13 +172,35 @@ std::unique_ptr<ShmCollectives> ShmCollectives::attach(const std::string& descri
     throw std::runtime_error("bad shared-memory descriptor '" + descriptor + "' for rank " + std::to_string(rank) +
                              " of " + std::to_string(world));
   }
-  const int fd = shm_open(name.c_str(), O_RDWR, 0);
-  if (fd < 0) throw std::runtime_error(system_error("shm_open " + name + " (rank 0 is on another host?)", errno));
+  if (name.rfind("/accel-shm-", 0) != 0 || name.find('/', 1) != std::string::npos)
+    throw std::runtime_error("bad shared-memory descriptor '" + descriptor + "': not a segment name accel creates");
+  const int fd = shm_open(name.c_str(), O_RDWR | O_NOFOLLOW, 0);
+  if (fd < 0) {
+    const int err = errno;
+    const std::string what = system_error("shm_open " + name, err);
+    if (err == ENOENT) throw ShmNotHere(what + " (rank 0 is on another host)");
+    throw std::runtime_error(what);
+  }
+  // Before anything is mapped: the segment must be this user's, private to it, and of the size this
+  // world needs. A name another user created (or replaced) is never attached: its owner could read
+  // every gradient piece this rank writes there.
   const size_t bytes = segment_bytes(world);
   struct stat st {};
-  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
+  std::string refused;
+  if (fstat(fd, &st) != 0) refused = system_error("fstat", errno);
+  else if (!S_ISREG(st.st_mode)) refused = "it is not a regular file";
+  else if (st.st_uid != geteuid())
+    refused = "it belongs to uid " + std::to_string(st.st_uid) + ", not to this job's user (uid " +
+              std::to_string(geteuid()) + ")";
+  else if ((st.st_mode & 07777) != 0600) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    refused = std::string("its mode is ") + mode + ", not 0600";
+  } else if (static_cast<size_t>(st.st_size) != bytes)
+    refused = "it does not have the size this world needs";
+  if (!refused.empty()) {
     close(fd);
-    throw std::runtime_error("shared-memory segment " + name + " does not have the size this world needs");
+    throw std::runtime_error("shared-memory segment " + name + " is refused: " + refused);
   }
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int err = errno;

@@ -15,9 +15,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 namespace accel::comm {
+
+// attach() of a segment whose name does not exist on this host: rank 0 runs on another one.
+class ShmNotHere : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class ShmCollectives {
  public:
@@ -27,11 +34,15 @@ class ShmCollectives {
   // Bytes of one rank's slot: two halves, one collective piece each.
   static constexpr size_t kSlotBytes = size_t{4} << 20;
 
-  // Rank 0: creates a segment for `world` ranks under a fresh name with its pages reserved.
+  // Rank 0: creates a segment for `world` ranks under a fresh random name (O_CREAT | O_EXCL |
+  // O_NOFOLLOW, mode 0600, /accel-shm-<launcher pid>-<128 random bits>) with its pages reserved and
+  // a random 64-bit token in its header.
   // Throws std::runtime_error (with the system's reason) when /dev/shm cannot hold it.
   static std::unique_ptr<ShmCollectives> create(int world, std::chrono::milliseconds timeout);
-  // Ranks 1..world-1: opens the segment rank 0 described. Throws std::runtime_error when it is not
-  // there (another host), or is not the one described (another job's, or a stale one).
+  // Ranks 1..world-1: opens the segment rank 0 described (never through a link). Throws ShmNotHere
+  // when its name does not exist here (another host), std::runtime_error when it is not this
+  // user's with mode 0600 (checked with fstat before mapping), or is not the one described
+  // (another job's, or a stale one).
   static std::unique_ptr<ShmCollectives> attach(const std::string& descriptor, int rank, int world,
                                                 std::chrono::milliseconds timeout);
   ~ShmCollectives();

@@ -14,7 +14,8 @@ std::string Location::str() const {
       return s;
     }
     case Origin::Environment: return "environment " + detail;
-    case Origin::CommandLine: return "--set " + detail;
+    // A --set item ("a.b=1"), or a launch flag or program already written as typed ("--num_processes 2").
+    case Origin::CommandLine: return detail.rfind("--", 0) == 0 || detail.rfind("accel ", 0) == 0 ? detail : "--set " + detail;
     case Origin::Derived: return "derived (" + detail + ")";
   }
   return "?";

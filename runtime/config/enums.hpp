@@ -22,7 +22,8 @@ enum class BackwardPrefetch { BACKWARD_PRE, BACKWARD_POST, NO_PREFETCH };
 enum class AutoWrapPolicy { TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP, NO_WRAP };
 enum class StateDictType { FULL_STATE_DICT, SHARDED_STATE_DICT };
 enum class PrecisionMode { mixed, low };
-enum class ModelName { gpt, mlp };
+enum class ModelName { gpt, mlp, llama };
+enum class RopeScaling { none, llama3 };
 enum class ParamDtype { fp32, bf16 };
 enum class DataKind { synthetic, text, tokens };
 enum class DataOrder { sequential, shuffled };
@@ -62,7 +63,8 @@ ACCEL_ENUM_TABLE(AutoWrapPolicy, {AutoWrapPolicy::TRANSFORMER_BASED_WRAP, "TRANS
 ACCEL_ENUM_TABLE(StateDictType, {StateDictType::FULL_STATE_DICT, "FULL_STATE_DICT"},
                  {StateDictType::SHARDED_STATE_DICT, "SHARDED_STATE_DICT"})
 ACCEL_ENUM_TABLE(PrecisionMode, {PrecisionMode::mixed, "mixed"}, {PrecisionMode::low, "low"})
-ACCEL_ENUM_TABLE(ModelName, {ModelName::gpt, "gpt"}, {ModelName::mlp, "mlp"})
+ACCEL_ENUM_TABLE(ModelName, {ModelName::gpt, "gpt"}, {ModelName::mlp, "mlp"}, {ModelName::llama, "llama"})
+ACCEL_ENUM_TABLE(RopeScaling, {RopeScaling::none, "none"}, {RopeScaling::llama3, "llama3"})
 ACCEL_ENUM_TABLE(ParamDtype, {ParamDtype::fp32, "fp32"}, {ParamDtype::bf16, "bf16"})
 ACCEL_ENUM_TABLE(DataKind, {DataKind::synthetic, "synthetic"}, {DataKind::text, "text"}, {DataKind::tokens, "tokens"})
 ACCEL_ENUM_TABLE(DataOrder, {DataOrder::sequential, "sequential"}, {DataOrder::shuffled, "shuffled"})

@@ -8,7 +8,7 @@ namespace accel::config {
 void ForeignReader::map(const YAML::Node& node, const std::string& foreign_path, const std::string& accel_path,
                         Translate translate) {
   if (is_auto(node)) {
-    out_.notes.push_back(foreign_path + ": \"auto\", keeps accel's " + accel_path);
+    out_.auto_keys.emplace_back(foreign_path, accel_path);
     return;
   }
   auto location = where(node);

@@ -183,6 +183,18 @@ void read_scheduler(const YAML::Node& block, ForeignReader& r) {
              "WarmupLR | WarmupCosineLR", "use WarmupCosineLR (accel's cosine) or WarmupLR (accel's constant)");
     return;
   }
+  // DeepSpeed 0.19.8 warms both up on a log curve (from warmup_min_lr) unless warmup_type says
+  // linear, and WarmupLR warms up for 1000 steps when warmup_num_steps is absent: accel's warmup is
+  // linear, so a file that leaves the curve to DeepSpeed's default would not train the same curve.
+  YAML::Node params = find_child(block, "params");
+  YAML::Node warmup_type = find_child(params, "warmup_type");  // undefined when params is not a mapping
+  YAML::Node warmup_steps = find_child(params, "warmup_num_steps");
+  const bool no_warmup = warmup_steps.IsScalar() && (warmup_steps.Scalar() == "0");
+  if (!warmup_type && !no_warmup && (!params || params.IsMap()))
+    r.refuse(params ? params : type_node, "scheduler.params.warmup_type",
+             "not given: DeepSpeed's " + type + " then warms up on a log curve (its default), and accel's warmup is linear",
+             "\"linear\"", "add \"warmup_type\": \"linear\" to scheduler.params (the curve accel trains), or set "
+             "\"warmup_num_steps\": 0");
   for (auto& [key, value] : r.entries(block, "scheduler")) {
     KeyMatch k(key);
     if (k.is("type"))

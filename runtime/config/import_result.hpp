@@ -22,7 +22,10 @@ struct ImportResult {
   std::vector<Assignment> assignments;
   std::vector<Diagnostic> errors;
   std::vector<Diagnostic> warnings;
-  std::vector<std::string> notes;  // informational: "auto" values kept, neutral keys ignored
+  std::vector<std::string> notes;  // informational: neutral keys ignored, ...
+  // A foreign key set to "auto" and the accel key that then decides: its note is written once the
+  // job is resolved, naming the value "auto" became and where that value came from.
+  std::vector<std::pair<std::string, std::string>> auto_keys;
   std::optional<BatchConstraint> batch;
 };
 

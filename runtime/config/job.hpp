@@ -64,6 +64,21 @@ struct ModelSection {
   int vocab_size = 256;
   int block_size = 128;
   ParamDtype dtype = ParamDtype::fp32;
+  // llama only (trainer/models/llama_module.hpp; docs/models.md). 0 for a size: derived (below).
+  int n_kv_head = 0;           // key/value heads (grouped-query attention); 0: n_head
+  int intermediate_size = 0;   // SwiGLU width; 0: 4 * n_embd
+  int head_dim = 0;            // 0: n_embd / n_head
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling = RopeScaling::none;
+  double rope_scaling_factor = 8.0;
+  double rope_scaling_low_freq_factor = 1.0;
+  double rope_scaling_high_freq_factor = 4.0;
+  int rope_scaling_original_max_position_embeddings = 8192;
+  double norm_eps = 1e-5;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;
+  bool mlp_bias = false;
+  int sliding_window = 0;  // Mistral's; 0: none. Accepted only where it masks nothing (seq_len <= it)
   // A Hugging Face model folder to start from; its config.json sets the shape keys (runtime/hf).
   std::string from_pretrained;
 };

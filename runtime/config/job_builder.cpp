@@ -254,15 +254,27 @@ void JobBuilder::apply(const Assignment& a, Layer layer) {
     if (!text.empty() && p.is_relative())
       text = std::filesystem::absolute(std::filesystem::path(where.file).parent_path() / p).lexically_normal().string();
   }
+  // The program a job file names follows the same rule as its data files: a relative path (one with a
+  // slash) is the job file's neighbour, whatever the working directory; a bare name is looked up on
+  // PATH as execvp does, and the arguments after it are the program's own.
+  if (target->path == "program" && where.origin == Location::Origin::File) {
+    auto& words = std::get<std::vector<std::string>>(*value);
+    if (!words.empty() && words.front().find('/') != std::string::npos && std::filesystem::path(words.front()).is_relative())
+      words.front() = std::filesystem::absolute(std::filesystem::path(where.file).parent_path() / words.front())
+                          .lexically_normal()
+                          .string();
+  }
 
   Layer previous = layer_of(target->path);
+  // A higher-precedence layer already set it: this value is overridden, and so is any disagreement
+  // within its own layer (a job file and the DeepSpeed JSON it names, settled by --set).
+  if (previous > layer) return;
   if (previous == layer && layer_values_.count(target->path) && !values_equal(layer_values_[target->path], *value)) {
     errors_.push_back({target->path, where, "set twice with different values", value_to_yaml(*value), "",
                        "also set to " + value_to_yaml(layer_values_[target->path]) + " at " +
                            sources_[target->path].str() + "; keep one"});
     return;
   }
-  if (previous > layer) return;  // a higher-precedence layer already set it
   target->set(job_, *value);
   sources_[target->path] = where;
   layers_[target->path] = layer;

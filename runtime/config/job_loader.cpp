@@ -24,6 +24,7 @@ void append(ImportResult& into, ImportResult&& from) {
   for (auto& e : from.errors) into.errors.push_back(std::move(e));
   for (auto& w : from.warnings) into.warnings.push_back(std::move(w));
   for (auto& n : from.notes) into.notes.push_back(std::move(n));
+  for (auto& k : from.auto_keys) into.auto_keys.push_back(std::move(k));
   if (from.batch) into.batch = from.batch;
 }
 
@@ -124,6 +125,7 @@ LoadedJob load_job_unguarded(const LoadOptions& options) {
   if (!options.file.empty()) file_layer = read_file_layer(options.file, loaded.format);
   std::vector<Assignment> env_layer, cli_layer;
   read_environment(options.environment, env_layer, file_layer.errors);
+  cli_layer = options.flag_assignments;
   read_set_overrides(options.set_overrides, cli_layer, file_layer.errors);
 
   // A DeepSpeed JSON named by deepspeed.config_file contributes to the file layer: its values fill
@@ -144,9 +146,10 @@ LoadedJob load_job_unguarded(const LoadOptions& options) {
   // Structural problems (unknown keys, duplicates) and value problems are reported in one pass.
   JobBuilder builder;
   builder.errors() = std::move(file_layer.errors);
-  for (const auto& a : file_layer.assignments) builder.apply(a, Layer::File);
-  for (const auto& a : env_layer) builder.apply(a, Layer::Environment);
+  // Highest precedence first, so a value a higher layer overrides is never compared within its own.
   for (const auto& a : cli_layer) builder.apply(a, Layer::CommandLine);
+  for (const auto& a : env_layer) builder.apply(a, Layer::Environment);
+  for (const auto& a : file_layer.assignments) builder.apply(a, Layer::File);
   throw_if(builder.errors());
   if (file_layer.batch) apply_batch_constraint(*file_layer.batch, builder, builder.errors());
   throw_if(builder.errors());
@@ -169,6 +172,15 @@ LoadedJob load_job_unguarded(const LoadOptions& options) {
   loaded.translation = std::move(translated.translation);
   loaded.warnings = std::move(file_layer.warnings);
   loaded.notes = std::move(file_layer.notes);
+  for (const auto& [foreign, key] : file_layer.auto_keys) {
+    const FieldSpec* field = find_field(key);
+    auto source = loaded.sources.find(key);
+    const std::string from = source == loaded.sources.end() || source->second.origin == Location::Origin::Default
+                                 ? "accel's default"
+                                 : source->second.str();
+    loaded.notes.push_back(foreign + ": \"auto\" -> " + key + ": " +
+                           (field ? value_to_yaml(field->get(loaded.job)) : std::string("?")) + " (" + from + ")");
+  }
   return loaded;
 }
 

@@ -24,6 +24,9 @@ std::string to_string(FileFormat format);
 struct LoadOptions {
   std::string file;                       // empty: defaults and overrides only
   std::vector<std::string> set_overrides; // "key.path=value"
+  // accel launch's Accelerate-style flags and program, already as assignments located at their
+  // flag; the command-line layer, before set_overrides (a disagreement is "set twice").
+  std::vector<Assignment> flag_assignments;
   Environment environment;                // usually accel_environment()
   bool check_paths = true;                // data files exist, output dirs creatable
   // accel launch: this machine's GPUs, to resolve device: auto and num_processes (placement.hpp)

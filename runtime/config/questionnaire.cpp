@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <iostream>
+#include <sstream>
 
 #include "runtime/common/strings.hpp"
 #include "runtime/config/job_builder.hpp"
@@ -14,6 +15,9 @@ namespace {
 std::vector<Question> questions() {
   using J = const JobConfig&;
   auto multi_machine = [](J j) { return j.num_machines > 1; };
+  auto builtin = [](J j) { return j.program.empty(); };  // the built-in trainer: its model, data, evaluation
+  auto data_file = [](J j) { return j.program.empty() && j.data.kind != DataKind::synthetic; };
+  auto evaluated = [](J j) { return j.program.empty() && j.training.eval_every > 0; };
   return {
       {"num_machines", "How many machines will the job use?"},
       {"machine_rank", "What is the rank of this machine?", multi_machine},
@@ -26,6 +30,16 @@ std::vector<Question> questions() {
       {"mixed_precision", "Which mixed precision?"},
       {"model.dtype", "Which dtype are parameters loaded in?"},
       // then the backend's dialect's precision questions
+      {"program", "Your own program to run, with its arguments (empty: accel's built-in trainer)?"},
+      {"model.name", "Which built-in model?", builtin},
+      {"model.n_layer", "How many layers?", builtin},
+      {"model.n_head", "How many attention heads?", builtin},
+      {"model.n_embd", "How wide is the model (n_embd, a multiple of the heads)?", builtin},
+      {"data.kind", "What does it train on: synthetic (random tokens, no file), text (a file read as bytes) or tokens "
+                    "(an llm.c .bin file)?", builtin},
+      {"data.path", "Which data file?", data_file},
+      {"training.eval_every", "Evaluate on held-out data every how many steps (0: never)?", builtin},
+      {"data.val_fraction", "Which fraction of the data is held out for evaluation?", evaluated},
       {"training.max_steps", "How many optimizer steps?"},
       {"training.micro_batch_size", "How many sequences per process per micro-step?"},
       {"training.gradient_accumulation_steps", "How many micro-steps per optimizer step (gradient accumulation)?"},
@@ -43,6 +57,18 @@ void insert_dialect_questions(std::vector<Question>& list, size_t at, const JobC
   if (!dialect) return;
   const auto& extra = previous == "backend" ? dialect->strategy_questions : dialect->precision_questions;
   list.insert(list.begin() + long(at), extra.begin(), extra.end());
+}
+
+// "./train --epochs 3" -> ["./train", "--epochs", "3"]: each word a double-quoted YAML scalar.
+std::string flow_list(const std::string& words) {
+  std::string out = "[";
+  std::istringstream in(words);
+  for (std::string word; in >> word;) {
+    out += out.size() > 1 ? ", \"" : "\"";
+    for (char c : word) out += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+    out += "\"";
+  }
+  return out + "]";
 }
 
 }  // namespace
@@ -63,8 +89,9 @@ std::vector<std::string> run_questionnaire(std::istream& in, std::ostream& out, 
                                                                              : value_to_yaml(current);
     std::string allowed = field.allowed_text();
     for (int attempt = 1;; ++attempt) {
+      const std::string shown = default_text == "[]" ? "none" : default_text;  // an empty list (no program)
       out << q.prompt << (allowed.empty() ? "" : " (" + allowed + ")")
-          << (default_text.empty() ? "" : " [" + default_text + "]") << ": " << std::flush;
+          << (shown.empty() ? "" : " [" + shown + "]") << ": " << std::flush;
       std::string line;
       if (!input_ended && !std::getline(in, line)) {
         input_ended = true;
@@ -82,6 +109,8 @@ std::vector<std::string> run_questionnaire(std::istream& in, std::ostream& out, 
         continue;
       }
 
+      // A list (the program and its arguments) may be typed as words, as on a command line.
+      if (field.type == FieldType::StringList && line.front() != '[') line = flow_list(line);
       std::vector<Diagnostic> errors;
       YAML::Node node;
       try {
@@ -92,7 +121,7 @@ std::vector<std::string> run_questionnaire(std::istream& in, std::ostream& out, 
       auto value = parse_value(field, node, Location::command_line(q.path + "=" + line), errors);
       if (value) {
         builder.apply({q.path, node, Location::command_line(q.path + "=" + line)}, Layer::CommandLine);
-        answers.push_back(q.path + "=" + line);
+        if (line != "[]") answers.push_back(q.path + "=" + line);  // no program: nothing to write
         break;
       }
       out << "  invalid answer: " << errors.front().message << "; allowed: " << errors.front().allowed

@@ -112,12 +112,14 @@ const std::vector<std::string>& reserved_env_vars() {
   // ACCEL_FLIGHT_DIR: where workers dump collective flight records (set by the launcher);
   // ACCEL_FLIGHT_RECORDER=0: communicators record nothing (docs/design/0025).
   // ACCEL_PROGRESS (tty | lines | off): how long work shows its progress (runtime/common/progress.hpp).
+  // ACCEL_SECRET_FILE: the job secret's file; ACCEL_SECRET_FD: its memfd in workers (SECURITY.md).
   static const std::vector<std::string> names = {"ACCEL_JOB",          "ACCEL_RESTART_COUNT", "ACCEL_WORKER_TASK",
                                                  "ACCEL_WORKER_OPTIONS", "ACCEL_LOG_LEVEL",     "ACCEL_BUILD_DIR",
                                                  "ACCEL_BUILD_JOBS", "ACCEL_PYTHON",        "ACCEL_VENV",
                                                  "ACCEL_FAULT",      "ACCEL_SHM_DISABLE",   "ACCEL_RENDEZVOUS_FD",
                                                  "ACCEL_NCCL_ISSUE_AT_WORLD_ONE", "ACCEL_WHOLE_MODEL_INIT",
-                                                 "ACCEL_FLIGHT_DIR", "ACCEL_FLIGHT_RECORDER", "ACCEL_PROGRESS"};
+                                                 "ACCEL_FLIGHT_DIR", "ACCEL_FLIGHT_RECORDER", "ACCEL_PROGRESS",
+                                                 "ACCEL_SECRET_FILE", "ACCEL_SECRET_FD"};
   return names;
 }
 

@@ -163,7 +163,9 @@ std::vector<FieldSpec> build_schema() {
           .range(0, 3600),
       field(KEY(program), "Run this program (and arguments) as each worker instead of accel's built-in trainer, "
                           "e.g. [./my_trainer, --lr, \"3e-4\"]. It receives the launch environment (RANK, "
-                          "WORLD_SIZE, MASTER_ADDR, ACCEL_JOB, ...). Empty: the built-in trainer."),
+                          "WORLD_SIZE, MASTER_ADDR, ACCEL_JOB, ...). A relative path resolves against the job file's directory "
+                          "(as data.path does; on the command line, against the working directory), a bare name "
+                          "on PATH. Empty: the built-in trainer."),
       field(KEY(rendezvous_timeout_s), "Seconds workers wait for every rank to arrive before failing with the "
                                        "list of missing ranks.")
           .range(1, 86400),
@@ -266,13 +268,42 @@ std::vector<FieldSpec> build_schema() {
                                       "shards and gradients in bf16 (AdamW moments stay fp32)."),
 
       // ---- model -----------------------------------------------------------------------------
-      field(KEY(model.name), "Built-in model: gpt (GPT-2 architecture, see spec/training.md) or mlp (small tests)."),
-      field(KEY(model.n_layer), "Transformer blocks (gpt) or hidden layers (mlp).").range(1, 1024),
-      field(KEY(model.n_head), "Attention heads; must divide n_embd.").range(1, 1024),
+      field(KEY(model.name), "Built-in model: gpt (GPT-2 architecture, see spec/training.md), llama (Llama 2/3, "
+                             "Mistral, TinyLlama, Granite shapes; docs/models.md) or mlp (small tests)."),
+      field(KEY(model.n_layer), "Transformer blocks (gpt), decoder layers (llama) or hidden layers (mlp).").range(1, 1024),
+      field(KEY(model.n_head), "Attention heads; must divide n_embd (llama: unless head_dim is set).").range(1, 1024),
       field(KEY(model.n_embd), "Embedding width.").range(1, 1 << 20),
       field(KEY(model.vocab_size), "Token vocabulary size; byte-level text needs at least 256.").range(2, 1 << 24),
       field(KEY(model.block_size), "Maximum sequence length (rows of the position embedding).").range(1, 1 << 20),
       field(KEY(model.dtype), "The dtype parameters are loaded in: fp32 or bf16."),
+      field(KEY(model.n_kv_head), "llama: key/value heads (grouped-query attention; must divide n_head); 0: n_head.")
+          .range(0, 1024),
+      field(KEY(model.intermediate_size), "llama: width of the SwiGLU MLP (gate_proj, up_proj); 0: 4 * n_embd.")
+          .range(0, 1 << 22),
+      field(KEY(model.head_dim), "llama: channels per attention head, even (RoPE rotates pairs); 0: n_embd / n_head.")
+          .range(0, 1 << 16),
+      field(KEY(model.rope_theta), "llama: RoPE base (10000 Llama 2, 500000 Llama 3, 1000000 Mistral v0.2+).")
+          .range(0),
+      field(KEY(model.rope_scaling), "llama: RoPE frequency scaling: none, or llama3 (Llama 3.1's, with the "
+                                     "rope_scaling_* keys; transformers' rope_type llama3)."),
+      field(KEY(model.rope_scaling_factor), "llama3 rope scaling: factor the low frequencies are divided by.")
+          .range(1),
+      field(KEY(model.rope_scaling_low_freq_factor), "llama3 rope scaling: low_freq_factor.").range(0),
+      field(KEY(model.rope_scaling_high_freq_factor), "llama3 rope scaling: high_freq_factor (above "
+                                                      "low_freq_factor).")
+          .range(0),
+      field(KEY(model.rope_scaling_original_max_position_embeddings), "llama3 rope scaling: the context length "
+                                                                      "the model was pre-trained at.")
+          .range(1, 1 << 24),
+      field(KEY(model.norm_eps), "llama: RMSNorm epsilon (transformers' rms_norm_eps).").range(0),
+      field(KEY(model.tie_word_embeddings), "llama: logits through embed_tokens (no lm_head parameter); gpt is "
+                                            "always tied."),
+      field(KEY(model.attention_bias), "llama: biases on q_proj, k_proj, v_proj and o_proj."),
+      field(KEY(model.mlp_bias), "llama: biases on gate_proj, up_proj and down_proj."),
+      field(KEY(model.sliding_window), "llama: Mistral's sliding-window attention span; not implemented, so "
+                                       "accepted only when training.seq_len is within it (it masks nothing); "
+                                       "0: none.")
+          .range(0, 1 << 24),
       field(KEY(model.from_pretrained), "A Hugging Face model folder to start from (config.json, model.safetensors or "
                                         "model.safetensors.index.json with shards; fp32, bf16 or fp16): its "
                                         "config.json fills the shape keys the job leaves unset (a set one that "

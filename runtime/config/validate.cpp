@@ -3,10 +3,15 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "runtime/config/elastic_rules.hpp"
 #include "runtime/config/job_checker.hpp"
+#include "runtime/config/model_section.hpp"
 #include "runtime/config/plan/resolve_plan.hpp"
 #include "runtime/config/schema.hpp"
 
@@ -29,12 +34,38 @@ void check_world(const JobConfig& j, JobChecker& c) {
     c.warning("cuda_collectives", "has no effect on device cpu (CPU workers always use Gloo)", c.about("device"));
 }
 
+// llama's own keys: its cross-key rules, Mistral's sliding window where it would mask something,
+// and (warnings) llama keys set on another model.
+void check_llama_keys(const JobConfig& j, JobChecker& c) {
+  static const char* const kLlamaKeys[] = {
+      "model.n_kv_head", "model.intermediate_size", "model.head_dim", "model.rope_theta", "model.rope_scaling",
+      "model.rope_scaling_factor", "model.rope_scaling_low_freq_factor", "model.rope_scaling_high_freq_factor",
+      "model.rope_scaling_original_max_position_embeddings", "model.norm_eps", "model.tie_word_embeddings",
+      "model.attention_bias", "model.mlp_bias", "model.sliding_window"};
+  if (j.model.name != ModelName::llama) {
+    for (const char* key : kLlamaKeys)
+      if (c.is_set(key))
+        c.warning(key, "applies to model.name llama only; it has no effect on " + to_string(j.model.name),
+                  "remove it, or set model.name: llama");
+    return;
+  }
+  for (const auto& d : llama_problems(j.model)) c.error(d.key_path, d.message, d.allowed, d.hint);
+  if (j.model.sliding_window > 0 && j.training.seq_len > j.model.sliding_window)
+    c.error("model.sliding_window", "sliding-window attention is not implemented; with training.seq_len above the "
+            "window it would mask what full causal attention sees",
+            "0, or >= training.seq_len (" + std::to_string(j.training.seq_len) + ")",
+            c.about("training.seq_len") + "; shorten seq_len to the window (then it masks nothing)");
+}
+
 void check_model_and_training(const JobConfig& j, JobChecker& c) {
-  if (j.model.n_embd % j.model.n_head != 0)
+  check_llama_keys(j, c);
+  if (j.model.n_embd % j.model.n_head != 0 && j.model.name != ModelName::llama)
     c.error("model.n_embd", "must be divisible by model.n_head (each head gets n_embd / n_head channels)",
             "a multiple of " + std::to_string(j.model.n_head), c.about("model.n_head"));
   if (j.training.seq_len > j.model.block_size)
-    c.error("training.seq_len", "is longer than the model's position table", "1 .. " + std::to_string(j.model.block_size),
+    c.error("training.seq_len", j.model.name == ModelName::llama ? "is longer than the longest sequence the model takes"
+                                                                  : "is longer than the model's position table",
+            "1 .. " + std::to_string(j.model.block_size),
             c.about("model.block_size") + "; raise it or shorten seq_len");
   if (j.data.kind == DataKind::text && j.model.vocab_size < 256)
     c.error("model.vocab_size", "byte-level text needs a vocabulary of at least 256", ">= 256", c.about("data.kind"));
@@ -55,6 +86,9 @@ void check_model_and_training(const JobConfig& j, JobChecker& c) {
 }
 
 // The nearest existing ancestor of `dir` must be a writable directory, so the job can create it.
+// Whether the launcher will be able to create `dir` (or write into it), found the way the launcher
+// finds it: by trying, without leaving a trace. access(2) alone passes root everywhere, also where
+// creating fails (/proc, a read-only or full file system).
 bool creatable_dir(const fs::path& dir, std::string& why) {
   std::error_code ec;
   if (fs::exists(dir, ec)) {
@@ -62,18 +96,29 @@ bool creatable_dir(const fs::path& dir, std::string& why) {
       why = "exists and is not a directory";
       return false;
     }
-    if (access(dir.c_str(), W_OK) != 0) {
-      why = "is not writable";
+    const std::string probe = (dir / (".accel-validate-probe." + std::to_string(::getpid()))).string();
+    const int fd = ::open(probe.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
+    const int err = errno;
+    if (fd < 0) {
+      why = std::string("is not writable (") + std::strerror(err) + ")";
       return false;
     }
+    ::close(fd);
+    ::unlink(probe.c_str());
     return true;
   }
   fs::path parent = fs::absolute(dir, ec).parent_path();
   while (!parent.empty() && !fs::exists(parent, ec)) parent = parent.parent_path();
-  if (parent.empty() || !fs::is_directory(parent, ec) || access(parent.c_str(), W_OK) != 0) {
-    why = "cannot be created (" + parent.string() + " is not a writable directory)";
+  if (parent.empty() || !fs::is_directory(parent, ec)) {
+    why = "cannot be created (" + parent.string() + " is not a directory)";
     return false;
   }
+  std::string probe = (parent / ".accel-validate-probe.XXXXXX").string();
+  if (!::mkdtemp(probe.data())) {
+    why = "cannot be created in " + parent.string() + " (" + std::strerror(errno) + ")";
+    return false;
+  }
+  ::rmdir(probe.c_str());
   return true;
 }
 
@@ -108,7 +153,8 @@ void check_paths(const JobConfig& j, JobChecker& c) {
     c.error("training.resume", "checkpoint directory does not exist", "auto | never | PATH", "");
   if (!j.program.empty() && !find_executable(j.program.front()))
     c.error("program", "the program is not an executable file" + std::string(j.program.front().find('/') == std::string::npos ? " on PATH" : ""),
-            "", "give the path of an executable (relative paths resolve against the working directory)");
+            "", "give the path of an executable (relative paths resolve against the job file's directory, "
+            "or the working directory on the command line)");
   std::string why;
   if (!creatable_dir(j.training.output_dir, why)) c.error("training.output_dir", "directory " + why, "", "choose another directory");
   if (j.deepspeed.offload_optimizer_device == OffloadDevice::nvme && !j.deepspeed.offload_optimizer_nvme_path.empty() &&

@@ -2,7 +2,9 @@
 // memory estimator: the units the trainer's engine runs, as api::apply_unit_policy makes them of
 // GptModule and MlpModule (trainer/models; parameters per spec/training.md):
 //   gpt: `root` (wte [V, C], wpe [T, C], ln_f 2C), then `h.0` .. `h.{L-1}` (12C^2 + 13C each);
-//   mlp: `root` (wte [V, C]), then `layer.0` .. `layer.{L-1}` (C^2 + C each).
+//   mlp: `root` (wte [V, C]), then `layer.0` .. `layer.{L-1}` (C^2 + C each);
+//   llama: `root` (embed_tokens [V, C], lm_head [V, C] unless tied, norm C), then `layers.0` ..
+//   (2*H*D*C + 2*KV*D*C + 3*I*C + 2C each, plus the bias flags' biases).
 // Under fsdp SIZE_BASED_WRAP each module outside the layers (wte, wpe, ln_f) holding at least
 // min_num_params parameters is a unit of its own, named by its path; the root keeps the others and
 // is left out when it keeps none.
@@ -26,7 +28,7 @@ struct UnitShape {
 
 struct ModelShape {
   std::vector<UnitShape> units;  // the policy's order: the root first
-  // The unit holding wte, whose weights are tied with the output head: used at both ends of the
+  // The unit holding wte (llama: embed_tokens), whose weights are tied with the output head: used at both ends of the
   // forward, so the engine keeps it gathered through a step. -1: none.
   int tied_unit = -1;
 

@@ -5,16 +5,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <stdexcept>
 #include <thread>
 
 #include "runtime/launch/elastic_host.hpp"
+#include "runtime/launch/membership_auth.hpp"
 
 namespace accel::launch {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kRetry{200};  // between connection attempts while machine 0 starts
 
 // One connection attempt to every address `addr` resolves to; -1 when none answers.
@@ -43,7 +44,8 @@ int try_connect(const std::string& addr, int port) {
 
 }  // namespace
 
-ElasticClient::ElasticClient(const std::string& addr, int port, std::chrono::milliseconds timeout, SignalGuard& guard)
+ElasticClient::ElasticClient(const std::string& addr, int port, std::chrono::milliseconds timeout, SignalGuard& guard,
+                             const secret::JobSecret& secret)
     : address_(addr + ":" + std::to_string(port)) {
   const auto deadline = Clock::now() + timeout;
   for (;;) {
@@ -59,6 +61,55 @@ ElasticClient::ElasticClient(const std::string& addr, int port, std::chrono::mil
     if (poll(&p, 1, static_cast<int>(kRetry.count())) > 0) guard.drain();
   }
   enable_keepalive(fd_);
+  authenticate(secret, guard);
+}
+
+std::optional<std::string> ElasticClient::handshake_line(Clock::time_point deadline, SignalGuard& guard) {
+  for (;;) {
+    if (size_t eol = pending_.find('\n'); eol != std::string::npos) {
+      std::string line = pending_.substr(0, eol);
+      pending_.erase(0, eol + 1);
+      return line;
+    }
+    if (pending_.size() > kMaxHandshakeLine || guard.interrupt_signal()) return std::nullopt;
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return std::nullopt;
+    pollfd fds[2] = {{fd_, POLLIN, 0}, {guard.wake_fd(), POLLIN, 0}};
+    const int ready = poll(fds, 2, static_cast<int>(std::min<long long>(left, 1000)));
+    if (ready < 0 && errno != EINTR) return std::nullopt;
+    if (ready <= 0) continue;
+    if (fds[1].revents) guard.drain();
+    if (!fds[0].revents) continue;
+    char buffer[1024];
+    ssize_t n = recv(fd_, buffer, sizeof buffer, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return std::nullopt;
+    pending_.append(buffer, static_cast<size_t>(n));
+  }
+}
+
+void ElasticClient::authenticate(const secret::JobSecret& secret, SignalGuard& guard) {
+  const auto deadline = Clock::now() + kHandshakeTimeout;
+  auto refuse = [&](const std::string& why) {
+    close(fd_);
+    fd_ = -1;
+    if (guard.interrupt_signal()) return;  // connected() is false: the caller reports the interrupt
+    throw std::runtime_error("machine 0's rendezvous at " + address_ + " " + why +
+                             ": every launcher of the job must be given the same secret file (" +
+                             secret::kSecretFileVariable + ", SECURITY.md), and nothing else may listen on "
+                             "main_process_port");
+  };
+  const auto hello = handshake_line(deadline, guard);
+  const auto host_nonce = hello ? parse_hello(*hello) : std::nullopt;
+  if (!host_nonce) return refuse("did not open the handshake of an accel elastic rendezvous");
+  const std::string nonce = fresh_nonce();
+  const std::string proof = launcher_proof_line(secret, *host_nonce, nonce);
+  if (::send(fd_, proof.data(), proof.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(proof.size()))
+    return refuse("closed the connection during the handshake");
+  const auto answer = handshake_line(deadline, guard);
+  if (!answer) return refuse("refused this launcher's proof of the job secret (or did not answer it)");
+  if (!check_host_proof(secret, *host_nonce, nonce, *answer))
+    return refuse("did not prove it holds this job's secret");
 }
 
 ElasticClient::~ElasticClient() {

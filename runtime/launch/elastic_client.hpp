@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "runtime/common/job_secret.hpp"
 #include "runtime/launch/elastic_messages.hpp"
 #include "runtime/launch/signal_guard.hpp"
 
@@ -18,7 +19,10 @@ class ElasticClient {
   // Connects to addr:port, retrying until `timeout` passes (machine 0's launcher may start after
   // this one). Throws std::runtime_error naming the address and the fix when it never answers, and
   // returns unconnected (connected() false) when SIGINT/SIGTERM arrives meanwhile.
-  ElasticClient(const std::string& addr, int port, std::chrono::milliseconds timeout, SignalGuard& guard);
+  // Then proves `secret` to the host and checks the host's proof (membership_auth.hpp); throws
+  // std::runtime_error saying so when either fails.
+  ElasticClient(const std::string& addr, int port, std::chrono::milliseconds timeout, SignalGuard& guard,
+                const secret::JobSecret& secret);
   ~ElasticClient();
   ElasticClient(const ElasticClient&) = delete;
   ElasticClient& operator=(const ElasticClient&) = delete;
@@ -37,6 +41,13 @@ class ElasticClient {
   const std::string& address() const { return address_; }
 
  private:
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::chrono::seconds kHandshakeTimeout{10};
+  void authenticate(const secret::JobSecret& secret, SignalGuard& guard);
+  // The next handshake line, or nullopt when the host closes, a SIGINT/SIGTERM arrives, the line
+  // grows too long or `deadline` passes.
+  std::optional<std::string> handshake_line(Clock::time_point deadline, SignalGuard& guard);
+
   int fd_ = -1;
   std::string address_;
   std::string pending_;  // received bytes of a line not yet complete

@@ -1,6 +1,7 @@
 #include "runtime/launch/elastic_host.hpp"
 
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -17,12 +18,23 @@
 #include <string>
 #include <vector>
 
+#include "runtime/launch/line_relay.hpp"
+#include "runtime/launch/membership_auth.hpp"
+
 namespace accel::launch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kMaxWait{1000};  // re-check the rounds' clock at least this often
 constexpr size_t kMaxLine = 64 * 1024;                // a launcher's line longer than this is garbage
+
+// "10.0.0.7:41234": who connected, for the refusal's line.
+std::string peer_name(const sockaddr_storage& peer, socklen_t len) {
+  char host[NI_MAXHOST] = "?", port[NI_MAXSERV] = "?";
+  getnameinfo(reinterpret_cast<const sockaddr*>(&peer), len, host, sizeof host, port, sizeof port,
+              NI_NUMERICHOST | NI_NUMERICSERV);
+  return std::string(host) + ":" + port;
+}
 
 bool send_all(int fd, const std::string& text) {
   size_t sent = 0;
@@ -46,7 +58,8 @@ void enable_keepalive(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
 }
 
-ElasticHost::ElasticHost(int port, const RoundLimits& limits) : listener_(port), limits_(limits) {
+ElasticHost::ElasticHost(int port, const std::string& address, const RoundLimits& limits, const secret::JobSecret& secret)
+    : listener_(port, address), limits_(limits), secret_(secret) {
   if (pipe2(wake_, O_CLOEXEC) != 0)
     throw std::runtime_error(std::string("cannot start the elastic rendezvous: pipe2() failed: ") + std::strerror(errno));
   // The thread inherits the mask of its creator: block what SignalGuard handles, so those signals
@@ -77,11 +90,17 @@ ElasticHost::~ElasticHost() {
 
 void ElasticHost::serve() {
   MembershipRounds rounds(limits_, Clock::now());
-  std::map<int, std::string> connections;  // fd -> bytes of a line not yet complete
+  std::map<int, Connection> connections;
   auto drop = [&](int fd) {
-    rounds.closed(fd, Clock::now());
+    if (connections[fd].authenticated) rounds.closed(fd, Clock::now());
     connections.erase(fd);
     close(fd);
+  };
+  // A peer that does not prove the job secret is closed and named once; the job goes on.
+  auto refuse = [&](int fd, const std::string& why) {
+    write_all(STDERR_FILENO, "[launcher] refused a connection to the elastic rendezvous from " + connections[fd].peer +
+                                 ": " + why + " (SECURITY.md)\n");
+    drop(fd);
   };
   for (;;) {
     // What the rounds decided goes out first; a refused launcher's connection closes after its message.
@@ -101,10 +120,16 @@ void ElasticHost::serve() {
     if (ready < 0 && errno != EINTR) break;
     if (fds[0].revents) break;  // the launcher is done with the rendezvous
     if (ready > 0 && fds[1].revents & POLLIN) {
-      int fd = accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+      sockaddr_storage peer{};
+      socklen_t peer_len = sizeof peer;
+      int fd = accept4(listener_.fd(), reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC);
       if (fd >= 0) {
         enable_keepalive(fd);
-        connections[fd] = "";
+        Connection& c = connections[fd];
+        c.peer = peer_name(peer, peer_len);
+        c.nonce = fresh_nonce();
+        c.accepted = Clock::now();
+        if (!send_all(fd, hello_line(c.nonce))) drop(fd);
       }
     }
     // Every ready connection is read before any is acted on, and the closed ones are dropped first:
@@ -112,27 +137,53 @@ void ElasticHost::serve() {
     // broke with it), so the restart it causes names the lost machine, whatever the fds' order.
     std::vector<int> with_data;
     for (size_t i = 2; ready > 0 && i < fds.size(); ++i) {
-      if (!fds[i].revents) continue;
+      if (!fds[i].revents || !connections.count(fds[i].fd)) continue;
       const int fd = fds[i].fd;
       char buffer[4096];
       ssize_t n = recv(fd, buffer, sizeof buffer, 0);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
-        drop(fd);
+        if (connections[fd].authenticated) drop(fd);
+        else refuse(fd, "it closed the connection before proving it holds this job's secret");
         continue;
       }
-      connections[fd].append(buffer, static_cast<size_t>(n));
+      connections[fd].pending.append(buffer, static_cast<size_t>(n));
       with_data.push_back(fd);
     }
     for (const int fd : with_data) {
-      std::string& pending = connections[fd];
-      for (size_t eol; (eol = pending.find('\n')) != std::string::npos;) {
-        const std::string line = pending.substr(0, eol);
-        pending.erase(0, eol + 1);
+      if (!connections.count(fd)) continue;
+      Connection& c = connections[fd];
+      // Nothing a peer sends is read as a message before it has proved the secret.
+      if (!c.authenticated) {
+        const size_t eol = c.pending.find('\n');
+        if (eol == std::string::npos) {
+          if (c.pending.size() > kMaxHandshakeLine) refuse(fd, "it sent a line that is not a proof of this job's secret");
+          continue;
+        }
+        const auto launcher_nonce = check_launcher_proof(secret_, c.nonce, c.pending.substr(0, eol));
+        if (!launcher_nonce) {
+          refuse(fd, "it did not prove it holds this job's secret");
+          continue;
+        }
+        c.pending.erase(0, eol + 1);
+        c.authenticated = true;
+        if (!send_all(fd, host_proof_line(secret_, c.nonce, *launcher_nonce))) {
+          drop(fd);
+          continue;
+        }
+      }
+      for (size_t eol; connections.count(fd) && (eol = c.pending.find('\n')) != std::string::npos;) {
+        const std::string line = c.pending.substr(0, eol);
+        c.pending.erase(0, eol + 1);
         if (auto message = decode(line)) rounds.received(fd, *message, Clock::now());
       }
-      if (pending.size() > kMaxLine) drop(fd);  // not a launcher of this job
+      if (connections.count(fd) && c.pending.size() > kMaxLine) drop(fd);  // not a launcher of this job
     }
+    // A connection that has not proved the secret within the handshake's time holds nothing of the job.
+    std::vector<int> stale;
+    for (const auto& [fd, c] : connections)
+      if (!c.authenticated && Clock::now() - c.accepted > kHandshakeTimeout) stale.push_back(fd);
+    for (const int fd : stale) refuse(fd, "it did not prove it holds this job's secret in time");
     rounds.tick(Clock::now());
   }
   for (const auto& [fd, _] : connections) close(fd);

@@ -79,7 +79,8 @@ std::string round_line(const LaunchPlan& plan, const ElasticMessage& round, cons
 
 bool is_elastic(const LaunchPlan& plan) { return plan.min_machines >= 1 && plan.min_machines < plan.num_machines; }
 
-LaunchResult run_elastic_launch(const LaunchPlan& plan, GroupSetup setup, SignalGuard& guard) {
+LaunchResult run_elastic_launch(const LaunchPlan& plan, GroupSetup setup, SignalGuard& guard,
+                                const secret::JobSecret& secret) {
   try {
     auto path = setup.base_env.count("PATH") ? setup.base_env.at("PATH") : "";
     setup.program_path = resolve_program(plan.worker_argv[0], path);
@@ -92,7 +93,7 @@ LaunchResult run_elastic_launch(const LaunchPlan& plan, GroupSetup setup, Signal
   std::optional<ElasticHost> host;
   if (plan.machine_rank == 0) {
     try {
-      store_port.emplace(0);
+      store_port.emplace(0, plan.master_addr);
       RoundLimits limits;
       limits.min_machines = plan.min_machines;
       limits.max_machines = plan.num_machines;
@@ -100,14 +101,14 @@ LaunchResult run_elastic_launch(const LaunchPlan& plan, GroupSetup setup, Signal
       limits.join_window = plan.join_window;
       limits.gather_timeout = plan.rendezvous_timeout;
       limits.worker_port = store_port->port();
-      host.emplace(plan.master_port, limits);
+      host.emplace(plan.master_port, plan.master_addr, limits, secret);
     } catch (const std::runtime_error& e) {
       return ended(1, e.what(), 0);
     }
   }
   std::optional<ElasticClient> client;
   try {
-    client.emplace(plan.master_addr, plan.master_port, plan.rendezvous_timeout, guard);
+    client.emplace(plan.master_addr, plan.master_port, plan.rendezvous_timeout, guard, secret);
   } catch (const std::runtime_error& e) {
     return ended(1, "machine " + std::to_string(plan.machine_rank) + ": " + e.what(), 0);
   }

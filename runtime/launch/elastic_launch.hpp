@@ -8,6 +8,8 @@
 // Invariant: as run_launch(): every worker of a round is reaped before the next round or the return.
 #pragma once
 
+#include "runtime/common/job_secret.hpp"
+
 #include "runtime/launch/launch_plan.hpp"
 #include "runtime/launch/signal_guard.hpp"
 #include "runtime/launch/worker_group.hpp"
@@ -17,7 +19,9 @@ namespace accel::launch {
 // 1 <= min_machines < num_machines.
 bool is_elastic(const LaunchPlan& plan);
 
-// Called by run_launch() with its signal guard and the setup it filled (environment, cores).
-LaunchResult run_elastic_launch(const LaunchPlan& plan, GroupSetup setup, SignalGuard& guard);
+// Called by run_launch() with its signal guard, the setup it filled (environment, cores, the
+// secret's memfd) and the job secret the membership connections authenticate with.
+LaunchResult run_elastic_launch(const LaunchPlan& plan, GroupSetup setup, SignalGuard& guard,
+                                const secret::JobSecret& secret);
 
 }  // namespace accel::launch

@@ -1,5 +1,7 @@
 #include "runtime/launch/elastic_messages.hpp"
 
+#include "runtime/common/job_secret.hpp"
+
 #include <charconv>
 
 namespace accel::launch {
@@ -81,7 +83,7 @@ std::optional<ElasticMessage> decode(const std::string& line) {
     if (!machine) return std::nullopt;
     m.kind = ElasticKind::Join;
     m.machine = *machine;
-    m.text = f[2];
+    m.text = secret::printable(f[2]);
     return m;
   }
   if (kind == "failed" || kind == "stop") {
@@ -90,7 +92,7 @@ std::optional<ElasticMessage> decode(const std::string& line) {
     if (!round) return std::nullopt;
     m.kind = kind == "failed" ? ElasticKind::Failed : ElasticKind::Stop;
     m.round = *round;
-    m.text = f[2];
+    m.text = secret::printable(f[2]);
     return m;
   }
   if (kind == "done" || kind == "wait") {
@@ -113,7 +115,7 @@ std::optional<ElasticMessage> decode(const std::string& line) {
     m.worker_port = *port;
     m.machines = *machines;
     m.left = *left;
-    m.text = f[6];
+    m.text = secret::printable(f[6]);
     return m;
   }
   if (kind == "end") {
@@ -122,7 +124,7 @@ std::optional<ElasticMessage> decode(const std::string& line) {
     if (!code) return std::nullopt;
     m.kind = ElasticKind::End;
     m.exit_code = *code;
-    m.text = f[2];
+    m.text = secret::printable(f[2]);
     return m;
   }
   return std::nullopt;

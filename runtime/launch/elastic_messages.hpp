@@ -6,7 +6,9 @@
 // <machines> lists the round's members by their machine_rank, in the order of their new (dense)
 // ranks; <left> the previous round's members that are not in this one ("-" for none).
 // Invariant: decode(encode(m)) == m for every message whose text has no tab or newline (encode
-// replaces them by spaces), and decode() refuses any line it cannot read whole.
+// replaces them by spaces) or other control byte, and decode() refuses any line it cannot read whole.
+// decode() writes every control byte of a text field as \xNN (secret::printable): launchers print
+// these texts, and a peer's bytes must not drive the reader's terminal.
 #pragma once
 
 #include <optional>

@@ -10,6 +10,7 @@
 #include "runtime/common/errors.hpp"
 #include "runtime/launch/elastic_launch.hpp"
 #include "runtime/launch/launch_plan.hpp"
+#include "runtime/launch/launch_secret.hpp"
 #include "runtime/launch/launch_summary.hpp"
 #include "runtime/launch/rank_logs.hpp"
 #include "runtime/launch/rendezvous_listener.hpp"
@@ -61,14 +62,24 @@ LaunchResult run_launch(const LaunchPlan& plan) {
   GroupSetup setup;
   setup.base_env = environment_map(environ);
   setup.cores = available_cores();
-  if (is_elastic(plan)) return run_elastic_launch(plan, std::move(setup), guard);
+  std::optional<SecretFd> secret_fd;
+  try {
+    const LaunchSecret secret = launch_secret(plan, setup.base_env);
+    secret_fd.emplace(secret.secret);
+    setup.secret_fd = secret_fd->fd();
+    if (is_elastic(plan)) return run_elastic_launch(plan, std::move(setup), guard, secret.secret);
+  } catch (const UsageError& e) {  // a refused ACCEL_SECRET_FILE
+    return failed(e.what(), 0, 2);
+  } catch (const std::runtime_error& e) {
+    return failed(std::string("cannot set up the job secret: ") + e.what());
+  }
   // The launcher that runs rank 0 holds the port for the whole launch (every generation's rank 0
   // accepts on it); the others only connect to it.
   std::optional<RendezvousListener> listener;
   setup.master_port = plan.master_port;
   if (plan.rank_offset == 0) {
     try {
-      listener.emplace(plan.master_port);
+      listener.emplace(plan.master_port, plan.master_addr);
     } catch (const std::runtime_error& e) {
       return failed(e.what());
     }

@@ -17,11 +17,13 @@
 #include <cerrno>
 #include <optional>
 
+#include "runtime/common/job_secret.hpp"
 #include "runtime/common/wall_clock.hpp"
 #include "runtime/launch/flight_collection.hpp"
 #include "runtime/launch/process_state.hpp"
 #include "runtime/launch/rendezvous_listener.hpp"
 #include "runtime/launch/signal_names.hpp"
+#include "runtime/launch/shm_sweep.hpp"
 #include "runtime/launch/worker_process.hpp"
 
 namespace accel::launch {
@@ -99,10 +101,12 @@ class WorkerGroup {
       const bool hosts_store = worker.rank == 0 && setup_.rendezvous_fd >= 0;
       env.erase(kRendezvousFdVariable);  // an inherited number would name someone else's descriptor
       if (hosts_store) env[kRendezvousFdVariable] = std::to_string(setup_.rendezvous_fd);
+      env.erase(secret::kSecretFdVariable);  // only this launcher's memfd is the job's secret
+      if (setup_.secret_fd >= 0) env[secret::kSecretFdVariable] = std::to_string(setup_.secret_fd);
       SpawnedWorker spawned;
       try {
         spawned = spawn_worker(setup_.program_path, plan_.worker_argv, environment_strings(env),
-                               hosts_store ? setup_.rendezvous_fd : -1);
+                               {hosts_store ? setup_.rendezvous_fd : -1, setup_.secret_fd});
       } catch (const SpawnError& e) {
         result_.end = GroupEnd::SpawnFailed;
         result_.spawn_error = "rank " + std::to_string(worker.rank) + " could not be started: " + e.what();
@@ -351,7 +355,10 @@ class WorkerGroup {
 }  // namespace
 
 GroupResult run_worker_group(const LaunchPlan& plan, const GroupSetup& setup, SignalGuard& guard) {
-  return WorkerGroup(plan, setup, guard).run();
+  GroupResult result = WorkerGroup(plan, setup, guard).run();
+  // Every worker is reaped: a segment a rank left (killed between creating and unlinking it) goes now.
+  remove_worker_segments();
+  return result;
 }
 
 }  // namespace accel::launch

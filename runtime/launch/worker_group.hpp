@@ -58,6 +58,7 @@ struct GroupSetup {
   int cores = 1;
   std::vector<int> log_fds;   // per local rank, -1 for none
   int stop_fd = -1;           // readable (never read here): stop the group, GroupEnd::StopRequested; -1: none
+  int secret_fd = -1;         // the job secret's sealed memfd every worker inherits (ACCEL_SECRET_FD), or -1
 };
 
 GroupResult run_worker_group(const LaunchPlan& plan, const GroupSetup& setup, SignalGuard& guard);

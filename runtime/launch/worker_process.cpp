@@ -69,7 +69,8 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
 
 // Runs in the child between fork and exec: async-signal-safe calls only, never returns.
 [[noreturn]] void exec_child(pid_t launcher, const char* path, char* const* argv, char* const* envp,
-                             int stdin_fd, int out_fd, int err_fd, int report_fd, int inherit_fd) {
+                             int stdin_fd, int out_fd, int err_fd, int report_fd, const int* inherit_fds,
+                             size_t inherit_count) {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != launcher) _exit(127);  // the launcher died before PDEATHSIG was armed
@@ -90,7 +91,8 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
     (void)ignored;
     _exit(127);
   }
-  if (inherit_fd >= 0) fcntl(inherit_fd, F_SETFD, 0);
+  for (size_t i = 0; i < inherit_count; ++i)
+    if (inherit_fds[i] >= 0) fcntl(inherit_fds[i], F_SETFD, 0);
   execve(path, argv, envp);
   int err = errno;
   ssize_t ignored = write(report_fd, &err, sizeof(err));
@@ -120,7 +122,7 @@ std::string resolve_program(const std::string& program, const std::string& path_
 }
 
 SpawnedWorker spawn_worker(const std::string& path, const std::vector<std::string>& argv,
-                           const std::vector<std::string>& env, int inherit_fd) {
+                           const std::vector<std::string>& env, const std::vector<int>& inherit_fds) {
   FdSet fds;
   int out[2], err[2], report[2];
   make_pipe(fds, out);
@@ -135,7 +137,8 @@ SpawnedWorker spawn_worker(const std::string& path, const std::vector<std::strin
 
   pid_t pid = fork();
   if (pid < 0) fail_to_spawn("fork");
-  if (pid == 0) exec_child(launcher, path.c_str(), c_argv.data(), c_env.data(), devnull, out[1], err[1], report[1], inherit_fd);
+  if (pid == 0) exec_child(launcher, path.c_str(), c_argv.data(), c_env.data(), devnull, out[1], err[1], report[1], inherit_fds.data(),
+                           inherit_fds.size());
 
   setpgid(pid, pid);  // also in the parent, so killpg() works even before the child runs
   close(out[1]);

@@ -30,9 +30,10 @@ struct SpawnedWorker {
 // Throws SpawnError when nothing executable is found.
 std::string resolve_program(const std::string& program, const std::string& path_env);
 
-// Starts `path` with `argv` (argv[0] included) and the NAME=value strings `env`. `inherit_fd`, when
-// not -1, is the one launcher descriptor the worker keeps open (its O_CLOEXEC cleared in the child).
+// Starts `path` with `argv` (argv[0] included) and the NAME=value strings `env`. `inherit_fds` (-1
+// entries skipped) are the launcher descriptors the worker keeps open (O_CLOEXEC cleared in the
+// child): rank 0's rendezvous socket, the job secret's memfd.
 SpawnedWorker spawn_worker(const std::string& path, const std::vector<std::string>& argv,
-                           const std::vector<std::string>& env, int inherit_fd = -1);
+                           const std::vector<std::string>& env, const std::vector<int>& inherit_fds = {});
 
 }  // namespace accel::launch

@@ -20,7 +20,7 @@ Figure curve(const std::vector<RunData>& runs, const std::string& id, const std:
   LineChart chart;
   chart.id = id;
   chart.title = title;
-  chart.x_label = "step (metrics.jsonl)";
+  chart.x_label = "step";
   chart.y_label = y_label;
   for (size_t i = 0; i < runs.size(); ++i) {
     Series s;

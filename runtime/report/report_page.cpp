@@ -167,7 +167,7 @@ std::string render_page(const std::vector<RunData>& runs, const std::vector<Figu
   summary_table(h, runs);
   h << "<section class=\"charts\">\n";
   for (const auto& f : figures) figure_html(h, f);
-  h << "</section>\n<footer>The step axis is metrics.jsonl's \"step\" (0-based, the step's index). Figures: ";
+  h << "</section>\n<footer>The step axis counts steps as the console does, from 1 (metrics.jsonl's 0-based \"step\" + 1). Figures: ";
   for (size_t i = 0; i < figures.size(); ++i)
     h << (i ? ", " : "") << (figures[i].drawn() ? "<code>" + figures[i].id + ".png</code>" : figures[i].id + " (none)");
   h << ".</footer>\n</body>\n</html>\n";

@@ -110,7 +110,8 @@ std::vector<std::pair<double, double>> RunData::series(const std::string& field)
   std::vector<std::pair<double, double>> out;
   for (const auto& r : records) {
     auto it = r.values.find(field);
-    if (it != r.values.end()) out.emplace_back(double(r.step), it->second);
+    // Step n as the console prints it ("step 150/150"): metrics.jsonl's step is the 0-based index.
+    if (it != r.values.end()) out.emplace_back(double(r.step + 1), it->second);
   }
   return out;
 }

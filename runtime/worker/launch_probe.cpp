@@ -8,19 +8,23 @@
 #include <filesystem>
 #include <fstream>
 
+#include "runtime/common/sealed_value.hpp"
+
 namespace accel::worker {
 
 void report_launch_probe(WorkerContext& ctx, int64_t launch_start_ns, const std::string& json_path) {
   int64_t ready = realtime_ns();
   auto& store = *ctx.rendezvous->store();
-  std::string text = std::to_string(ready);
-  store.set(ctx.rendezvous->prefix() + "ready/" + std::to_string(ctx.world.rank),
-            std::vector<uint8_t>(text.begin(), text.end()));
+  auto key_of = [&](int r) { return ctx.rendezvous->prefix() + "ready/" + std::to_string(r); };
+  // Sealed: the store takes writes from anyone who reaches it (SECURITY.md).
+  std::string text = secret::seal(key_of(ctx.world.rank), std::to_string(ready));
+  store.set(key_of(ctx.world.rank), std::vector<uint8_t>(text.begin(), text.end()));
   if (ctx.world.rank != 0) return;
   std::vector<double> delays_ms;
   for (int r = 0; r < ctx.world.world_size; ++r) {
-    auto bytes = store.get(ctx.rendezvous->prefix() + "ready/" + std::to_string(r));
-    delays_ms.push_back((std::stoll(std::string(bytes.begin(), bytes.end())) - launch_start_ns) / 1e6);
+    auto bytes = store.get(key_of(r));
+    delays_ms.push_back((std::stoll(secret::unseal(key_of(r), std::string(bytes.begin(), bytes.end()))) -
+                         launch_start_ns) / 1e6);
   }
   double slowest = *std::max_element(delays_ms.begin(), delays_ms.end());
   double fastest = *std::min_element(delays_ms.begin(), delays_ms.end());

@@ -152,6 +152,32 @@ TEST_CASE("Accelerator at world 1: refusals name the key and the fix", "[api]") 
     accel::Accelerator acc(dir.write("job.yaml", job_text("backend: ddp", out)));
     CHECK_THROWS_WITH(acc.prepare(*net, partial), Catch::Matchers::Contains("in no param group"));
   }
+  {
+    // A module used twice (a tied weight) is listed twice by libtorch's parameters(): one parameter in
+    // one group, accepted and stepped once, as the same net with the list deduplicated.
+    auto train = [&](bool duplicated) {
+      auto net = small_net();
+      std::vector<torch::Tensor> params = net->parameters();
+      if (duplicated) params.push_back(params[0]);
+      torch::optim::AdamW adamw(params, torch::optim::AdamWOptions(1e-2));
+      accel::Accelerator acc(dir.write("job.yaml", job_text("backend: ddp", out)));
+      auto& opt = acc.prepare(*net, adamw);
+      acc.backward(net->forward(torch::ones({4, 3})).sum());
+      opt.step();
+      return snapshot(net);
+    };
+    auto once = train(false), twice = train(true);
+    for (size_t k = 0; k < once.size(); ++k) CHECK(torch::equal(once[k], twice[k]));
+    // Two groups naming one parameter: refused naming it and both groups.
+    auto net = small_net();
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(net->parameters(), std::make_unique<torch::optim::AdamWOptions>(1e-2));
+    groups.emplace_back(std::vector<torch::Tensor>{net->parameters()[2]}, std::make_unique<torch::optim::AdamWOptions>(1e-3));
+    torch::optim::AdamW two_groups(std::move(groups));
+    accel::Accelerator acc(dir.write("job.yaml", job_text("backend: ddp", out)));
+    CHECK_THROWS_WITH(acc.prepare(*net, two_groups),
+                      Catch::Matchers::Contains("parameter '2.weight' is in two param groups of the optimizer (0 and 1)"));
+  }
   // The constructor accel's own trainer uses (api/host.hpp) is no way in for a program: it has no
   // Host to give.
   CHECK_THROWS_WITH(accel::Accelerator(std::shared_ptr<accel::detail::Host>()),

@@ -119,7 +119,7 @@ TEST_CASE("help, version and usage errors") {
 TEST_CASE("accel config driven by piped answers writes a job that validates") {
   accel::test::TempDir dir;
   auto job = (dir.path() / "job.yaml").string();
-  auto r = run_command("printf '1\\n2\\ncpu\\nfsdp\\nSHARD_GRAD_OP\\n\\n\\n\\n\\n\\n\\n\\nbf16\\n' | env "
+  auto r = run_command("printf '1\\n2\\ncpu\\nfsdp\\nSHARD_GRAD_OP\\n\\n\\n\\n\\n\\n\\nbf16\\n' | env "
                        "XDG_CONFIG_HOME=/nonexistent " + shell_quote(kAccel) + " config -o " + shell_quote(job));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);

@@ -109,3 +109,23 @@ TEST_CASE("a job file that cannot be opened is reported with the operating syste
     CHECK_THAT(r.output, Catch::Contains("Not a directory"));
   }
 }
+
+TEST_CASE("accel config validate refuses an output_dir that accel launch cannot create, as launch does") {
+  // /proc takes no new directories, also for root, whom access(2) lets write anywhere: validate used
+  // to say ok there and launch then failed.
+  const std::string quickstart = shell_quote((kSource / "config_templates/quickstart.yaml").string());
+  for (const std::string command : {"config validate", "launch"}) {
+    SECTION(command) {
+      auto r = run_accel(command + " " + quickstart + " --set training.output_dir=/proc/accel-no-such-run");
+      INFO(r.output);
+      CHECK(r.exit_code == 2);
+      CHECK_THAT(r.output, Catch::Contains("training.output_dir") && Catch::Contains("/proc"));
+    }
+  }
+  accel::test::TempDir dir;  // a creatable one passes, and validate leaves nothing behind
+  auto ok = run_accel("config validate " + quickstart + " --set training.output_dir=" +
+                      shell_quote((dir.path() / "new" / "run").string()));
+  INFO(ok.output);
+  CHECK(ok.exit_code == 0);
+  CHECK(fs::is_empty(dir.path()));
+}

@@ -5,6 +5,7 @@
 #include "tests/support/catch_with_torch.hpp"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -138,6 +139,30 @@ TEST_CASE("shm: attach refuses a descriptor that is not the segment's", "[shm]")
   CHECK_THROWS_WITH(ShmCollectives::attach("/accel-shm-no-such-segment 1 2", 1, 2, 5s), Contains("another host"));
   CHECK_THROWS_WITH(ShmCollectives::attach("garbage", 1, 2, 5s), Contains("bad shared-memory descriptor"));
   CHECK_THROWS_WITH(ShmCollectives::create(1, 5s), Contains("at least 2 ranks"));
+}
+
+// The cross-user hijack (issue 48) in miniature: a segment under the described name that is not
+// private to this user (mode 0666, as an attacker's would be; or another uid's, where the test runs
+// as root) is refused before it is mapped, so no gradient piece is ever written where others read.
+TEST_CASE("shm: attach refuses a segment that is not this user's and private, before mapping it", "[shm]") {
+  auto root = ShmCollectives::create(2, 5s);
+  const std::string good = root->descriptor();
+  const std::string name = good.substr(0, good.find(' '));
+  CHECK(name.rfind("/accel-shm-" + std::to_string(getppid()) + "-", 0) == 0);  // the launcher sweeps these
+  CHECK(name.size() == std::string("/accel-shm-").size() + std::to_string(getppid()).size() + 1 + 32);
+  const int fd = shm_open(name.c_str(), O_RDWR | O_NOFOLLOW, 0);
+  REQUIRE(fd >= 0);
+  REQUIRE(fchmod(fd, 0666) == 0);
+  CHECK_THROWS_WITH(ShmCollectives::attach(good, 1, 2, 5s), Contains("is refused: its mode is 0666, not 0600"));
+  REQUIRE(fchmod(fd, 0600) == 0);
+  if (geteuid() == 0) {
+    REQUIRE(fchown(fd, 65534, 65534) == 0);
+    CHECK_THROWS_WITH(ShmCollectives::attach(good, 1, 2, 5s), Contains("belongs to uid 65534"));
+    REQUIRE(fchown(fd, 0, 0) == 0);
+  }
+  close(fd);
+  REQUIRE_NOTHROW(ShmCollectives::attach(good, 1, 2, 5s));
+  CHECK_THROWS_WITH(ShmCollectives::attach("/dev/shm/x 1 2", 1, 2, 5s), Contains("not a segment name accel creates"));
 }
 
 TEST_CASE("shm: the name leaves /dev/shm once unlinked, and the mappings keep working", "[shm]") {

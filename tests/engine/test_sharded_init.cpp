@@ -119,6 +119,21 @@ TEST_CASE("sharded init: placeholders filled from the spec source equal the whol
          j.model.name = config::ModelName::mlp;
          j.fsdp.transformer_layer_cls_to_wrap = "MlpLayer";
        }},
+      {"zero 3 llama (untied, biases)", [](config::JobConfig& j) {
+         j.backend = config::Backend::deepspeed;
+         j.deepspeed.zero_stage = 3;
+         j.model.name = config::ModelName::llama;
+         j.model.n_kv_head = 1;
+         j.model.intermediate_size = 24;
+         j.model.attention_bias = j.model.mlp_bias = true;
+       }},
+      {"FULL_SHARD llama (tied) bf16", [](config::JobConfig& j) {
+         j.backend = config::Backend::fsdp;
+         j.mixed_precision = config::MixedPrecision::bf16;
+         j.model.name = config::ModelName::llama;
+         j.model.tie_word_embeddings = true;
+         j.fsdp.transformer_layer_cls_to_wrap = "LlamaDecoderLayer";
+       }},
       {"zero 2 (nothing partitioned: every unit kept whole)",
        [](config::JobConfig& j) { j.backend = config::Backend::deepspeed; j.deepspeed.zero_stage = 2; }},
   };

@@ -134,7 +134,7 @@ TEST_CASE("the launcher holds the rendezvous port and hands the listening socket
 
 TEST_CASE("a rendezvous port in use fails the launch at once, naming main_process_port") {
   TempDir dir;
-  accel::launch::RendezvousListener taken(0);
+  accel::launch::RendezvousListener taken(0, "127.0.0.1");
   LaunchPlan plan = script_plan(dir, "touch \"$OUT_DIR/started_$RANK\"\n", 2);
   plan.master_port = taken.port();
   LaunchResult result = run_launch(plan);

@@ -119,7 +119,7 @@ TEST_CASE("wait statuses read as exit codes and signal names") {
 }
 
 TEST_CASE("the rendezvous listener accepts on the port it reports, and is not inherited by exec") {
-  accel::launch::RendezvousListener listener(0);
+  accel::launch::RendezvousListener listener(0, "127.0.0.1");
   CHECK(listener.port() > 0);
   CHECK(listener.port() < 65536);
   CHECK((fcntl(listener.fd(), F_GETFD) & FD_CLOEXEC) != 0);
@@ -130,7 +130,7 @@ TEST_CASE("the rendezvous listener accepts on the port it reports, and is not in
   addr.sin_port = htons(static_cast<uint16_t>(listener.port()));
   CHECK(connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);  // IPv4 reaches it
   close(client);
-  CHECK_THROWS_WITH(accel::launch::RendezvousListener(listener.port()),
+  CHECK_THROWS_WITH(accel::launch::RendezvousListener(listener.port(), "127.0.0.1"),
                     Catch::Contains("Address already in use") && Catch::Contains("main_process_port"));
 }
 

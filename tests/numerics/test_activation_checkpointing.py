@@ -10,7 +10,7 @@ values in the same order as the stored forward, and collectives are issued in th
 CPU nothing may differ, not even in the last bit (these configurations without checkpointing are
 checked against the Python reference in test_trainer_end_to_end.py). Covered: world 1 (NO_SHARD runs
 the ddp engine), FULL_SHARD and SHARD_GRAD_OP at world 2, with gradient accumulation, with bf16
-mixed precision, and the mlp model.
+mixed precision, and the mlp and llama models.
 
 The jobs train on the built-in synthetic data from the model's own seeded initialisation: what is
 compared is one job with and without recompute, so neither a token file nor exported weights (each
@@ -42,6 +42,15 @@ NOTE = "activation_checkpointing: each "
 # 66, several batches on every rank (9 at world 2 x micro batch 4): eval_loss is compared exactly, so
 # more windows add cost, not power.
 DATA = {"kind": "synthetic", "val_fraction": 0.002}
+# Each model's overrides of the gpt job, and the units the start-up log names as recomputing. The
+# llama one has grouped-query attention, an untied head and rope_theta 500000 (its units are
+# LlamaDecoderLayer; the default transformer_layer_cls_to_wrap, Block, falls back to the wrappers).
+MODELS = {
+    "gpt": ((), "Block (h.0 .. h.1)"),
+    "mlp": (("model.name=mlp", "model.n_layer=3"), "layer (layer.0 .. layer.2)"),
+    "llama": (("model.name=llama", "model.n_kv_head=2", "model.intermediate_size=96", "model.rope_theta=500000",
+               "fsdp.transformer_layer_cls_to_wrap=LlamaDecoderLayer"), "LlamaDecoderLayer (layers.0 .. layers.1)"),
+}
 
 
 class ActivationCheckpointingAgreement(unittest.TestCase):
@@ -76,16 +85,16 @@ class ActivationCheckpointingAgreement(unittest.TestCase):
             self.runs[key] = out, f.read()
         return self.runs[key]
 
-    def _agree(self, strategy, world, micro, accum=1, extra=(), gpt=True, stored_strategy=None):
+    def _agree(self, strategy, world, micro, accum=1, extra=(), model="gpt", stored_strategy=None):
         """strategy with recompute against stored_strategy (default: strategy) without it."""
         stored_strategy = stored_strategy or strategy
-        common = ("backend=fsdp",) + tuple(extra) + (() if gpt else ("model.name=mlp", "model.n_layer=3"))
+        common = ("backend=fsdp",) + tuple(extra) + MODELS[model][0]
         stored, log_stored = self._run(world, micro, accum, common + (
             f"fsdp.sharding_strategy={stored_strategy}", "fsdp.activation_checkpointing=false"))
         recomputed, log_recomputed = self._run(world, micro, accum, common + (
             f"fsdp.sharding_strategy={strategy}", "fsdp.activation_checkpointing=true"))
         self.assertNotIn(NOTE, log_stored)
-        self.assertIn(NOTE + ("Block (h.0 .. h.1)" if gpt else "layer (layer.0 .. layer.2)"), log_recomputed,
+        self.assertIn(NOTE + MODELS[model][1], log_recomputed,
                       "the start-up log does not say which units recompute")
         a, b = ts.read_metrics(stored), ts.read_metrics(recomputed)
         self.assertEqual(len(a), self.STEPS)
@@ -125,7 +134,16 @@ class ActivationCheckpointingAgreement(unittest.TestCase):
         self._agree("FULL_SHARD", world=2, micro=4, extra=("mixed_precision=bf16", "fsdp.backward_prefetch=BACKWARD_POST"))
 
     def test_full_shard_world2_mlp(self):
-        self._agree("FULL_SHARD", world=2, micro=4, gpt=False)
+        self._agree("FULL_SHARD", world=2, micro=4, model="mlp")
+
+    def test_full_shard_world2_llama(self):
+        self._agree("FULL_SHARD", world=2, micro=4, model="llama")
+
+    def test_full_shard_world2_llama_fp16(self):
+        self._agree("FULL_SHARD", world=2, micro=4, extra=("mixed_precision=fp16",), model="llama")
+
+    def test_no_shard_world2_accum2_llama_bf16(self):
+        self._agree("NO_SHARD", world=2, micro=2, accum=2, extra=("mixed_precision=bf16",), model="llama")
 
 
 if __name__ == "__main__":

@@ -144,7 +144,7 @@ class ReportTwoBackends(unittest.TestCase):
                 divisor = UNITS[unit.group(1)] if fid == "peak_memory" else 1
                 x0, x1 = float(attrs["data-x-min"]), float(attrs["data-x-max"])
                 y0, y1 = float(attrs["data-y-min"]), float(attrs["data-y-max"])
-                steps = [r["step"] for _, recs in runs for r in recs]
+                steps = [r["step"] + 1 for _, recs in runs for r in recs]  # counted from 1, as the console does
                 self.assertEqual((x0, x1), (min(steps), max(steps)))
                 ys = [r[field] * scale / divisor for _, recs in runs for r in recs]
                 lo, hi = min(ys), max(ys)
@@ -159,7 +159,7 @@ class ReportTwoBackends(unittest.TestCase):
                 paths = [(stroke_rgb(a), path_points(a)) for a in PATH.findall(body)]
                 for i, recs in runs:
                     drawn = max((pts for rgb, pts in paths if rgb == self.colors[i]), key=len, default=[])
-                    expected = [(left + (r["step"] - x0) / (x1 - x0) * w,
+                    expected = [(left + (r["step"] + 1 - x0) / (x1 - x0) * w,
                                  top + h - (r[field] * scale / divisor - y0) / (y1 - y0) * h) for r in recs]
                     self.assertPolylineThrough(drawn, expected, f"run {i}")
 

@@ -6,6 +6,7 @@ ranks and data, so the same sums in the same order):
 - one task per process (mpirun -np 2, srun -n 2): two launchers share one output_dir, each running
   the rank the scheduler gave it;
 - one task per machine (mpirun -np 1, srun -n 1): one launcher spawns both workers.
+Every layout gets the job secret as SECURITY.md's SLURM recipe makes it (ACCEL_SECRET_FILE, mode 0600).
 SlurmBatch: a job sent with sbatch and cancelled with scancel while it trains leaves no process
 (launchers and workers are found by a marker variable in their environment).
 
@@ -71,6 +72,14 @@ def command_line(pid):
         return f"{pid}: (gone)"
 
 
+def secret_file(tmp):
+    """The job secret every task's launcher reads, made as SECURITY.md's SLURM recipe makes it."""
+    path = os.path.join(tmp, "accel-secret")
+    if not os.path.exists(path):
+        subprocess.run(["bash", "-c", f"(umask 077; head -c 32 /dev/urandom > '{path}')"], check=True)
+    return {"ACCEL_SECRET_FILE": path}
+
+
 class SchedulerCase(unittest.TestCase):
     def plain_reference(self, tmp, port):
         out = os.path.join(tmp, "plain")
@@ -85,10 +94,11 @@ class SchedulerCase(unittest.TestCase):
         out = os.path.join(tmp, name)
         path = write_job(os.path.join(tmp, name + ".yaml"), small_job(out, port))
         started = time.monotonic()
-        proc = run_cmd(command(path), tmp)
+        proc = run_cmd(command(path), tmp, env_extra=secret_file(tmp))
         seconds = time.monotonic() - started
         self.assertEqual(proc.returncode, 0, describe(proc))
         self.assertIn(announce, proc.stdout + proc.stderr)
+        self.assertNotIn("no job secret", proc.stderr, "every task's launcher reads ACCEL_SECRET_FILE")
         self.assertEqual(losses(out), ref, "the layout trained other numbers than the plain launch")
         print(f"  {name}: {STEPS} steps equal to the plain launch's, {seconds:.1f} s")
 
@@ -231,9 +241,11 @@ class Slurm(SchedulerCase):
                 def layout(name, tasks, announce):
                     out = os.path.join(tmp, name)
                     path = write_job(os.path.join(tmp, name + ".yaml"), small_job(out, port))
-                    proc = run_cmd([*srun, "-n", str(tasks), ACCEL, "launch", path], tmp, env_extra=run_env)
+                    proc = run_cmd([*srun, "-n", str(tasks), ACCEL, "launch", path], tmp,
+                                   env_extra={**run_env, **secret_file(tmp)})
                     self.assertEqual(proc.returncode, 0, describe(proc) + cluster.logs())
                     self.assertIn(announce, proc.stdout + proc.stderr)
+                    self.assertNotIn("no job secret", proc.stderr, "every task's launcher reads ACCEL_SECRET_FILE")
                     self.assertEqual(losses(out), ref, "the layout trained other numbers than the plain launch")
                     print(f"  {name}: {STEPS} steps equal to the plain launch's")
 

@@ -16,7 +16,8 @@ inline std::string contract_violation(const Diagnostic& d) {
   if (d.message.rfind(config::kUnguardedReadMessage, 0) == 0)
     return "a yaml-cpp exception escaped the readers (no key path, no position)";
   if (d.where.origin == Location::Origin::File && (d.where.line < 1 || d.where.col < 1) &&
-      d.message != "cannot read the job file")  // the one file-level error without a position
+      d.message.rfind("cannot read the job file", 0) != 0)  // the one file-level error without a position
+                                                              // (followed by the OS reason)
     return "a diagnostic in a file without line:col";
   if (d.where.origin == Location::Origin::Default && d.key_path.empty())
     return "a diagnostic with neither a key path nor a place";

@@ -2,6 +2,8 @@
 // path resolution, error collection, and dump round trips.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
 #include "runtime/config/dump.hpp"
 #include "runtime/config/job_loader.hpp"
 #include "support/temp_dir.hpp"
@@ -9,6 +11,7 @@
 
 using namespace accel;
 using namespace accel::config;
+namespace fs = std::filesystem;
 using accel::test::TempDir;
 
 namespace {
@@ -109,6 +112,20 @@ TEST_CASE("input paths resolve against the job file; output paths against the wo
   CHECK(j.training.output_dir == "runs/x");
   // From --set, a relative input path is taken as written (relative to the working directory).
   CHECK_THAT(error_text([&] { load(file, {"data.path=tiny.txt"}); }), Catch::Contains("data.path: file does not exist"));
+}
+
+TEST_CASE("a job file's program follows the same rule: a relative path is the job file's neighbour") {
+  // examples/minimal/job.yaml used to work only from build/ (program paths were taken against the
+  // working directory while data.path was taken against the job file).
+  TempDir dir;
+  const std::string trainer = dir.write("jobs/bin/trainer", "#!/bin/sh\n");
+  fs::permissions(trainer, fs::perms::owner_all);
+  auto file = dir.write("jobs/job.yaml", "program: [./bin/trainer, --data, ./rows.bin]\n");
+  auto j = load(file).job;
+  CHECK(j.program == std::vector<std::string>{trainer, "--data", "./rows.bin"});  // arguments are the program's own
+  CHECK(load(dir.write("jobs/bare.yaml", "program: [sh, -c, true]\n")).job.program.front() == "sh");  // on PATH
+  // On the command line, as written (the working directory's): ./t is no program there.
+  CHECK_THAT(error_text([&] { load(file, {"program=[./t]"}); }), Catch::Contains("value:   [./t]"));
 }
 
 TEST_CASE("cross-field checks point at the key at fault and at the other key") {

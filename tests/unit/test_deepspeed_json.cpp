@@ -174,3 +174,47 @@ TEST_CASE("where DeepSpeed ignores unknown keys, accel warns about a far one and
   auto near = dir.write("near.json", R"({"train_micro_batch_size_per_gpu": 2, "gradient_clippin": 1.0})");
   CHECK(only(config_error(near)).hint == "did you mean 'gradient_clipping'?");
 }
+
+TEST_CASE("--set settles a disagreement between a job file and the DeepSpeed JSON it names") {
+  // The job says cosine, the DeepSpeed file's WarmupLR says constant: an error naming both places,
+  // until the command line (or an ACCEL_* variable) gives the value, which overrides both.
+  TempDir dir;
+  dir.write("ds.json", R"({"train_micro_batch_size_per_gpu": 8,
+    "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 10, "warmup_type": "linear"}}})");
+  const std::string job = dir.write("job.yaml", "backend: deepspeed\ndeepspeed:\n  config_file: ds.json\n"
+                                                "scheduler:\n  name: cosine\n");
+  try {
+    test::load(job);
+    FAIL("the disagreement loaded");
+  } catch (const ConfigError& e) {
+    REQUIRE(e.diagnostics().size() == 1);
+    CHECK(e.diagnostics()[0].key_path == "scheduler.name");
+    CHECK_THAT(e.diagnostics()[0].message, Catch::Contains("set twice"));
+  }
+  auto settled = test::load(job, {"scheduler.name=constant"});
+  CHECK(settled.job.scheduler.name == config::SchedulerName::constant);
+  CHECK(settled.sources.at("scheduler.name").origin == Location::Origin::CommandLine);
+  // Within the command line itself a disagreement is still one.
+  CHECK_THROWS_AS(test::load(job, {"scheduler.name=constant", "scheduler.name=cosine"}), ConfigError);
+}
+
+TEST_CASE("a DeepSpeed warm-up left to DeepSpeed's default (a log curve) is refused with the fix") {
+  TempDir dir;
+  auto scheduler = [&](const std::string& params) {
+    return dir.write("ds.json", R"({"train_micro_batch_size_per_gpu": 8, "scheduler": {"type": "WarmupLR")" +
+                                    (params.empty() ? std::string() : ", \"params\": " + params) + "}}");
+  };
+  for (const std::string& params : {std::string(), std::string(R"({"warmup_num_steps": 10})")}) {
+    try {
+      test::load(scheduler(params));
+      FAIL("a log warm-up loaded as a linear one: " << params);
+    } catch (const ConfigError& e) {
+      REQUIRE(e.diagnostics().size() == 1);
+      CHECK(e.diagnostics()[0].key_path == "scheduler.params.warmup_type");
+      CHECK_THAT(e.diagnostics()[0].message, Catch::Contains("log curve"));
+      CHECK_THAT(e.diagnostics()[0].hint, Catch::Contains("\"warmup_type\": \"linear\""));
+    }
+  }
+  CHECK(test::load(scheduler(R"({"warmup_num_steps": 10, "warmup_type": "linear"})")).job.scheduler.warmup_steps == 10);
+  CHECK(test::load(scheduler(R"({"warmup_num_steps": 0})")).job.scheduler.warmup_steps == 0);
+}

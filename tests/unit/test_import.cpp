@@ -13,9 +13,10 @@ namespace {
 
 const std::string kFixtures = std::string(ACCEL_SOURCE_DIR) + "/tests/fixtures/import/";
 
-LoadedJob load(const std::string& file) {
+LoadedJob load(const std::string& file, std::vector<std::string> sets = {}) {
   LoadOptions o;
   o.file = file;
+  o.set_overrides = std::move(sets);
   return load_job(o);
 }
 
@@ -72,8 +73,11 @@ TEST_CASE("a DeepSpeed JSON with auto values imports; train_batch_size derives t
   CHECK(imported.sources.at("training.gradient_accumulation_steps").origin == Location::Origin::Derived);
   CHECK(imported.job.mixed_precision == MixedPrecision::no);       // "auto" keeps accel's value
   auto notes = notes_text(imported);
-  CHECK_THAT(notes, Catch::Contains("optimizer.params.lr: \"auto\", keeps accel's optimizer.lr"));
-  CHECK_THAT(notes, Catch::Contains("bf16.enabled: \"auto\", keeps accel's mixed_precision"));
+  // Each "auto" names what it became and where that came from.
+  CHECK_THAT(notes, Catch::Contains("optimizer.params.lr: \"auto\" -> optimizer.lr: ") && Catch::Contains("(accel's default)"));
+  CHECK_THAT(notes, Catch::Contains("bf16.enabled: \"auto\" -> mixed_precision: \"no\" (accel's default)"));
+  auto set = load(kFixtures + "ds_config_auto.json", {"mixed_precision=bf16"});
+  CHECK_THAT(notes_text(set), Catch::Contains("bf16.enabled: \"auto\" -> mixed_precision: bf16 (--set mixed_precision=bf16)"));
   auto warned = warnings_text(imported);
   CHECK_THAT(warned, Catch::Contains("zero_optimization.sub_group_size: accel does not act on this DeepSpeed key"));
   CHECK_THAT(warned, Catch::Contains("flops_profiler: accel does not act on this DeepSpeed key"));

@@ -40,8 +40,9 @@ bool has(const std::vector<std::string>& v, const std::string& item) {
 }  // namespace
 
 TEST_CASE("a deepspeed zero-3 job from piped answers, with a wrong answer re-asked") {
-  // machines, processes, device, backend, zero stage (5 is wrong, then 3), optimizer offload, param offload, ...
-  auto s = ask("1\n4\ncpu\ndeepspeed\n5\n3\ncpu\ncpu\nbf16\n\n200\n\n\n\nruns/zero3\n");
+  // machines, processes, device, backend, zero stage (5 is wrong, then 3), optimizer offload, param offload,
+  // precision, dtype, then the job (program, model name and shape, data, evaluation: defaults), ...
+  auto s = ask("1\n4\ncpu\ndeepspeed\n5\n3\ncpu\ncpu\nbf16\n\n" "\n\n\n\n\n\n\n" "200\n\n\n\nruns/zero3\n");
   CHECK_THAT(s.transcript, Catch::Contains("Which ZeRO stage? (integer in [0, 3]) [2]:"));
   CHECK_THAT(s.transcript, Catch::Contains("Which mixed precision? (no | bf16 | fp16) [no]:"));
   CHECK_THAT(s.transcript, Catch::Contains("invalid answer: value out of range; allowed: integer in [0, 3]"));
@@ -58,10 +59,14 @@ TEST_CASE("a deepspeed zero-3 job from piped answers, with a wrong answer re-ask
 }
 
 TEST_CASE("an fsdp job asks the fsdp questions, and the precision mode only for bf16 parameters") {
-  auto s = ask("1\n2\nauto\nfsdp\nHYBRID_SHARD\ntrue\nSIZE_BASED_WRAP\n1e6\nBACKWARD_POST\nfalse\nFULL_STATE_DICT\nfalse\nbf16\nbf16\nlow\n");
+  auto s = ask("1\n2\nauto\nfsdp\nHYBRID_SHARD\ntrue\nSIZE_BASED_WRAP\n1e6\nBACKWARD_POST\nfalse\nfalse\nbf16\nbf16\nlow\n");
   CHECK_THAT(s.transcript, Catch::Contains("How many parameters per unit at least?"));
   CHECK_THAT(s.transcript, !Catch::Contains("Which layer class is one unit?"));
   CHECK_THAT(s.transcript, Catch::Contains("upcast shards to fp32"));
+  // No question for a checkpoint layout: accel's checkpoints are per-rank shards whatever
+  // fsdp.state_dict_type says, and an answered default was carried into a switched job.
+  CHECK_THAT(s.transcript, !Catch::Contains("checkpoint layout"));
+  CHECK_FALSE(has(s.answers, "fsdp.state_dict_type=FULL_STATE_DICT"));
   auto j = resolve(s.answers);
   CHECK(j.backend == Backend::fsdp);
   CHECK(j.fsdp.sharding_strategy == ShardingStrategy::HYBRID_SHARD);
@@ -99,4 +104,25 @@ TEST_CASE("a question without a default needs an answer") {
 TEST_CASE("too many invalid answers in a row give up with a usage error") {
   CHECK_THROWS_AS(ask("x\nx\nx\nx\nx\nx\n"), UsageError);
   CHECK_THROWS_WITH(ask("0\n0\n0\n0\n0\n"), Catch::Contains("no valid answer for 'num_machines'"));
+}
+
+TEST_CASE("the questionnaire asks what the job runs: the built-in trainer's model, data and evaluation, or a program") {
+  // After the precision questions: program (none), model gpt with 2 layers, 2 heads, width 64, text
+  // data from a file, evaluation every 10 steps on 5% of it.
+  auto trainer = ask("1\n2\ncpu\nddp\nno\nfp32\n\ngpt\n2\n2\n64\ntext\ncorpus.txt\n10\n0.05\n");
+  CHECK_THAT(trainer.transcript, Catch::Contains("Which data file?") && Catch::Contains("held out for evaluation"));
+  auto j = resolve(trainer.answers);
+  CHECK(j.program.empty());
+  CHECK(j.model.n_layer == 2);
+  CHECK(j.model.n_embd == 64);
+  CHECK(j.data.kind == DataKind::text);
+  CHECK(j.data.path == "corpus.txt");
+  CHECK(j.training.eval_every == 10);
+  CHECK(j.data.val_fraction == Approx(0.05));
+
+  // A program typed as words: its path and arguments; no model, data or evaluation questions.
+  auto program = ask("1\n2\ncpu\nddp\nno\nfp32\n./my_trainer --epochs 3\n");
+  CHECK(has(program.answers, R"(program=["./my_trainer", "--epochs", "3"])"));
+  CHECK_THAT(program.transcript, !Catch::Contains("Which built-in model?"));
+  CHECK(resolve(program.answers).program == std::vector<std::string>{"./my_trainer", "--epochs", "3"});
 }

@@ -4,6 +4,7 @@
 #include "runtime/common/errors.hpp"
 #include "runtime/config/model_section.hpp"
 #include "trainer/models/gpt_module.hpp"
+#include "trainer/models/llama_module.hpp"
 #include "trainer/models/mlp_module.hpp"
 #include "trainer/models/spec_init.hpp"
 
@@ -22,8 +23,9 @@ std::shared_ptr<BuiltinModule> make_builtin_module(const config::ModelSection& s
   switch (section.name) {
     case config::ModelName::gpt: return std::make_shared<GptModule>(section);
     case config::ModelName::mlp: return std::make_shared<MlpModule>(section);
+    case config::ModelName::llama: return std::make_shared<LlamaModule>(section);
   }
-  throw ConfigError(Diagnostic{"model.name", {}, "unknown model", config::to_string(section.name), "gpt | mlp", ""});
+  throw ConfigError(Diagnostic{"model.name", {}, "unknown model", config::to_string(section.name), "gpt | llama | mlp", ""});
 }
 
 }  // namespace accel::train

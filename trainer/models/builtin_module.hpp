@@ -1,6 +1,6 @@
-// The built-in models of spec/training.md (gpt, mlp) as torch::nn::Modules, which the built-in
+// The built-in models of spec/training.md (gpt, llama, mlp) as torch::nn::Modules, which the built-in
 // trainer prepares through the public API (include/accel; docs/design/0017). Each layer (BlockUnit,
-// MlpLayerUnit) is wrapped in accel::Unit<>, so stage 3 and FULL_SHARD see its boundary; the
+// LlamaDecoderLayer, MlpLayerUnit) is wrapped in accel::Unit<>, so stage 3 and FULL_SHARD see its boundary; the
 // embedding tables and gpt's final norm are registered on the root, which stays gathered.
 // Invariant: named_parameters() lists the spec names in spec order (wte, wpe, h.0..., ln_f), the
 // order the seeded spec init draws in.

@@ -15,7 +15,9 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 bool is_layer_norm_weight(const std::string& name) {
-  return ends_with(name, "ln_1.weight") || ends_with(name, "ln_2.weight") || ends_with(name, "ln_f.weight");
+  return ends_with(name, "ln_1.weight") || ends_with(name, "ln_2.weight") || ends_with(name, "ln_f.weight") ||
+         ends_with(name, "input_layernorm.weight") || ends_with(name, "post_attention_layernorm.weight") ||
+         name == "norm.weight";
 }
 }  // namespace
 

@@ -1,8 +1,10 @@
 // Seeded initialisation per spec/training.md, reproducible by an independent implementation.
 //
-// Rules, by spec name: "*.bias" -> 0; LayerNorm weights ("ln_1", "ln_2", "ln_f") -> 1; every
-// "*c_proj.weight" -> N(0, 0.02 / sqrt(2 * n_layer)); every other weight (Linear, wte, wpe,
-// layer.{i}) -> N(0, 0.02).
+// Rules, by spec name: "*.bias" -> 0; norm weights (gpt's "ln_1", "ln_2", "ln_f"; llama's
+// "input_layernorm", "post_attention_layernorm", "norm") -> 1; every "*c_proj.weight" (gpt) ->
+// N(0, 0.02 / sqrt(2 * n_layer)); every other weight (Linear, wte, wpe, layer.{i}, llama's
+// embed_tokens, projections and lm_head) -> N(0, 0.02). llama's rule is transformers' own
+// LlamaPreTrainedModel init with initializer_range 0.02 (no depth-scaled projection).
 //
 // RNG order (the contract): one torch CPU generator (mt19937) seeded with `seed` (like
 // torch.Generator().manual_seed(seed); mt19937 keeps only the low 32 bits of the seed). Parameters

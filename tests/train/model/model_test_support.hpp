@@ -29,6 +29,19 @@ inline config::ModelSection mlp_section(int n_layer = 3, int n_embd = 16, int vo
   return s;
 }
 
+// A small llama: grouped-query attention (n_kv_head 2 of 4 heads), SwiGLU width 24, rope_theta
+// 500000, untied head unless `tied`; `biases` sets attention_bias and mlp_bias.
+inline config::ModelSection llama_section(int n_layer = 2, bool tied = false, bool biases = false) {
+  config::ModelSection s = gpt_section(n_layer, 4, 16, 32, 8);
+  s.name = config::ModelName::llama;
+  s.n_kv_head = 2;
+  s.intermediate_size = 24;
+  s.rope_theta = 500000.0;
+  s.tie_word_embeddings = tied;
+  s.attention_bias = s.mlp_bias = biases;
+  return s;
+}
+
 inline at::Tensor parameter(const train::BuiltinModule& model, const std::string& name) {
   for (auto& [n, p] : model.spec_parameters())
     if (n == name) return p;

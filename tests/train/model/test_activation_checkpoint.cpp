@@ -21,6 +21,7 @@
 #include "trainer/models/builtin_ops.hpp"
 
 using accel::test::gpt_section;
+using accel::test::llama_section;
 using accel::test::mlp_section;
 using accel::train::BuiltinModule;
 using accel::engine::recompute_in_backward;
@@ -163,7 +164,7 @@ std::vector<at::Tensor> gradients(const accel::config::ModelSection& section, bo
 
 }  // namespace
 
-TEST_CASE("gpt and mlp: only the layer units recompute, and the hooks run once per use", "[model][checkpoint]") {
+TEST_CASE("gpt, mlp and llama: only the layer units recompute, and the hooks run once per use", "[model][checkpoint]") {
   auto gpt = accel::train::make_builtin_module(gpt_section(/*n_layer=*/3));
   gpt->initialize(4);
   RecordingHooks off;
@@ -193,13 +194,24 @@ TEST_CASE("gpt and mlp: only the layer units recompute, and the hooks run once p
   mlp_sink->detach();
   CHECK(layers.calls == std::vector<std::string>{"pre layer.0", "post layer.0", "pre layer.1", "post layer.1"});
   for (const auto& unit : {"layer.0", "layer.1"}) CHECK(recomputed(layers.output_node[unit]));
+
+  auto llama = accel::train::make_builtin_module(llama_section(/*n_layer=*/2));
+  llama->initialize(4);
+  RecordingHooks decoder;
+  auto llama_sink = attach(*llama, &decoder, /*recompute=*/true, &decoder.names);
+  llama->forward(tokens(2, 8, 32));
+  llama_sink->detach();
+  CHECK(decoder.calls == std::vector<std::string>{"pre layers.0", "post layers.0", "pre layers.1", "post layers.1"});
+  for (const auto& unit : {"layers.0", "layers.1"}) CHECK(recomputed(decoder.output_node[unit]));
 }
 
-TEST_CASE("gpt and mlp: loss and every gradient equal bit for bit with and without recompute, fp32 and bf16",
+TEST_CASE("gpt, mlp and llama: loss and every gradient equal bit for bit with and without recompute, fp32 and bf16",
           "[model][checkpoint]") {
   auto bf16 = gpt_section(2);
   bf16.dtype = accel::config::ParamDtype::bf16;
-  for (const auto& section : {gpt_section(2), mlp_section(3), bf16}) {
+  auto llama_bf16 = llama_section(2, /*tied=*/true, /*biases=*/true);
+  llama_bf16.dtype = accel::config::ParamDtype::bf16;
+  for (const auto& section : {gpt_section(2), mlp_section(3), bf16, llama_section(2), llama_bf16}) {
     INFO(accel::config::to_string(section.name) << " " << accel::config::to_string(section.dtype));
     at::Tensor loss_plain, loss_recomputed;
     auto plain = gradients(section, false, loss_plain);

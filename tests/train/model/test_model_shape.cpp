@@ -13,6 +13,7 @@
 using accel::config::AutoWrapPolicy;
 using accel::config::Backend;
 using accel::test::gpt_section;
+using accel::test::llama_section;
 using accel::test::mlp_section;
 
 namespace {
@@ -50,8 +51,9 @@ void check_same_units(const accel::config::ModelSection& section, Backend backen
   }
   CHECK(total == shape.num_parameters());
   REQUIRE(shape.tied_unit >= 0);
-  bool holds_wte = false;  // wte is used by the output head too
-  for (const auto& [name, p] : units[size_t(shape.tied_unit)].params) holds_wte = holds_wte || name == "wte.weight";
+  bool holds_wte = false;  // wte (llama: embed_tokens) is used by the output head too, or starts the forward
+  for (const auto& [name, p] : units[size_t(shape.tied_unit)].params)
+    holds_wte = holds_wte || name == "wte.weight" || name == "embed_tokens.weight";
   CHECK(holds_wte);
 }
 
@@ -77,6 +79,16 @@ TEST_CASE("estimator unit sizes equal the gpt module's units under every wrap po
 TEST_CASE("estimator unit sizes equal the mlp module's units under every wrap policy", "[model][mlp][estimate]") {
   check_every_policy(mlp_section(/*n_layer=*/3, /*n_embd=*/16, /*vocab=*/32));
   check_every_policy(mlp_section(/*n_layer=*/1, /*n_embd=*/9, /*vocab=*/300));
+}
+
+TEST_CASE("estimator unit sizes equal the llama module's units under every wrap policy", "[model][llama][estimate]") {
+  check_every_policy(llama_section(/*n_layer=*/2));
+  check_every_policy(llama_section(/*n_layer=*/3, /*tied=*/true, /*biases=*/true));
+  auto odd = llama_section(1);
+  odd.head_dim = 6;  // not n_embd / n_head
+  odd.n_kv_head = 1;
+  odd.vocab_size = 37;
+  check_every_policy(odd);
 }
 
 TEST_CASE("the layout: gpt's root holds wte, wpe and ln_f; the size rule splits off the tables", "[model][estimate]") {

@@ -18,7 +18,21 @@ namespace {
 // the model's layer class. mlp also accepts the key's default, Block, so a default fsdp job runs it.
 std::vector<std::string> layer_classes(ModelName model) {
   if (model == ModelName::gpt) return {"Block"};
+  if (model == ModelName::llama) return {"LlamaDecoderLayer", "Block"};  // transformers' class name
   return {"MlpLayer", "Block"};
+}
+
+// The built-in model's layer units: their path prefix and what the start-up log calls them.
+struct LayerNaming {
+  std::string prefix, layer, outside;
+};
+LayerNaming layer_naming(ModelName model) {
+  switch (model) {
+    case ModelName::gpt: return {"h.", "Block", "the embedding and the final norm store their"};
+    case ModelName::llama: return {"layers.", "LlamaDecoderLayer", "the embedding, the final norm and the head store their"};
+    case ModelName::mlp: break;
+  }
+  return {"layer.", "layer", "the embedding stores its"};
 }
 
 void check_wrap(const JobConfig& job, plan::ResolvedPlan& plan, bool user_module) {
@@ -149,15 +163,14 @@ void plan_other_keys(const JobConfig& job, plan::ResolvedPlan& plan) {
                              "initial parameters, so every rank starts equal", "true", "remove the key"});
   if (f.activation_checkpointing) {
     // The layer units' boundaries recompute; the rest store their activations.
-    const bool gpt = job.model.name == ModelName::gpt;
-    const std::string prefix = gpt ? "h." : "layer.";
+    const LayerNaming naming = layer_naming(job.model.name);
+    const std::string& prefix = naming.prefix;
     const std::string last = prefix + std::to_string(std::max(job.model.n_layer - 1, 0));
     plan.activation_checkpointing = true;
-    plan.notes.push_back(std::string("activation_checkpointing: each ") + (gpt ? "Block" : "layer") + " (" + prefix +
-                         "0" + (last == prefix + "0" ? "" : " .. " + last) +
+    plan.notes.push_back("activation_checkpointing: each " + naming.layer + " (" + prefix + "0" +
+                         (last == prefix + "0" ? "" : " .. " + last) +
                          ") keeps only its input and recomputes its forward in backward (about one more forward "
-                         "per step); " + (gpt ? "the embedding and the final norm store their" : "the embedding stores its") +
-                         " activations");
+                         "per step); " + naming.outside + " activations");
   }
   if (f.cpu_ram_efficient_loading)
     plan.warnings.push_back({"fsdp.cpu_ram_efficient_loading", "true has no effect: every rank builds the full model, "
@@ -188,7 +201,7 @@ void check_fsdp_block(const JobConfig& j, JobChecker& c) {
   const auto& f = j.fsdp;
   if (f.auto_wrap_policy == AutoWrapPolicy::TRANSFORMER_BASED_WRAP && f.transformer_layer_cls_to_wrap.empty())
     c.error("fsdp.transformer_layer_cls_to_wrap", "TRANSFORMER_BASED_WRAP needs the layer class to wrap",
-            j.model.name == ModelName::gpt ? "Block" : "Layer", "name the unit class, or choose another auto_wrap_policy");
+            j.model.name == ModelName::mlp ? "Layer" : layer_classes(j.model.name).front(), "name the unit class, or choose another auto_wrap_policy");
   if (j.backend == Backend::fsdp && f.sharding_strategy == ShardingStrategy::HYBRID_SHARD && j.num_machines == 1)
     c.warning("fsdp.sharding_strategy", "HYBRID_SHARD on one machine shards like FULL_SHARD (nothing to replicate "
               "across)", c.about("num_machines"));
@@ -235,7 +248,8 @@ plan::Dialect fsdp_dialect() {
        [](J j) { return j.fsdp.auto_wrap_policy == AutoWrapPolicy::SIZE_BASED_WRAP; }},
       {"fsdp.backward_prefetch", "Which backward prefetch policy?"},
       {"fsdp.forward_prefetch", "Prefetch the next unit during forward?"},
-      {"fsdp.state_dict_type", "Which checkpoint layout?"},
+      // Not fsdp.state_dict_type: accel's checkpoints hold per-rank shards whatever it says, and an
+      // answered default would be carried into a switched job (deepspeed.zero3_save_16bit_model).
       {"fsdp.activation_checkpointing", "Recompute activations in backward (activation checkpointing)?"},
   };
   d.precision_questions = {

@@ -1,0 +1,271 @@
+"""Issue 48's probes, as a hostile local user would try them, through the real launcher (SECURITY.md,
+docs/design/0033). Each asserts that the attack fails and that the job either goes on unharmed or
+ends at once with a message naming what was wrong (never a hang, a silent fallback or a stack trace).
+
+- ListenersBound: a one-machine job's rendezvous store listens on loopback only, not every interface.
+- StoreForgery: another process writes the keys accel reads back from PyTorch's store (which takes
+  writes from anyone who reaches it): a shared-memory descriptor pointing at a segment another uid
+  made (mode 0666) is never attached; forged "done" flags end the job naming the key, no stack trace.
+- ElasticSlotHijack: a fake "machine 1" without the job secret connects to the elastic membership
+  listener first; it is refused and named once, its terminal escapes are never printed raw, and the
+  real machine 1 joins and the job trains at world 4.
+- PlantedLogLink: a link planted at a rank log's name is an exit-2 error naming it; the victim
+  file is untouched.
+The cross-user part (the attacker's segment) needs a second uid: it runs through `setpriv
+--reuid=nobody` where the test runs as root, and skips (exit 77) otherwise.
+
+Run: ACCEL_BINARY=build/accel ACCEL_PYTHON=... python -m unittest -v test_security_probes (from tests/numerics).
+"""
+import os
+import re
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import trainer_test_support as ts  # noqa: E402
+from reserved_ports import reserve_port  # noqa: E402
+from test_elastic_restart import Launcher  # noqa: E402
+from test_trainer_end_to_end import _Base  # noqa: E402
+
+SEGMENT_KEY = "accel/0/gloo/shm/segment"  # runtime/comm/gloo_communicator.cpp: <rendezvous prefix>gloo/shm/segment
+SLOT_BYTES = 4 << 20  # ShmCollectives::kSlotBytes
+HEADER_BYTES = 4096  # ShmCollectives::header_bytes(2): the header and 2 arrival counters, one page
+SHM_MAGIC = 0x616363656C73686D  # "accelshm"
+FORGED_TOKEN = 12345
+
+
+def listening_addresses(port):
+    """The local addresses of the sockets listening on TCP `port` (from /proc/net/tcp and tcp6)."""
+    found = []
+    for table, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):
+        try:
+            with open(table) as f:
+                rows = f.readlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            address, hexport = fields[1].split(":")
+            if fields[3] != "0A" or int(hexport, 16) != port:  # 0A: LISTEN
+                continue
+            raw = bytes.fromhex(address)
+            # /proc prints each 32-bit word in host (little-endian) order.
+            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            found.append(socket.inet_ntop(family, raw))
+    return found
+
+
+def is_loopback(address):
+    return address.startswith("127.") or address == "::1" or address.startswith("::ffff:127.")
+
+
+def second_uid(cmd):
+    """`cmd` run as uid nobody (the other user of the probes); skips unless this test runs as root."""
+    if os.geteuid() != 0:
+        raise unittest.SkipTest("needs root to run the attacker as a second uid (setpriv --reuid=nobody)")
+    return ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *cmd]
+
+
+# The attacker's segment, made by uid nobody with mode 0666 and a header that passes every check the
+# old attach() made (magic, token, world, slot size): what the hijack of issue 48 used.
+MAKE_SEGMENT = r"""
+import os, struct, sys
+path = sys.argv[1]
+fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_NOFOLLOW, 0o666)
+os.fchmod(fd, 0o666)
+os.ftruncate(fd, int(sys.argv[2]))
+os.pwrite(fd, struct.pack("<QQQQ", int(sys.argv[3]), int(sys.argv[4]), 2, int(sys.argv[5])), 0)
+os.close(fd)
+"""
+
+# Writes `key = value` pairs into the job's store over and over, from the moment its port accepts
+# until the job ends (stdin closes): PyTorch's store authenticates nobody.
+FORGE_KEYS = r"""
+import datetime, sys, threading, time
+from torch.distributed import TCPStore
+port, pairs = int(sys.argv[1]), [a.split("=", 1) for a in sys.argv[2:]]
+print("ready", flush=True)  # torch is imported: the test starts the job now
+done = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+import socket
+while not done.is_set():  # until the launcher listens (a refused connect makes TCPStore back off 2 s)
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        break
+    except OSError:
+        time.sleep(0.005)
+store = None
+if not done.is_set():
+    store = TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False,
+                     timeout=datetime.timedelta(seconds=60))
+writes = 0
+while store is not None and not done.is_set():
+    try:
+        for key, value in pairs:
+            store.set(key, value.encode())
+            writes += 1
+    except Exception:
+        break
+    time.sleep(0.002)
+print(f"forged {writes} writes", flush=True)
+"""
+
+
+class _ProbeBase(_Base):
+    def small_job(self, d, port, world=2, steps=4, **extra):
+        tokens = ts.make_tokens(os.path.join(d, "tok.bin"))
+        job = ts.job(os.path.join(d, "run"), data_path=tokens, world=world, micro=2, accum=1, steps=steps,
+                     eval_every=0)
+        job.update({"main_process_ip": "127.0.0.1", "main_process_port": port, "collective_timeout_s": 30})
+        job.update(extra)
+        return ts.write_job(os.path.join(d, "job.yaml"), job)
+
+    def assertNoStackTrace(self, proc):
+        for marker in ("Exception raised from", "frame #", "Did the remote server shutdown"):
+            self.assertNotIn(marker, proc.stderr, f"a stack trace or the store's raw error\n{ts.describe(proc)}")
+
+    def launch_with_forger(self, job_path, port, pairs):
+        """`accel launch` while FORGE_KEYS writes `pairs` into its store; the completed launch and the
+        forger's output."""
+        forger = subprocess.Popen([ts.PY, "-c", FORGE_KEYS, str(port), *[f"{k}={v}" for k, v in pairs]],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            self.assertEqual(forger.stdout.readline().strip(), "ready")
+            started = time.monotonic()
+            proc = ts.launch(job_path)
+            took = time.monotonic() - started
+        finally:
+            out, _ = forger.communicate("", timeout=60)
+        writes = re.search(r"forged (\d+) writes", out)
+        self.assertTrue(writes and int(writes.group(1)) > 0, f"the forger never reached the store:\n{out[-2000:]}")
+        return proc, took, out
+
+
+class ListenersBound(_ProbeBase):
+    def test_one_machine_store_listens_on_loopback_only(self):
+        d = self.tmpdir()
+        port = reserve_port()
+        job_path = self.small_job(d, port, steps=8)
+        proc = subprocess.Popen([ts.ACCEL, "launch", job_path], cwd=d, env=ts.clean_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        seen = set()
+        while proc.poll() is None:
+            seen.update(listening_addresses(port))
+            time.sleep(0.02)
+        out, err = proc.communicate()
+        self.assertEqual(proc.returncode, 0, err[-3000:])
+        self.assertTrue(seen, f"nothing was seen listening on port {port}")
+        self.assertTrue(all(is_loopback(a) for a in seen),
+                        f"the rendezvous store listens on {sorted(seen)}: reachable from other machines")
+
+
+class StoreForgery(_ProbeBase):
+    def test_forged_segment_of_another_uid_is_never_attached(self):
+        d = self.tmpdir()
+        name = f"/accel-shm-evil-{os.getpid()}-{time.monotonic_ns()}"
+        path = "/dev/shm" + name
+        size = HEADER_BYTES + 2 * SLOT_BYTES
+        made = subprocess.run(second_uid(["/usr/bin/python3", "-c", MAKE_SEGMENT, path, str(size), str(SHM_MAGIC),
+                                          str(FORGED_TOKEN), str(SLOT_BYTES)]), capture_output=True, text=True)
+        self.assertEqual(made.returncode, 0, made.stderr)
+        self.addCleanup(lambda: os.path.exists(path) and os.unlink(path))
+        self.assertEqual(os.stat(path).st_uid, 65534)
+
+        port = reserve_port()
+        job_path = self.small_job(d, port, steps=20)
+        proc, took, forged = self.launch_with_forger(job_path, port, [(SEGMENT_KEY, f"{name} {FORGED_TOKEN} 2")])
+        print(f"\nforged segment: exit {proc.returncode} after {took:.1f} s; {forged.strip()}", file=sys.stderr)
+        with open(path, "rb") as f:
+            f.seek(HEADER_BYTES)
+            written = any(f.read(2 * SLOT_BYTES))
+        self.assertFalse(written, "a rank wrote its gradients into the attacker's segment")
+        self.assertNoStackTrace(proc)
+        if proc.returncode != 0:  # the forged value was read: the job ends at once, naming the key
+            self.assertLaunch(proc, 1, "a job whose segment descriptor was forged")
+            self.assertIn(f"the rendezvous store's key {SEGMENT_KEY} does not carry this job's MAC", proc.stderr)
+            self.assertLess(took, 30, "the job must end at once, not at the collective timeout")
+        else:  # rank 0's own value won every read: the job trained as usual
+            self.assertNotIn("timed out", proc.stderr)
+
+    def test_forged_done_flags_end_the_job_naming_the_key(self):
+        d = self.tmpdir()
+        port = reserve_port()
+        job_path = self.small_job(d, port, steps=20)
+        proc, took, forged = self.launch_with_forger(job_path, port, [("accel/0/done", "x"), ("accel/0/done/1", "x")])
+        print(f"\nforged done: exit {proc.returncode} after {took:.1f} s; {forged.strip()}", file=sys.stderr)
+        self.assertNoStackTrace(proc)
+        if proc.returncode != 0:
+            self.assertLaunch(proc, 1, "a job whose done flags were forged")
+            self.assertIn("the rendezvous store's key accel/0/done/1 does not carry this job's MAC", proc.stderr)
+
+
+class ElasticSlotHijack(_ProbeBase):
+    def test_fake_machine_without_the_secret_is_refused_and_the_job_goes_on(self):
+        d = self.tmpdir()
+        secret = os.path.join(d, "secret")
+        fd = os.open(secret, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        os.write(fd, os.urandom(32))
+        os.close(fd)
+        port = reserve_port()
+        job_path = self.small_job(d, port, world=4, num_machines="1:2", elastic_join_window_s=30,
+                                  max_restarts=1, shutdown_grace_s=2)
+        env = {"ACCEL_SECRET_FILE": secret}
+        machine0 = Launcher(job_path, 0, env)
+        fake = None
+        machine1 = None
+        try:
+            deadline = time.monotonic() + 60
+            while not listening_addresses(port) and time.monotonic() < deadline and machine0.proc.poll() is None:
+                time.sleep(0.02)
+            self.assertTrue(listening_addresses(port), "machine 0 never listened:\n" + "".join(machine0.err)[-3000:])
+            fake = socket.create_connection(("127.0.0.1", port), timeout=10)
+            fake.sendall(b"join\t1\t\x1b[2Jfake-host\nfailed\t0\t\x1b[2Jboom\n")
+            time.sleep(1)  # the fake had its chance to join first
+            machine1 = Launcher(job_path, 1, env)
+            p1 = machine1.finish(ts.PROC_TIMEOUT_S)
+            p0 = machine0.finish(ts.PROC_TIMEOUT_S)
+        finally:
+            if fake:
+                fake.close()
+            for launcher in (machine0, machine1):
+                if launcher and launcher.proc.poll() is None:
+                    launcher.proc.kill()
+                    launcher.finish(60)
+        self.assertLaunch(p0, 0, "machine 0")
+        self.assertLaunch(p1, 0, "machine 1")
+        refusals = [line for line in p0.stderr.splitlines() if "refused a connection to the elastic rendezvous" in line]
+        self.assertEqual(len(refusals), 1, f"the fake peer is named once\n{ts.describe(p0)}")
+        self.assertIn("from 127.0.0.1:", refusals[0])
+        self.assertIn("did not prove it holds this job's secret", refusals[0])
+        for p in (p0, p1):
+            self.assertNotIn("\x1b", p.stderr + p.stdout, "a peer's control bytes were printed raw")
+        self.assertIn("machines 0 and 1 of 2 joined, world 4", p0.stderr)
+        self.assertNotIn("elastic restart", p0.stderr, "the fake's failure report used up a restart")
+
+
+class PlantedLogLink(_ProbeBase):
+    def test_link_at_a_rank_log_is_refused_and_the_victim_untouched(self):
+        d = self.tmpdir()
+        victim = os.path.join(d, "victim.txt")
+        with open(victim, "w") as f:
+            f.write("precious\n")
+        job_path = self.small_job(d, 0)
+        os.makedirs(os.path.join(d, "run", "logs"))
+        link = os.path.join(d, "run", "logs", "rank_0.log")
+        os.symlink(victim, link)
+        proc = ts.launch(job_path)
+        self.assertLaunch(proc, 2, "a launch with a link planted at rank 0's log")
+        self.assertIn(link, proc.stderr)
+        with open(victim) as f:
+            self.assertEqual(f.read(), "precious\n")
+
+
+if __name__ == "__main__":
+    unittest.main()
