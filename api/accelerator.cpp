@@ -208,6 +208,10 @@ PreparedOptimizer& Accelerator::prepare(torch::nn::Module& model, torch::optim::
   // frozen): then the units have no boundary, and strategies that need one are refused there.
   const bool bounded = engine::has_unit_boundaries(specs);
   std::shared_ptr<engine::UnitSource> source = s.host ? s.host->options.unit_source : nullptr;
+  if (s.loaded_weights) {
+    if (source) throw RunError("accel: prepare(): two sources of starting values (load_model() and the host's)");
+    source = std::move(s.loaded_weights);
+  }
   s.backend = engine::make_backend(bounded == wrapped ? resolved : plan::resolve_plan(job, plan::ModelFacts::user(bounded)),
                                      *s.comm, std::move(specs), setup, from_stash ? s.stash : std::move(source));
   if (from_stash) s.stash->check_consumed();

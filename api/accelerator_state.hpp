@@ -44,6 +44,7 @@ struct Accelerator::State {
   UnitPolicy policy;
   bool policy_set = false;
   std::shared_ptr<api::ConstructionStash> stash;  // the slices an accel::ShardedInit scope kept
+  std::shared_ptr<engine::UnitSource> loaded_weights;  // load_model()'s file, read in slices by prepare()
 
   torch::nn::Module* model = nullptr;
   api::TorchOptimizerKind kind = api::TorchOptimizerKind::adamw;

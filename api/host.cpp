@@ -1,6 +1,8 @@
 // api/host.hpp: the trainer's attachment to an Accelerator and its view of the engine.
 #include "api/host.hpp"
 
+#include <map>
+
 #include "engine/backend.hpp"
 #include "engine/format/safetensors.hpp"
 #include "engine/sharded/unit_block_allocator.hpp"
@@ -38,15 +40,31 @@ nlohmann::json EngineView::checkpoint_times() const {
   return host_ && host_->checkpoints ? host_->checkpoints->async_times() : nlohmann::json::object();
 }
 
-void EngineView::save_full_parameters(const std::string& path) {
-  progress::stage("gathering the full weights");
-  const engine::NamedTensors params = engine().full_parameters();  // collective; complete on rank 0
-  if (host_->comm->rank() != 0) return;
-  uint64_t bytes = 0;
-  for (const auto& [name, t] : params) bytes += uint64_t(t.numel()) * t.element_size();
-  progress::expect_bytes(bytes);
-  progress::stage("writing");
-  engine::save_safetensors(path, params);
+void EngineView::export_weights(const std::string& path, const engine::NamedTensors& params,
+                                const config::ModelSection* model, const engine::ExportOptions& options) {
+  progress::stage("gathering and writing the weights, one unit at a time");
+  std::unique_ptr<engine::WeightsExport> out;
+  if (host_->comm->rank() == 0) {
+    // In the engine's order: the file is then byte-equal to `accel merge-weights` of a checkpoint.
+    std::map<std::string, std::vector<int64_t>> shapes;
+    for (const auto& [name, p] : params) shapes[name] = p.sizes().vec();
+    std::vector<engine::TensorSpec> specs;
+    uint64_t bytes = 0;
+    for (const std::string& name : engine().parameter_order()) {
+      const auto it = shapes.find(name);
+      if (it == shapes.end()) throw RunError("weights export: the engine's parameter '" + name + "' is not the model's");
+      specs.push_back({name, at::kFloat, it->second});
+      int64_t numel = 1;
+      for (int64_t d : it->second) numel *= d;
+      bytes += uint64_t(numel) * c10::elementSize(engine::export_scalar_type(options.dtype));
+    }
+    progress::expect_bytes(bytes);
+    out = std::make_unique<engine::WeightsExport>(path, specs, model, options);
+  }
+  engine().visit_full_parameters([&](const engine::NamedTensors& unit) {  // collective; rank 0 is called
+    for (const auto& [name, value] : unit) out->write(name, value);
+  });
+  if (out) out->commit();
 }
 
 int64_t EngineView::unit_block_bytes() { return engine::UnitBlockAllocator::instance().mapped_bytes(); }

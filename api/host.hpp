@@ -17,6 +17,8 @@
 
 #include "accel/accelerator.hpp"
 #include "api/state_io.hpp"
+#include "engine/format/weights_export.hpp"
+#include "engine/named_tensors.hpp"
 #include "runtime/comm/communicator.hpp"
 #include "runtime/comm/rendezvous.hpp"
 #include "runtime/config/job_loader.hpp"
@@ -73,9 +75,12 @@ class EngineView {
   nlohmann::json memory_report() const;
   // Where asynchronous checkpoints spent time (StateIo::async_times); {} before any save or load.
   nlohmann::json checkpoint_times() const;
-  // Collective: the full parameters in the engine's order (units, then their parameters: the
-  // order `accel merge-weights` writes), written by rank 0 to `path` as safetensors.
-  void save_full_parameters(const std::string& path);
+  // Collective: the full parameters written by rank 0 to `path` as `options` say (accel's
+  // safetensors file in `params`' order, or a Hugging Face folder for `model`), streamed one unit
+  // gathered, written and freed at a time (engine/format/weights_export.hpp). `params`: the
+  // model's spec names and shapes (placeholders will do).
+  void export_weights(const std::string& path, const engine::NamedTensors& params, const config::ModelSection* model,
+                      const engine::ExportOptions& options);
   // The sharding engine's unit buffers mapped in this process, live and kept (outside malloc).
   static int64_t unit_block_bytes();
 

@@ -36,6 +36,9 @@ set(ACCEL_CONFIG_SOURCES
   runtime/config/model_section.cpp
   runtime/config/machine_range.cpp
   runtime/config/elastic_rules.cpp
+  runtime/hf/hf_family.cpp
+  runtime/hf/hf_folder.cpp
+  runtime/hf/hf_config.cpp
   # Last: a file added before the end shifts the unity batches (translate_to_* share helper names).
   runtime/common/safe_file.cpp
 )

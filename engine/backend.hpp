@@ -11,6 +11,7 @@
 //    the unsharded spec trainer would hold, up to floating-point reassociation.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -99,6 +100,18 @@ class Backend {
   // The full parameters under their spec names, on the CPU (weights export). Collective; the
   // result is valid on rank 0 (other ranks may get an empty list).
   virtual NamedTensors full_parameters() = 0;
+  // The same, streamed: `visit` is called on rank 0 with each unit's full parameters in turn (other
+  // ranks: not at all), a unit's gathered values freed before the next is gathered, so no rank
+  // holds the whole model (the weights export, docs/design/0031). Collective. The default gathers
+  // everything first (an engine without units).
+  // The parameters' spec names in the order full_parameters() lists them (units, then their
+  // parameters: the order checkpoints and `accel merge-weights` use), so an export laid out before
+  // the values arrive is byte-equal to a merge of the same state.
+  virtual std::vector<std::string> parameter_order() const = 0;
+  virtual void visit_full_parameters(const std::function<void(const NamedTensors&)>& visit) {
+    const NamedTensors all = full_parameters();
+    if (!all.empty()) visit(all);
+  }
 
   // Gives this rank's part of the training state to `files` (the checkpoint's staging directory on
   // this rank's storage, or host staging for a background write; replicated files per

@@ -53,4 +53,11 @@ void log_memory(int rank, int world, const std::string& phase) {
   logging::debug(describe_memory(rank, world, phase, probe_memory()));
 }
 
+bool restart_peak_rss() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  out.flush();
+  return bool(out);
+}
+
 }  // namespace accel::train

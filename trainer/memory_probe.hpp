@@ -20,6 +20,12 @@ struct MemoryProbe {
 
 MemoryProbe probe_memory();
 
+// Restarts the resident high-water mark (VmHWM) at the resident size now (Linux: "5" into
+// /proc/self/clear_refs), so a later probe_memory().peak_rss_bytes is the peak of what ran since:
+// the peak of one phase (the weights export) rather than of the whole run. False where the
+// kernel refuses it; the mark then keeps counting from the start.
+bool restart_peak_rss();
+
 // "[rank r/w] memory after <phase>: rss ..., peak ...; heap in use ..., free ..., mmapped ...; unit blocks ..."
 std::string describe_memory(int rank, int world, const std::string& phase, const MemoryProbe& m);
 

@@ -27,6 +27,7 @@
 #include "trainer/models/builtin_module.hpp"
 #include "trainer/models/builtin_ops.hpp"
 #include "trainer/models/builtin_optimizer.hpp"
+#include "trainer/models/hf_folder_source.hpp"
 #include "trainer/models/model_weights.hpp"
 #include "trainer/models/placeholder.hpp"
 #include "trainer/models/spec_init_source.hpp"
@@ -99,6 +100,8 @@ class Trainer {
   PreparedOptimizer* step_optimizer_ = nullptr;
   api::EngineView engine_;  // the engine prepare() built: trace, counters, memory, full weights
   std::string resumed_dir_;  // the checkpoint load_state() read
+  // model.from_pretrained: the folder's reader, kept for its byte count (the run report's).
+  std::shared_ptr<HfFolderSource> pretrained_;
 };
 
 void Trainer::build(progress::Task& setup) {
@@ -115,12 +118,16 @@ void Trainer::build(progress::Task& setup) {
   const bool sharded_init = plan::resolve_plan(job_, plan::ModelFacts::builtin()).frees_parameters() &&
                             !(whole && std::string(whole) == "1");
   std::shared_ptr<engine::UnitSource> source;
+  const std::string& pretrained = job_.model.from_pretrained;
+  if (!pretrained.empty()) pretrained_ = std::make_shared<HfFolderSource>(job_.model, pretrained);
   if (sharded_init) {
     {
       PlaceholderScope placeholders(device_);
       model_ = make_builtin_module(job_.model);
     }
-    if (t_.init_from.empty())
+    if (pretrained_)
+      source = pretrained_;
+    else if (t_.init_from.empty())
       source = make_spec_init_source(*model_, job_.model.n_layer, uint64_t(t_.seed));
     else
       source = std::make_shared<WeightsFileSource>(model_->spec_parameters(), t_.init_from);
@@ -128,6 +135,7 @@ void Trainer::build(progress::Task& setup) {
     model_ = make_builtin_module(job_.model);
     model_->initialize(uint64_t(t_.seed));
     if (!t_.init_from.empty()) load_weights_into(model_->spec_parameters(), t_.init_from);
+    if (pretrained_) pretrained_->fill_whole(model_->spec_parameters());
     if (!device_.is_cpu()) model_->to(device_);
   }
   log_memory(rank_, world_, "model build");
@@ -152,8 +160,9 @@ void Trainer::build(progress::Task& setup) {
       }};
   setup.advance();
   setup.set_stage(std::string("preparing the ") + config::to_string(job_.backend) + " engine" +
-                  (sharded_init ? (t_.init_from.empty() ? ", each rank initializing its shards"
-                                                        : ", each rank reading its shards of " + t_.init_from)
+                  (sharded_init ? (pretrained_ ? ", each rank reading its shards of " + pretrained
+                                   : t_.init_from.empty() ? ", each rank initializing its shards"
+                                                          : ", each rank reading its shards of " + t_.init_from)
                                 : ""));
   api::Attached attached = api::attach(ctx_.job, comm_, ctx_.rendezvous.get(), std::move(host));
   acc_ = std::move(attached.accelerator);
@@ -308,17 +317,26 @@ void Trainer::run() {
 
   if (!options_.trace_path.empty()) engine_.write_trace(trace_file_for_rank(options_.trace_path, rank_));
   std::string weights;
+  // The export's own resident peak (the run report's export_peak_rss_bytes) against the steps': the
+  // high-water mark restarts here, after the steps' peak is read.
+  const int64_t steps_peak_rss = probe_memory().peak_rss_bytes;
+  const bool export_peak_measured = restart_peak_rss();
+  const int64_t export_start_rss = probe_memory().rss_bytes;
   const auto t_export = Clock::now();
   if (t_.save_weights) {
     // The engine's order (units, then their parameters), the order `accel merge-weights` writes a
     // checkpoint in: the two files of the same state are byte-equal.
-    const std::string file = out + "/weights.safetensors";
+    const bool hf = t_.export_format == config::ExportFormat::hf;
+    const std::string file = out + (hf ? "/hf" : "/weights.safetensors");
     progress::Task export_task("weights export to " + file, rank_ == 0);
-    engine_.save_full_parameters(file);  // collective; rank 0 writes
+    // Collective; rank 0 writes, one unit gathered, written and freed at a time.
+    engine_.export_weights(file, model_->spec_parameters(), &job_.model,
+                           {t_.export_format, t_.export_dtype, t_.export_max_shard_size});
     export_task.finish();
     if (rank_ == 0) weights = file;
   }
   times.export_s = seconds_since(t_export);
+  const int64_t export_peak_rss = export_peak_measured ? probe_memory().peak_rss_bytes : -1;
   times.training_s = train_seconds;
   times.total_s = seconds_since(t_start);
   nlohmann::json report = make_run_report(rank_, world_, engine_.name(), engine_.memory_report(), step_comm,
@@ -327,6 +345,12 @@ void Trainer::run() {
   report["checkpoint_s"] = {{"async", t_.async_checkpoint}, {"saves", save_times}, {"final_wait", final_wait_s},
                             {"async_times", engine_.checkpoint_times()}};
   report["setup_peak_rss_bytes"] = setup_peak_rss;
+  // The run's peak before the export (setup, steps, the end's checkpoint), and the export's alone
+  // (-1: the kernel kept no separate mark), with the resident size it started from.
+  report["peak_rss_before_export_bytes"] = steps_peak_rss;
+  report["export_peak_rss_bytes"] = export_peak_rss;
+  report["export_start_rss_bytes"] = export_start_rss;
+  if (pretrained_) report["pretrained_bytes_read"] = pretrained_->data_bytes_read();
   write_run_report(out, rank_, report);
   char buf[512];
   std::snprintf(buf, sizeof buf,

@@ -4,8 +4,9 @@
 // and runs this in accel-worker, which links libtorch. The checkpoint is verified against its manifest first; anything
 // wrong with it (missing, incomplete, damaged, unreadable layout) is exit 2, naming the file; a
 // failure to write FILE is exit 1.
-// Memory: reads one parameter at a time (ranged reads from the shard files) and holds the output
-// weights, never the optimizer state.
+// --format hf writes a Hugging Face folder (config.json from trainer.json's model record).
+// Memory: one parameter at a time, read (ranged reads from the shard files), written to its place
+// in the output and freed (engine/format/weights_export.hpp); never the optimizer state.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -15,6 +16,8 @@
 #include "cli/worker/worker_commands.hpp"
 #include "engine/format/canonical_state.hpp"
 #include "engine/format/safetensors.hpp"
+#include "engine/format/weights_export.hpp"
+#include "runtime/config/enums.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/checkpoint/node_local.hpp"
 #include "runtime/common/errors.hpp"
@@ -69,11 +72,31 @@ Source open_checkpoint(const std::string& arg) {
   return s;
 }
 
+// The model section a checkpoint's trainer.json records (trainer_record.cpp), for config.json.
+config::ModelSection model_from_record(const std::string& dir, const nlohmann::json& record) {
+  const std::string where = dir + "/trainer.json";
+  if (!record.is_object() || !record.contains("model") || !record["model"].is_object())
+    throw UsageError(where + " records no model section: --format hf needs one (a checkpoint of accel's trainer)");
+  const nlohmann::json& m = record["model"];
+  config::ModelSection s;
+  const auto name = config::enum_from_string<config::ModelName>(m.value("name", std::string()));
+  if (!name) throw UsageError(where + ": model.name " + m.value("name", std::string("(none)")) + " is not one accel builds");
+  s.name = *name;
+  for (auto [key, field] : {std::pair{"n_layer", &s.n_layer}, std::pair{"n_head", &s.n_head}, std::pair{"n_embd", &s.n_embd},
+                            std::pair{"vocab_size", &s.vocab_size}, std::pair{"block_size", &s.block_size}}) {
+    if (!m.contains(key) || !m[key].is_number_integer() || m[key].get<int64_t>() < 1 || m[key].get<int64_t>() > (1 << 24))
+      throw UsageError(where + ": model." + key + " is missing or not a positive integer");
+    *field = m[key].get<int>();
+  }
+  return s;
+}
+
 }  // namespace
 
 void add_merge_weights_command(CLI::App& app) {
   struct Options {
-    std::string checkpoint, output;
+    std::string checkpoint, output, format = "safetensors", dtype = "fp32";
+    int64_t max_shard_size = 5'000'000'000;
   };
   auto o = std::make_shared<Options>();
   // Hidden: users run `accel merge-weights`, which validated these arguments and describes them.
@@ -81,10 +104,17 @@ void add_merge_weights_command(CLI::App& app) {
   cmd->add_option("checkpoint", o->checkpoint,
                   "A step_N checkpoint directory, a checkpoints root (or its `latest` file), or an output_dir")
       ->required();
-  cmd->add_option("-o,--output", o->output, "The safetensors file to write (replaced atomically)")->required();
+  cmd->add_option("-o,--output", o->output, "The file or folder to write")->required();
+  cmd->add_option("--format", o->format, "safetensors | hf");
+  cmd->add_option("--dtype", o->dtype, "fp32 | bf16 | fp16");
+  cmd->add_option("--max-shard-size", o->max_shard_size, "bytes");
   cmd->callback([o] {
     Source source;
-    engine::NamedTensors weights;
+    engine::ExportOptions options;
+    options.format = *config::enum_from_string<config::ExportFormat>(o->format);
+    options.dtype = *config::enum_from_string<config::ExportDtype>(o->dtype);
+    options.max_shard_size = o->max_shard_size;
+    config::ModelSection model;
     int64_t values = 0;
     progress::Output output = progress::Output::standard();
     output.line = [](const std::string& line) { std::cout << "accel merge-weights: " << line << "\n" << std::flush; };
@@ -92,27 +122,41 @@ void add_merge_weights_command(CLI::App& app) {
     try {
       task.set_stage("verifying the checkpoint");
       source = open_checkpoint(o->checkpoint);
-      task.set_stage("reading");
-      task.set_total(int64_t(source.state->params().size()), "tensors");
-      for (const auto& p : source.state->params()) {
-        weights.emplace_back(p.name, source.state->read_full(p.name, engine::kParamKind));
-        values += p.numel;
-        task.advance();
+      if (options.format == config::ExportFormat::hf) {
+        std::ifstream in(source.dir + "/trainer.json");
+        model = model_from_record(source.dir, nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false));
       }
     } catch (const RunError& e) {  // the checkpoint is the problem: a usage error, not a failed run
       throw UsageError(std::string(e.what()) + "\nnothing was written; name a complete checkpoint");
     }
     fs::path parent = fs::absolute(o->output).parent_path();
     if (!fs::is_directory(parent)) throw UsageError("-o " + o->output + ": directory " + parent.string() + " does not exist");
-    task.set_stage("writing");
+    std::vector<engine::TensorSpec> specs;
     uint64_t bytes = 0;
-    for (const auto& [name, t] : weights) bytes += uint64_t(t.numel()) * t.element_size();
+    for (const auto& p : source.state->params()) {
+      specs.push_back({p.name, at::kFloat, p.shape});
+      bytes += uint64_t(p.numel) * c10::elementSize(engine::export_scalar_type(options.dtype));
+    }
+    // Streamed: one parameter read from the shard files, written to its place, and freed at a time.
+    engine::WeightsExport out(o->output, specs, &model, options);
+    task.set_stage("reading and writing");
+    task.set_total(int64_t(specs.size()), "tensors");
     progress::expect_bytes(bytes);
-    engine::save_safetensors(o->output, weights);
+    for (const auto& p : source.state->params()) {
+      try {
+        out.write(p.name, source.state->read_full(p.name, engine::kParamKind));
+      } catch (const RunError& e) {
+        throw UsageError(std::string(e.what()) + "\nnothing was written; name a complete checkpoint");
+      }
+      values += p.numel;
+      task.advance();
+    }
+    out.commit();
     task.finish();
     std::cout << "accel merge-weights: " << source.dir << " (" << source.step << " steps, "
-              << source.state->describe() << ") -> " << o->output << ": " << weights.size() << " tensors, " << values
-              << " fp32 values\n";
+              << source.state->describe() << ") -> " << o->output << ": " << specs.size() << " tensors, " << values
+              << " " << o->dtype << " values" << (options.format == config::ExportFormat::hf ? " (Hugging Face folder, "
+              + std::to_string(out.files()) + " shard file(s))" : "") << "\n";
   });
 }
 

@@ -112,8 +112,16 @@ Entry parse_entry(const std::string& path, const std::string& name, const Json& 
   return e;
 }
 
-void write_all(std::FILE* f, const void* data, size_t n, const std::string& tmp) {
-  if (n && std::fwrite(data, 1, n, f) != n) throw RunError("safetensors: writing '" + tmp + "' failed: " + std::strerror(errno));
+void write_at(int fd, const void* data, uint64_t n, uint64_t offset, const std::string& tmp) {
+  const auto* in = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t put = ::pwrite(fd, in, n, off_t(offset));
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) throw RunError("safetensors: writing '" + tmp + "' failed: " + std::strerror(errno));
+    in += put;
+    n -= uint64_t(put);
+    offset += uint64_t(put);
+  }
 }
 
 }  // namespace
@@ -136,75 +144,94 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors) {
 
 void save_safetensors_streamed(const std::string& path, const std::vector<TensorSpec>& specs,
                                const std::function<at::Tensor(size_t)>& produce) {
+  SafetensorsFileWriter writer(path, specs);
+  for (size_t i = 0; i < specs.size(); ++i) writer.write(i, produce(i));
+  writer.commit();
+}
+
+SafetensorsFileWriter::SafetensorsFileWriter(std::string path, std::vector<TensorSpec> specs)
+    : path_(std::move(path)), specs_(std::move(specs)), written_(specs_.size(), false) {
+  const std::string& p = path_;
   Json header = Json::object();
   std::set<std::string> seen;
-  std::vector<uint64_t> sizes;
   uint64_t offset = 0;
-  for (const auto& spec : specs) {
+  for (const auto& spec : specs_) {
     const std::string& name = spec.name;
     if (name.empty() || name == "__metadata__" || !seen.insert(name).second)
-      fail(path, "cannot save tensor '" + name + "': names must be non-empty, unique and not __metadata__");
+      fail(p, "cannot save tensor '" + name + "': names must be non-empty, unique and not __metadata__");
     const std::string dtype = safetensors_dtype_name(spec.dtype);
     if (dtype.empty())
-      fail(path, "cannot save tensor '" + name + "' of dtype " + std::string(c10::toString(spec.dtype)) +
-                     " (supported: " + supported_dtypes() + ")");
+      fail(p, "cannot save tensor '" + name + "' of dtype " + std::string(c10::toString(spec.dtype)) +
+                  " (supported: " + supported_dtypes() + ")");
     uint64_t numel = 1, bytes = 0, end = 0;
     for (int64_t d : spec.shape)
       if (d < 0 || __builtin_mul_overflow(numel, uint64_t(d), &numel))
-        fail(path, "cannot save tensor '" + name + "': its shape has a negative dimension or too many elements");
+        fail(p, "cannot save tensor '" + name + "': its shape has a negative dimension or too many elements");
     if (__builtin_mul_overflow(numel, uint64_t(c10::elementSize(spec.dtype)), &bytes) ||
         __builtin_add_overflow(offset, bytes, &end))
-      fail(path, "cannot save tensor '" + name + "': the file's size overflows 64 bits");
+      fail(p, "cannot save tensor '" + name + "': the file's size overflows 64 bits");
     Json entry = Json::object();
     entry["dtype"] = dtype;
     entry["shape"] = spec.shape;
     entry["data_offsets"] = Json::array({offset, offset + bytes});
     header[name] = std::move(entry);
+    offsets_.push_back(offset);
+    sizes_.push_back(bytes);
     offset += bytes;
-    sizes.push_back(bytes);
   }
+  data_bytes_ = offset;
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
   const uint64_t header_len = text.size();
+  data_start_ = 8 + header_len;
 
   // Staged beside under the process's own name, created afresh and never through a link; a link
   // at `path` itself is refused rather than silently replaced (runtime/common/safe_file.hpp).
-  files::refuse_link(path);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = -1;
+  files::refuse_link(p);
+  tmp_ = p + ".tmp." + std::to_string(::getpid());
   try {
-    fd = files::create_fresh(tmp);
+    fd_ = files::create_fresh(tmp_);
   } catch (const RunError& e) {
-    fail(path, std::string("cannot create '") + tmp + "': " + e.what());
+    fail(p, std::string("cannot create '") + tmp_ + "': " + e.what());
   }
-  std::FILE* f = ::fdopen(fd, "wb");
-  if (!f) {
-    const int err = errno;
-    ::close(fd);
-    std::remove(tmp.c_str());
-    fail(path, std::string("cannot create '") + tmp + "': " + std::strerror(err));
-  }
+  std::string head(reinterpret_cast<const char*>(&header_len), sizeof header_len);  // little-endian host
+  head += text;
   try {
-    write_all(f, &header_len, sizeof header_len, tmp);  // little-endian host (static_assert above)
-    write_all(f, text.data(), text.size(), tmp);
-    for (size_t i = 0; i < specs.size(); ++i) {
-      at::Tensor t = produce(i).detach().to(at::kCPU).contiguous();
-      if (t.scalar_type() != specs[i].dtype || uint64_t(t.numel()) * t.element_size() != sizes[i])
-        throw RunError("safetensors: tensor '" + specs[i].name + "' does not match its declared dtype and shape");
-      write_all(f, t.data_ptr(), sizes[i], tmp);
-      progress::bytes_written(sizes[i]);  // the caller's progress line, if it has one
-    }
-    if (std::fflush(f) != 0 || ::fsync(::fileno(f)) != 0)
-      throw RunError("safetensors: flushing '" + tmp + "' failed: " + std::strerror(errno));
-  } catch (...) {
-    std::fclose(f);
-    std::remove(tmp.c_str());
+    write_at(fd_, head.data(), head.size(), 0, tmp_);
+  } catch (...) {  // no destructor runs for a constructor that throws
+    ::close(fd_);
+    std::remove(tmp_.c_str());
     throw;
   }
-  if (std::fclose(f) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
+}
+
+SafetensorsFileWriter::~SafetensorsFileWriter() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    std::remove(tmp_.c_str());
+  }
+}
+
+void SafetensorsFileWriter::write(size_t i, const at::Tensor& value) {
+  if (i >= specs_.size() || written_[i]) throw RunError("safetensors: tensor " + std::to_string(i) + " of '" + path_ + "' written twice");
+  const at::Tensor t = value.detach().to(at::kCPU).contiguous();
+  if (t.scalar_type() != specs_[i].dtype || uint64_t(t.numel()) * t.element_size() != sizes_[i])
+    throw RunError("safetensors: tensor '" + specs_[i].name + "' does not match its declared dtype and shape");
+  write_at(fd_, t.data_ptr(), sizes_[i], data_start_ + offsets_[i], tmp_);
+  written_[i] = true;
+  progress::bytes_written(sizes_[i]);  // the caller's progress line, if it has one
+}
+
+void SafetensorsFileWriter::commit() {
+  for (size_t i = 0; i < specs_.size(); ++i)
+    if (!written_[i]) throw RunError("safetensors: tensor '" + specs_[i].name + "' of '" + path_ + "' was never written");
+  if (::fsync(fd_) != 0) fail(path_, std::string("flushing '") + tmp_ + "' failed: " + std::strerror(errno));
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0 || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
     const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    fail(path, "cannot finish writing (" + why + ")");
+    std::remove(tmp_.c_str());
+    fail(path_, "cannot finish writing (" + why + ")");
   }
   progress::file_written();
 }

@@ -34,6 +34,33 @@ struct TensorSpec {
 void save_safetensors_streamed(const std::string& path, const std::vector<TensorSpec>& specs,
                                const std::function<at::Tensor(size_t)>& produce);
 
+// The same format written by position: the header (names, dtypes, shapes of `specs`, in that
+// order) is written at construction, then each tensor's values go straight to their place in the
+// file, in any order, so a writer fed one unit at a time by a gathering engine holds nothing but
+// the tensor it is given. commit() (every tensor written once) syncs and renames the staged file
+// onto `path`; a writer destroyed uncommitted removes it. Errors as save_safetensors_streamed's.
+class SafetensorsFileWriter {
+ public:
+  SafetensorsFileWriter(std::string path, std::vector<TensorSpec> specs);
+  ~SafetensorsFileWriter();
+  SafetensorsFileWriter(const SafetensorsFileWriter&) = delete;
+  SafetensorsFileWriter& operator=(const SafetensorsFileWriter&) = delete;
+
+  // Tensor i's values (any device, its spec's dtype and element count).
+  void write(size_t i, const at::Tensor& value);
+  void commit();
+  const std::vector<TensorSpec>& specs() const { return specs_; }
+  uint64_t data_bytes() const { return data_bytes_; }
+
+ private:
+  std::string path_, tmp_;
+  std::vector<TensorSpec> specs_;
+  std::vector<uint64_t> offsets_, sizes_;
+  std::vector<bool> written_;
+  uint64_t data_start_ = 0, data_bytes_ = 0;
+  int fd_ = -1;
+};
+
 // Reads every tensor of `path` onto the CPU. Throws accel::RunError, naming the file, for a missing
 // file, a truncated file, a header length beyond the file, bad JSON, an unknown dtype, a shape that
 // does not match its byte range or whose sizes overflow 64 bits (naming the tensor; every product

@@ -154,7 +154,7 @@ nlohmann::json DdpBackend::memory_report() const {
           {"live_params_peak", 0}, {"live_grads_peak", 0}};
 }
 
-NamedTensors DdpBackend::full_parameters() {
+void DdpBackend::check_replicas_agree() {
   // Replicas must be bit-identical; a cheap fp64 fingerprint compared across ranks proves it
   // wherever weights leave the job.
   double fingerprint = 0;
@@ -164,9 +164,20 @@ NamedTensors DdpBackend::full_parameters() {
     throw RunError("ddp: the parameter replicas differ between ranks (fingerprints in [" +
                    std::to_string(-extremes[1]) + ", " + std::to_string(extremes[0]) +
                    "]); this is a bug, please report it with `accel env`");
-  NamedTensors out;
+}
+
+NamedTensors DdpBackend::full_parameters() {
+  check_replicas_agree();
+  NamedTensors out;  // on every rank: the checkpoint's writer may be any rank (node-local storage)
   for (auto& [name, p] : params_) out.emplace_back(name, p.detach().to(at::kCPU));
   return out;
+}
+
+void DdpBackend::visit_full_parameters(const std::function<void(const NamedTensors&)>& visit) {
+  check_replicas_agree();
+  // Every rank holds the replica; rank 0 hands out one host copy at a time.
+  if (comm_.rank() != 0) return;
+  for (auto& [name, p] : params_) visit({{name, p.detach().to(at::kCPU)}});
 }
 
 nlohmann::json DdpBackend::save_state(TensorFileSink& files, const CheckpointStorage& storage) {

@@ -44,10 +44,17 @@ class DdpBackend final : public Backend {
   nlohmann::json memory_report() const override;
   UnitHooks* eval_hooks() override { return nullptr; }
   NamedTensors full_parameters() override;
+  void visit_full_parameters(const std::function<void(const NamedTensors&)>& visit) override;
+  std::vector<std::string> parameter_order() const override {
+    std::vector<std::string> names;
+    for (const auto& [name, p] : params_) names.push_back(name);
+    return names;
+  }
   nlohmann::json save_state(TensorFileSink& files, const CheckpointStorage& storage) override;
   void load_state(const std::string& dir, const nlohmann::json& layout) override;
 
  private:
+  void check_replicas_agree();  // throws RunError when the replicas differ (a bug)
   // Parameter i's gradient of this backward pass has been added into its bucket.
   void on_grad_ready(int i);
   void mark_param_ready(int i);

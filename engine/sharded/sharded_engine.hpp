@@ -112,6 +112,8 @@ class ShardedEngine final : public Backend, private UnitHooks, private BackwardL
   void skip_step() override;
   UnitHooks* eval_hooks() override;
   NamedTensors full_parameters() override;
+  void visit_full_parameters(const std::function<void(const NamedTensors&)>& visit) override;
+  std::vector<std::string> parameter_order() const override;
   nlohmann::json save_state(TensorFileSink& files, const CheckpointStorage& storage) override;
   void load_state(const std::string& dir, const nlohmann::json& layout) override;
   bool start_trace() override;

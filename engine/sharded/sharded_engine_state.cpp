@@ -22,9 +22,23 @@ std::vector<ParamRecord> param_records(const NamedTensors& params, const std::ve
 }  // namespace
 
 NamedTensors ShardedEngine::full_parameters() {
-  // From the fp32 masters (what DeepSpeed's zero_to_fp32 recovers), whatever the compute dtype,
-  // one unit at a time; only rank 0 keeps the result.
   NamedTensors out;
+  visit_full_parameters([&](const NamedTensors& unit) {
+    for (const auto& [name, value] : unit) out.emplace_back(name, value.clone());  // the visit's are views
+  });
+  return out;
+}
+
+std::vector<std::string> ShardedEngine::parameter_order() const {
+  std::vector<std::string> names;
+  for (const auto& unit : units_)
+    for (int i : unit.params) names.push_back(params_[size_t(i)].first);
+  return names;
+}
+
+void ShardedEngine::visit_full_parameters(const std::function<void(const NamedTensors&)>& visit) {
+  // From the fp32 masters (what DeepSpeed's zero_to_fp32 recovers), whatever the compute dtype,
+  // one unit at a time; rank 0 hands each unit's tensors to `visit`, then they are freed.
   optimizer_->visit_masters([&](int u, const at::Tensor& master) {
     const FlatLayout& layout = shard(u).layout;
     at::Tensor full = master;
@@ -34,14 +48,17 @@ NamedTensors ShardedEngine::full_parameters() {
       shard_comm().all_gather(source, full)->wait();
     }
     if (comm_.rank() != 0) return;
+    NamedTensors unit;
     for (size_t k = 0; k < units_[size_t(u)].params.size(); ++k) {
       const auto& [name, p] = params_[size_t(units_[size_t(u)].params[k])];
       at::Tensor value = full.narrow(0, layout.param_offset(int(k)), layout.param_numel(int(k))).view(p.sizes());
-      out.emplace_back(name, value.is_cpu() ? value.clone() : value.to(at::kCPU));  // weights leave on the host
+      // Views of the gathered buffer on the host (a device's copied): `visit` writes them out before
+      // the buffer is freed, so a unit is held once, not twice.
+      unit.emplace_back(name, value.is_cpu() ? value : value.to(at::kCPU));
     }
+    visit(unit);
   });
   end_memory_phase();
-  return out;
 }
 
 // Checkpoints (docs/design/0006): each rank writes its own shard file and nothing else, no

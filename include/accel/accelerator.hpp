@@ -172,6 +172,13 @@ class Accelerator {
   // The full weights (and buffers) under the module's parameter names, as safetensors. Collective;
   // rank 0 writes `path`.
   void save_model(const std::string& path);
+  // The counterpart: `model`'s weights (and the buffers the file has) under its parameter names,
+  // from a safetensors file (save_model's) or a folder of safetensors shards with
+  // model.safetensors.index.json (or one model.safetensors). Call it after building the model
+  // (outside accel::ShardedInit) and before prepare(): under ZeRO 3 / FULL_SHARD each rank then reads
+  // only the byte ranges of the slices it keeps; otherwise every rank reads the whole. Throws
+  // std::runtime_error listing every missing, extra or mis-shaped tensor and its file.
+  void load_model(torch::nn::Module& model, const std::string& path);
   // Appends {"step": step, name: value...} to <output_dir>/metrics.jsonl (rank 0; the file is
   // started afresh by the first call of a run, or after load_state() keeps the records up to the
   // steps it restored), and logs the values under their names to the job's trackers

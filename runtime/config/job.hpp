@@ -79,6 +79,8 @@ struct ModelSection {
   bool attention_bias = false;
   bool mlp_bias = false;
   int sliding_window = 0;  // Mistral's; 0: none. Accepted only where it masks nothing (seq_len <= it)
+  // A Hugging Face model folder to start from; its config.json sets the shape keys (runtime/hf).
+  std::string from_pretrained;
 };
 
 struct DataSection {
@@ -130,6 +132,11 @@ struct TrainingSection {
   std::string resume = "auto";
   std::string init_from;
   bool save_weights = true;
+  // The end's weights export (docs/huggingface.md): accel's one safetensors file, or a Hugging Face
+  // folder; the stored dtype; the largest shard of a folder, in bytes.
+  ExportFormat export_format = ExportFormat::safetensors;
+  ExportDtype export_dtype = ExportDtype::fp32;
+  int64_t export_max_shard_size = 5'000'000'000;
 };
 
 // Trackers rank 0 writes beside metrics.jsonl (docs/design/0024); names as Accelerate's log_with.

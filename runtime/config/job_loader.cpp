@@ -10,6 +10,7 @@
 #include "runtime/config/unguarded_read.hpp"
 #include "runtime/config/validate.hpp"
 #include "runtime/config/yaml_reader.hpp"
+#include "runtime/hf/hf_config.hpp"
 
 namespace accel::config {
 namespace {
@@ -151,6 +152,10 @@ LoadedJob load_job_unguarded(const LoadOptions& options) {
   for (const auto& a : file_layer.assignments) builder.apply(a, Layer::File);
   throw_if(builder.errors());
   if (file_layer.batch) apply_batch_constraint(*file_layer.batch, builder, builder.errors());
+  throw_if(builder.errors());
+  // model.from_pretrained: the folder's config.json fills the model section (runtime/hf).
+  if (!builder.job().model.from_pretrained.empty())
+    hf::apply_from_pretrained(builder, options.check_paths, builder.errors());
   throw_if(builder.errors());
 
   // The one-key backend switch: the other block's settings become this backend's. Validation runs

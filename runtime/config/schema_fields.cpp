@@ -304,6 +304,12 @@ std::vector<FieldSpec> build_schema() {
                                        "accepted only when training.seq_len is within it (it masks nothing); "
                                        "0: none.")
           .range(0, 1 << 24),
+      field(KEY(model.from_pretrained), "A Hugging Face model folder to start from (config.json, model.safetensors or "
+                                        "model.safetensors.index.json with shards; fp32, bf16 or fp16): its "
+                                        "config.json fills the shape keys the job leaves unset (a set one that "
+                                        "disagrees is an error); each rank reads only the slices it keeps. "
+                                        "Architectures: GPT2LMHeadModel (model.name gpt).")
+          .input_path(),
 
       // ---- data ------------------------------------------------------------------------------
       field(KEY(data.kind), "synthetic (built in, no file), text (a file tokenised at byte level, vocab 256), or "
@@ -375,7 +381,16 @@ std::vector<FieldSpec> build_schema() {
       field(KEY(training.resume), "auto (continue from the latest checkpoint in output_dir if any), never, or "
                                   "the path of a checkpoint directory."),
       field(KEY(training.init_from), "Optional safetensors file with full weights to start from.").input_path(),
-      field(KEY(training.save_weights), "Write <output_dir>/weights.safetensors (full, unsharded) at the end."),
+      field(KEY(training.save_weights), "Write the full, unsharded weights at the end, as export_format says."),
+      field(KEY(training.export_format), "The end's weights: safetensors (<output_dir>/weights.safetensors under "
+                                         "accel's names) or hf (a Hugging Face folder <output_dir>/hf that "
+                                         "transformers' from_pretrained loads: config.json, safetensors shards and "
+                                         "an index). Written one unit at a time."),
+      field(KEY(training.export_dtype), "The dtype the export stores: fp32, bf16 or fp16 (from the fp32 weights)."),
+      field(KEY(training.export_max_shard_size), "export_format hf: the largest safetensors shard in bytes "
+                                                 "(transformers' max_shard_size); a model above it is split with "
+                                                 "model.safetensors.index.json.")
+          .range(1),
 
       // ---- tracking: trackers rank 0 writes, names as Accelerate's log_with ------------------
       field(KEY(tracking.log_with), "Trackers that get each step's metrics and the resolved job as "

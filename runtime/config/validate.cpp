@@ -77,6 +77,12 @@ void check_model_and_training(const JobConfig& j, JobChecker& c) {
             "no | bf16 when model.dtype is bf16", c.about("model.dtype"));
   if (j.training.resume != "auto" && j.training.resume != "never" && j.training.resume.empty())
     c.error("training.resume", "must be auto, never or a checkpoint path", "auto | never | PATH", "");
+  if (!j.model.from_pretrained.empty() && !j.training.init_from.empty())
+    c.error("training.init_from", "and model.from_pretrained both name starting weights", "one of the two",
+            c.about("model.from_pretrained"));
+  if (j.training.export_format == ExportFormat::hf && j.model.name != ModelName::gpt && j.training.save_weights)
+    c.error("training.export_format", "hf writes a Hugging Face folder, which model.name " + to_string(j.model.name) +
+            " has no architecture for", "safetensors", c.about("model.name"));
 }
 
 // The nearest existing ancestor of `dir` must be a writable directory, so the job can create it.

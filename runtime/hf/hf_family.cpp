@@ -1,0 +1,89 @@
+// The per-family name and layout tables (see hf_family.hpp).
+#include "runtime/hf/hf_family.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/common/errors.hpp"
+
+namespace accel::hf {
+namespace {
+
+// GPT2LMHeadModel: every accel name gets "transformer."; the four Conv1D weights are stored
+// [in, out]. The head is tied with wte and absent from the file.
+Family gpt2_family(const config::ModelSection& s) {
+  const int64_t C = s.n_embd, V = s.vocab_size, T = s.block_size;
+  Family f;
+  f.architecture = "GPT2LMHeadModel";
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, bool conv1d = false) {
+    f.tensors.push_back({name, "transformer." + name, std::move(shape), conv1d});
+  };
+  add("wte.weight", {V, C});
+  add("wpe.weight", {T, C});
+  for (int i = 0; i < s.n_layer; ++i) {
+    const std::string h = "h." + std::to_string(i) + ".";
+    add(h + "ln_1.weight", {C});
+    add(h + "ln_1.bias", {C});
+    add(h + "attn.c_attn.weight", {3 * C, C}, true);
+    add(h + "attn.c_attn.bias", {3 * C});
+    add(h + "attn.c_proj.weight", {C, C}, true);  // square: only the table knows it is transposed
+    add(h + "attn.c_proj.bias", {C});
+    add(h + "ln_2.weight", {C});
+    add(h + "ln_2.bias", {C});
+    add(h + "mlp.c_fc.weight", {4 * C, C}, true);
+    add(h + "mlp.c_fc.bias", {4 * C});
+    add(h + "mlp.c_proj.weight", {C, 4 * C}, true);
+    add(h + "mlp.c_proj.bias", {C});
+  }
+  add("ln_f.weight", {C});
+  add("ln_f.bias", {C});
+  return f;
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+bool Family::ignorable(const std::string& hf_name) const {
+  if (architecture == "GPT2LMHeadModel")
+    return hf_name == "lm_head.weight" || ends_with(hf_name, ".attn.bias") || ends_with(hf_name, ".attn.masked_bias");
+  return false;
+}
+
+Family family_for(const config::ModelSection& section) {
+  if (section.name == config::ModelName::gpt) return gpt2_family(section);
+  throw UsageError("model.name " + config::to_string(section.name) +
+                   " has no Hugging Face counterpart (export format hf and model.from_pretrained take gpt)");
+}
+
+std::vector<std::string> supported_architectures() { return {"GPT2LMHeadModel"}; }
+
+nlohmann::ordered_json config_json(const config::ModelSection& s, const std::string& torch_dtype) {
+  if (s.name != config::ModelName::gpt) family_for(s);  // throws, naming the model
+  // accel's gpt is GPT-2 without dropout: tanh GELU, LayerNorm eps 1e-5, attention scaled by
+  // 1/sqrt(head_dim), the head tied with wte.
+  nlohmann::ordered_json c;
+  c["architectures"] = nlohmann::ordered_json::array({"GPT2LMHeadModel"});
+  c["model_type"] = "gpt2";
+  c["vocab_size"] = s.vocab_size;
+  c["n_positions"] = s.block_size;
+  c["n_embd"] = s.n_embd;
+  c["n_layer"] = s.n_layer;
+  c["n_head"] = s.n_head;
+  c["n_inner"] = nullptr;
+  c["activation_function"] = "gelu_new";
+  c["layer_norm_epsilon"] = 1e-5;
+  c["resid_pdrop"] = 0.0;
+  c["embd_pdrop"] = 0.0;
+  c["attn_pdrop"] = 0.0;
+  c["scale_attn_weights"] = true;
+  c["scale_attn_by_inverse_layer_idx"] = false;
+  c["reorder_and_upcast_attn"] = false;
+  c["tie_word_embeddings"] = true;
+  c["dtype"] = torch_dtype;        // transformers 5 reads this key,
+  c["torch_dtype"] = torch_dtype;  // earlier versions this one
+  return c;
+}
+
+}  // namespace accel::hf
