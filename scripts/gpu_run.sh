@@ -97,7 +97,14 @@ if [ -z "$torch_dir" ] || [ "$here" != "$built" ]; then
   printf 'torch_check\t2\t0\n' >>"$steps"
   finish
 fi
-export LD_LIBRARY_PATH="$stage/lib:$torch_dir/lib:$(dirname "$torch_dir")/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Libraries gpu_stage.sh compressed (lib/*.xz), unpacked outside the staged folder (it may be read-only).
+unpacked="$(mktemp -d "${TMPDIR:-/tmp}/accel-gpu-lib.XXXXXX")"
+for packed in "$stage"/lib/*.xz; do
+  [ -e "$packed" ] || continue
+  "$python" -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+    "$packed" "$unpacked/$(basename "${packed%.xz}")"
+done
+export LD_LIBRARY_PATH="$unpacked:$stage/lib:$torch_dir/lib:$(dirname "$torch_dir")/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 accel="$stage/bin/accel"
 if ldd "$stage"/bin/* "$stage"/lib/*.so* 2>&1 | tee "$logs/ldd.log" | grep -q "not found"; then
   echo "gpu_run: a staged program misses a shared library here (ldd.log)" >&2

@@ -88,7 +88,7 @@ Run train(const JobConfig& job, std::optional<LossScalerSettings> scaler, const 
             } else {
               // d/dw of (w * inf) is +inf for that one element: autograd adds it to the embedding's
               // gradient there (the other elements get zeros), before the engine sees the gradient.
-              const at::Tensor& wte = model.parameters().front().second;
+              const at::Tensor wte = model.parameters().front().second;  // a copy: parameters() is a temporary
               objective = objective + wte.flatten()[0] * inf;
             }
           }

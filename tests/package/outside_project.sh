@@ -115,7 +115,7 @@ for name in "${names[@]}"; do
   binary="$work/examples_install/$name/accel_example_$name"
   [ -x "$binary" ] || fail "examples/$name builds no accel_example_$name"
   # Its job as written, with the program built here, its own output directory and 2 steps.
-  sed -e "s#\./examples/$name/accel_example_$name#$binary#" -e "s#output_dir:.*#output_dir: $work/run_$name#" \
+  sed -e "s#\./accel_example_$name#$binary#" -e "s#output_dir:.*#output_dir: $work/run_$name#" \
       -e "s#max_steps:.*#max_steps: 2#" "$dir/job.yaml" > "$work/run_$name.yaml"
   # llama reads a token file (its job names runs/llama/tokens.bin): byte tokens of accel's README.
   [ -f "$dir/make_tokens.py" ] && python3 "$dir/make_tokens.py" "$work/runs/$name/tokens.bin" "$src/README.md" > /dev/null

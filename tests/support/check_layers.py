@@ -28,7 +28,7 @@ LAYERS = [  # (path prefix, layer, name); the longest matching prefix wins
     ("runtime/common/", 0, "base"), ("runtime/config/", 0, "base"), ("runtime/comm/", 0, "base"),
     ("runtime/launch/", 0, "base"), ("runtime/diag/", 0, "base"), ("runtime/estimate/", 0, "base"),
     ("runtime/worker/", 0, "base"), ("runtime/checkpoint/", 0, "base"), ("runtime/tracking/", 0, "base"),
-    ("runtime/report/", 0, "base"),
+    ("runtime/report/", 0, "base"), ("runtime/hf/", 0, "base"),
     ("engine/", 1, "engine"),
     ("include/accel/", 2, "API"), ("api/", 2, "API"),
     ("trainer/", 3, "trainer"),
