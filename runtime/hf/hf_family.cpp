@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/errors.hpp"
+#include "runtime/config/model_section.hpp"
 
 namespace accel::hf {
 namespace {
@@ -39,6 +40,38 @@ Family gpt2_family(const config::ModelSection& s) {
   return f;
 }
 
+// LlamaForCausalLM / MistralForCausalLM: every accel name gets "model." except lm_head.weight,
+// which is absent when the head is tied with embed_tokens. Linear weights are [out, in] in both.
+Family llama_family(const config::ModelSection& s, const std::string& architecture) {
+  const int64_t C = s.n_embd, V = s.vocab_size, I = config::llama_intermediate_size(s);
+  const int64_t D = config::llama_head_dim(s), Q = s.n_head * D, KV = (s.n_kv_head ? s.n_kv_head : s.n_head) * D;
+  Family f;
+  f.architecture = architecture;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    f.tensors.push_back({name, "model." + name, std::move(shape), false});
+  };
+  add("embed_tokens.weight", {V, C});
+  if (!s.tie_word_embeddings) f.tensors.push_back({"lm_head.weight", "lm_head.weight", {V, C}, false});
+  for (int i = 0; i < s.n_layer; ++i) {
+    const std::string l = "layers." + std::to_string(i) + ".";
+    auto linear = [&](const std::string& name, int64_t out, int64_t in, bool bias) {
+      add(l + name + ".weight", {out, in});
+      if (bias) add(l + name + ".bias", {out});
+    };
+    linear("self_attn.q_proj", Q, C, s.attention_bias);
+    linear("self_attn.k_proj", KV, C, s.attention_bias);
+    linear("self_attn.v_proj", KV, C, s.attention_bias);
+    linear("self_attn.o_proj", C, Q, s.attention_bias);
+    linear("mlp.gate_proj", I, C, s.mlp_bias);
+    linear("mlp.up_proj", I, C, s.mlp_bias);
+    linear("mlp.down_proj", C, I, s.mlp_bias);
+    add(l + "input_layernorm.weight", {C});
+    add(l + "post_attention_layernorm.weight", {C});
+  }
+  add("norm.weight", {C});
+  return f;
+}
+
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
@@ -53,6 +86,8 @@ bool Family::ignorable(const std::string& hf_name) const {
 
 Family family_for(const config::ModelSection& section) {
   if (section.name == config::ModelName::gpt) return gpt2_family(section);
+  if (section.name == config::ModelName::llama)
+    return llama_family(section, section.sliding_window > 0 ? "MistralForCausalLM" : "LlamaForCausalLM");
   throw UsageError("model.name " + config::to_string(section.name) +
                    " has no Hugging Face counterpart (export format hf and model.from_pretrained take gpt)");
 }
@@ -60,6 +95,8 @@ Family family_for(const config::ModelSection& section) {
 std::vector<std::string> supported_architectures() { return {"GPT2LMHeadModel"}; }
 
 nlohmann::ordered_json config_json(const config::ModelSection& s, const std::string& torch_dtype) {
+  if (s.name == config::ModelName::llama)  // the table exists; the config.json writer is issue 47's next step
+    throw UsageError("export format hf: config.json for model.name llama is not written yet (export format hf takes gpt)");
   if (s.name != config::ModelName::gpt) family_for(s);  // throws, naming the model
   // accel's gpt is GPT-2 without dropout: tanh GELU, LayerNorm eps 1e-5, attention scaled by
   // 1/sqrt(head_dim), the head tied with wte.

@@ -5,6 +5,7 @@
 #include "tests/support/catch_with_torch.hpp"
 
 #include "runtime/common/errors.hpp"
+#include "runtime/hf/hf_family.hpp"
 #include "tests/train/model/model_test_support.hpp"
 #include "trainer/models/spec_init.hpp"
 
@@ -91,4 +92,25 @@ TEST_CASE("llama sections it cannot build are refused naming the key", "[model][
   s = llama_section(2);
   s.head_dim = 3;
   CHECK_THROWS_WITH(accel::train::make_builtin_module(s), Catch::Contains("model.head_dim"));
+}
+
+// runtime/hf/hf_family.cpp's LlamaForCausalLM table must list exactly the module's parameters, in
+// its order and shapes, under transformers' names ("model." + accel's, lm_head.weight as it is).
+TEST_CASE("llama: the Hugging Face table matches the module (GQA, tied, biases, Mistral's name)", "[model][llama][hf]") {
+  auto sections = std::vector<accel::config::ModelSection>{llama_section(2), llama_section(2, /*tied=*/true),
+                                                           llama_section(1, false, /*biases=*/true)};
+  accel::config::ModelSection mistral = llama_section(1);
+  mistral.sliding_window = 64;
+  sections.push_back(mistral);
+  for (const auto& s : sections) {
+    const accel::hf::Family family = accel::hf::family_for(s);
+    CHECK(family.architecture == (s.sliding_window > 0 ? "MistralForCausalLM" : "LlamaForCausalLM"));
+    std::vector<std::pair<std::string, std::vector<int64_t>>> table;
+    for (const auto& m : family.tensors) {
+      table.emplace_back(m.accel_name, m.shape);
+      CHECK_FALSE(m.transposed);
+      CHECK(m.hf_name == (m.accel_name == "lm_head.weight" ? m.accel_name : "model." + m.accel_name));
+    }
+    CHECK(table == names_and_shapes(s));
+  }
 }
