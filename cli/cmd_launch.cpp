@@ -244,15 +244,7 @@ static void prepare_text_data(const config::DataSection& data, bool dry_run) {
     text::resolve_boundaries(tokenizer.spec(), data.bos, data.eos);
     return;
   }
-  text::TokenCacheRequest request;
-  request.data_path = data.path;
-  request.format = data.format == config::DataFormat::jsonl ? text::DocumentFormat::jsonl : text::DocumentFormat::text;
-  request.field = data.field;
-  request.tokenizer_path = data.tokenizer;
-  request.bos = data.bos;
-  request.eos = data.eos;
-  request.cache_dir = data.cache_dir;
-  const text::TokenCache cache = text::ensure_token_cache(request);
+  const text::TokenCache cache = text::ensure_token_cache(text::token_cache_request(data));
   std::cerr << "accel launch: " << data.path << (cache.built ? " tokenized into " : ": token cache found at ")
             << cache.path << " (" << cache.tokens << " tokens"
             << (cache.built ? " from " + std::to_string(cache.documents) + " documents" : std::string()) << ")\n";

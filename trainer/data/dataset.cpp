@@ -39,15 +39,7 @@ WindowSplit checked_split(const TokenStore& tokens, const config::DataSection& s
 // The token cache of a text file with a tokenizer (trainer/text/token_cache.hpp): built by the first
 // rank (or run) to get its lock, found by every other.
 text::TokenCache tokenized_text(const config::DataSection& section) {
-  text::TokenCacheRequest request;
-  request.data_path = section.path;
-  request.format = section.format == config::DataFormat::jsonl ? text::DocumentFormat::jsonl : text::DocumentFormat::text;
-  request.field = section.field;
-  request.tokenizer_path = section.tokenizer;
-  request.bos = section.bos;
-  request.eos = section.eos;
-  request.cache_dir = section.cache_dir;
-  return text::ensure_token_cache(request);
+  return text::ensure_token_cache(text::token_cache_request(section));
 }
 
 }  // namespace

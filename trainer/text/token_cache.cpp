@@ -251,4 +251,16 @@ TokenCache ensure_token_cache(const TokenCacheRequest& request) {
   return cache;
 }
 
+TokenCacheRequest token_cache_request(const config::DataSection& data) {
+  TokenCacheRequest request;
+  request.data_path = data.path;
+  request.format = data.format == config::DataFormat::jsonl ? DocumentFormat::jsonl : DocumentFormat::text;
+  request.field = data.field;
+  request.tokenizer_path = data.tokenizer;
+  request.bos = data.bos;
+  request.eos = data.eos;
+  request.cache_dir = data.cache_dir;
+  return request;
+}
+
 }  // namespace accel::text

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/config/job.hpp"
 #include "trainer/text/text_documents.hpp"
 
 namespace accel::text {
@@ -28,6 +29,10 @@ struct TokenCacheRequest {
   std::string eos = "auto";
   std::string cache_dir;  // empty: default_cache_dir()
 };
+
+// The request a job's data section makes (data.path, format, field, tokenizer, bos, eos, cache_dir):
+// the launcher, which builds the cache before any worker starts, and every rank ask alike.
+TokenCacheRequest token_cache_request(const config::DataSection& data);
 
 struct TokenCache {
   std::string path;        // the token file
