@@ -65,7 +65,7 @@ std::string link_refusal(const std::string& path) {
 
 std::string open_error(const std::string& path, int err) {
   if ((err == ELOOP || err == EEXIST) && is_symlink(path)) return link_refusal(path);
-  return "cannot open " + path + " for writing: " + std::strerror(err);
+  return "cannot open " + path + ": " + std::strerror(err);  // reads use it too
 }
 
 void refuse_link(const std::string& path) {

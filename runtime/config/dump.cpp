@@ -26,6 +26,9 @@ std::string dump_job(const JobConfig& job, const std::map<std::string, Location>
     auto it = sources.find(f.path);
     bool is_explicit = it != sources.end() && it->second.origin != Location::Origin::Default;
     if (style == DumpStyle::ExplicitOnly && !is_explicit) continue;
+    // Read from a file the job names (a model folder's config.json): that file derives it again.
+    if (style == DumpStyle::ExplicitOnly && it->second.origin == Location::Origin::Derived && !it->second.file.empty())
+      continue;
     std::string section = f.section();
     if (std::find(options.omit_sections.begin(), options.omit_sections.end(), section) != options.omit_sections.end())
       continue;

@@ -281,10 +281,12 @@ void JobBuilder::apply(const Assignment& a, Layer layer) {
   layer_values_[target->path] = *value;
 }
 
-void JobBuilder::derive(const std::string& path, const Value& value, const std::string& how) {
+void JobBuilder::derive(const std::string& path, const Value& value, const std::string& how,
+                        const std::string& from_file) {
   const FieldSpec* field = find_field(path);
   field->set(job_, value);
   sources_[path] = Location::derived(how);
+  sources_[path].file = from_file;
 }
 
 }  // namespace accel::config

@@ -25,7 +25,9 @@ class JobBuilder {
   // Applies one assignment. Unknown paths, bad values and same-layer conflicts become errors.
   void apply(const Assignment& assignment, Layer layer);
   // Sets a value computed from others (for example a batch size derived from train_batch_size).
-  void derive(const std::string& path, const Value& value, const std::string& how);
+  // `from_file`: the file the value was read from (a model folder's config.json); a job written
+  // back out leaves such a value out, since reading that file again derives it.
+  void derive(const std::string& path, const Value& value, const std::string& how, const std::string& from_file = "");
 
   JobConfig& job() { return job_; }
   const JobConfig& job() const { return job_; }

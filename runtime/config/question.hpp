@@ -13,6 +13,7 @@ struct Question {
   std::string path;
   std::string prompt;
   std::function<bool(const JobConfig&)> when = [](const JobConfig&) { return true; };
+  bool optional = false;  // an empty answer leaves the key unset (shown as [none])
 };
 
 }  // namespace accel::config

@@ -16,7 +16,10 @@ std::vector<Question> questions() {
   using J = const JobConfig&;
   auto multi_machine = [](J j) { return j.num_machines > 1; };
   auto builtin = [](J j) { return j.program.empty(); };  // the built-in trainer: its model, data, evaluation
+  auto new_model = [](J j) { return j.program.empty() && j.model.from_pretrained.empty(); };
   auto data_file = [](J j) { return j.program.empty() && j.data.kind != DataKind::synthetic; };
+  auto text_file = [](J j) { return j.program.empty() && j.data.kind == DataKind::text; };
+  auto jsonl_file = [](J j) { return j.program.empty() && j.data.kind == DataKind::text && j.data.format == DataFormat::jsonl; };
   auto evaluated = [](J j) { return j.program.empty() && j.training.eval_every > 0; };
   return {
       {"num_machines", "How many machines will the job use?"},
@@ -31,13 +34,18 @@ std::vector<Question> questions() {
       {"model.dtype", "Which dtype are parameters loaded in?"},
       // then the backend's dialect's precision questions
       {"program", "Your own program to run, with its arguments (empty: accel's built-in trainer)?"},
-      {"model.name", "Which built-in model?", builtin},
-      {"model.n_layer", "How many layers?", builtin},
-      {"model.n_head", "How many attention heads?", builtin},
-      {"model.n_embd", "How wide is the model (n_embd, a multiple of the heads)?", builtin},
-      {"data.kind", "What does it train on: synthetic (random tokens, no file), text (a file read as bytes) or tokens "
+      {"model.from_pretrained", "Start from a Hugging Face model folder (config.json and safetensors: GPT-2, Llama, "
+                                "Mistral)? Its path, or none for a new model", builtin, true},
+      {"model.name", "Which built-in model?", new_model},
+      {"model.n_layer", "How many layers?", new_model},
+      {"model.n_head", "How many attention heads?", new_model},
+      {"model.n_embd", "How wide is the model (n_embd, a multiple of the heads)?", new_model},
+      {"data.kind", "What does it train on: synthetic (random tokens, no file), text (a text or jsonl file) or tokens "
                     "(an llm.c .bin file)?", builtin},
       {"data.path", "Which data file?", data_file},
+      {"data.format", "Is the file plain text or jsonl (one JSON object per line)?", text_file},
+      {"data.field", "Which field of each jsonl object holds the text?", jsonl_file},
+      {"data.tokenizer", "Which Hugging Face tokenizer.json tokenizes it (none: bytes, vocabulary 256)?", text_file, true},
       {"training.eval_every", "Evaluate on held-out data every how many steps (0: never)?", builtin},
       {"data.val_fraction", "Which fraction of the data is held out for evaluation?", evaluated},
       {"training.max_steps", "How many optimizer steps?"},
@@ -88,6 +96,7 @@ std::vector<std::string> run_questionnaire(std::istream& in, std::ostream& out, 
     std::string default_text = std::holds_alternative<std::string>(current) ? std::get<std::string>(current)
                                                                              : value_to_yaml(current);
     std::string allowed = field.allowed_text();
+    if (q.optional && default_text.empty()) default_text = "none";
     for (int attempt = 1;; ++attempt) {
       const std::string shown = default_text == "[]" ? "none" : default_text;  // an empty list (no program)
       out << q.prompt << (allowed.empty() ? "" : " (" + allowed + ")")
@@ -109,6 +118,7 @@ std::vector<std::string> run_questionnaire(std::istream& in, std::ostream& out, 
         continue;
       }
 
+      if (q.optional && line == "none") break;  // left unset: nothing to write
       // A list (the program and its arguments) may be typed as words, as on a command line.
       if (field.type == FieldType::StringList && line.front() != '[') line = flow_list(line);
       std::vector<Diagnostic> errors;

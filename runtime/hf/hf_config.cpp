@@ -66,7 +66,7 @@ void set_key(Reader& r, config::JobBuilder& builder, const std::string& hf_key, 
             std::string("remove ") + accel_key + " from the job (the folder's config.json sets it)");
     return;
   }
-  builder.derive(accel_key, value, r.file + " \"" + hf_key + "\"");
+  builder.derive(accel_key, value, r.file + " \"" + hf_key + "\"", r.file);
 }
 
 // A positive integer key of config.json, or nullopt after an error (missing, not an integer, < 1).
@@ -225,7 +225,7 @@ void apply_from_pretrained(config::JobBuilder& builder, bool check_weights, std:
   {
     const int fd = files::open_nofollow(file, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-      errors.push_back({kKey, where, "cannot read " + file + ": " + files::open_error(file, errno), dir, "",
+      errors.push_back({kKey, where, files::open_error(file, errno), dir, "",
                         "point it at a Hugging Face model folder (config.json and safetensors weights)"});
       return;
     }
@@ -264,7 +264,7 @@ void apply_from_pretrained(config::JobBuilder& builder, bool check_weights, std:
             config::to_string(builder.job().model.name), config::to_string(name), "remove model.name from the job");
     return;
   }
-  builder.derive("model.name", config::Value{config::to_string(name)}, file + " \"architectures\"");
+  builder.derive("model.name", config::Value{config::to_string(name)}, file + " \"architectures\"", file);
   if (name == config::ModelName::gpt)
     apply_gpt2(r, builder);
   else

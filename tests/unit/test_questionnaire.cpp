@@ -2,8 +2,13 @@
 // invalid answer, defaults on an empty line or at end of input, and the result validates.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
+#include "runtime/config/dump.hpp"
 #include "runtime/config/job_loader.hpp"
 #include "runtime/config/questionnaire.hpp"
 
@@ -41,8 +46,8 @@ bool has(const std::vector<std::string>& v, const std::string& item) {
 
 TEST_CASE("a deepspeed zero-3 job from piped answers, with a wrong answer re-asked") {
   // machines, processes, device, backend, zero stage (5 is wrong, then 3), optimizer offload, param offload,
-  // precision, dtype, then the job (program, model name and shape, data, evaluation: defaults), ...
-  auto s = ask("1\n4\ncpu\ndeepspeed\n5\n3\ncpu\ncpu\nbf16\n\n" "\n\n\n\n\n\n\n" "200\n\n\n\nruns/zero3\n");
+  // precision, dtype, then the job (program, Hugging Face folder, model name and shape, data, evaluation: defaults), ...
+  auto s = ask("1\n4\ncpu\ndeepspeed\n5\n3\ncpu\ncpu\nbf16\n\n" "\n\n\n\n\n\n\n\n" "200\n\n\n\nruns/zero3\n");
   CHECK_THAT(s.transcript, Catch::Contains("Which ZeRO stage? (integer in [0, 3]) [2]:"));
   CHECK_THAT(s.transcript, Catch::Contains("Which mixed precision? (no | bf16 | fp16) [no]:"));
   CHECK_THAT(s.transcript, Catch::Contains("invalid answer: value out of range; allowed: integer in [0, 3]"));
@@ -107,9 +112,9 @@ TEST_CASE("too many invalid answers in a row give up with a usage error") {
 }
 
 TEST_CASE("the questionnaire asks what the job runs: the built-in trainer's model, data and evaluation, or a program") {
-  // After the precision questions: program (none), model gpt with 2 layers, 2 heads, width 64, text
-  // data from a file, evaluation every 10 steps on 5% of it.
-  auto trainer = ask("1\n2\ncpu\nddp\nno\nfp32\n\ngpt\n2\n2\n64\ntext\ncorpus.txt\n10\n0.05\n");
+  // After the precision questions: program (none), no Hugging Face folder, model gpt with 2 layers,
+  // 2 heads, width 64, text data from a file (plain text, bytes), evaluation every 10 steps on 5% of it.
+  auto trainer = ask("1\n2\ncpu\nddp\nno\nfp32\n\n\ngpt\n2\n2\n64\ntext\ncorpus.txt\n\n\n10\n0.05\n");
   CHECK_THAT(trainer.transcript, Catch::Contains("Which data file?") && Catch::Contains("held out for evaluation"));
   auto j = resolve(trainer.answers);
   CHECK(j.program.empty());
@@ -125,4 +130,37 @@ TEST_CASE("the questionnaire asks what the job runs: the built-in trainer's mode
   CHECK(has(program.answers, R"(program=["./my_trainer", "--epochs", "3"])"));
   CHECK_THAT(program.transcript, !Catch::Contains("Which built-in model?"));
   CHECK(resolve(program.answers).program == std::vector<std::string>{"./my_trainer", "--epochs", "3"});
+}
+
+TEST_CASE("the questionnaire starts from a Hugging Face folder and tokenizes jsonl through a tokenizer.json") {
+  // A folder with only config.json: the questionnaire and the job read shapes from it, no weights.
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("accel_questionnaire_hf_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 176,
+      "vocab_size": 300, "max_position_embeddings": 128, "rope_theta": 500000.0})";
+  // After the precision questions: no program, the folder, jsonl text with its field and a tokenizer.
+  auto s = ask("1\n2\ncpu\ndeepspeed\n3\nnone\nnone\nno\nfp32\n\n" + dir.string() +
+               "\ntext\ncorpus.jsonl\njsonl\nbody\n" + (dir / "tokenizer.json").string() + "\n0\n");
+  CHECK_THAT(s.transcript, !Catch::Contains("Which built-in model?") && !Catch::Contains("How many layers?"));
+  CHECK_THAT(s.transcript, Catch::Contains("Which field of each jsonl object"));
+  auto j = resolve(s.answers);
+  CHECK(j.model.name == ModelName::llama);  // from config.json
+  CHECK(j.model.n_kv_head == 2);
+  CHECK(j.data.format == DataFormat::jsonl);
+  CHECK(j.data.field == "body");
+  CHECK(j.data.tokenizer == (dir / "tokenizer.json").string());
+  // The job written back out names the folder and leaves its shapes to it.
+  LoadOptions o;
+  o.set_overrides = s.answers;
+  o.check_paths = false;
+  auto loaded = load_job(o);
+  const std::string text = dump_job(loaded.job, loaded.sources, DumpStyle::ExplicitOnly);
+  CHECK_THAT(text, Catch::Contains("from_pretrained: ") && !Catch::Contains("n_kv_head") && !Catch::Contains("name: llama"));
+  // No folder and bytes: the built-in model questions, no tokenizer written.
+  auto plain = ask("1\n2\ncpu\nddp\nno\nfp32\n\nnone\ngpt\n2\n2\n64\ntext\ncorpus.txt\ntext\nnone\n0\n");
+  CHECK_THAT(plain.transcript, Catch::Contains("Which built-in model?") && Catch::Contains("tokenizer.json"));
+  CHECK(resolve(plain.answers).data.tokenizer.empty());
+  fs::remove_all(dir);
 }
