@@ -1,7 +1,7 @@
 // The job secret through the real executable (SECURITY.md, docs/design/0033): a job spread over
 // several launchers is refused without ACCEL_SECRET_FILE before it writes or listens anything, runs
 // with a warning when the job opts out (allow_unauthenticated), and a bad secret file is refused
-// naming it. Every command starts without the caller's ACCEL_SECRET_FILE or opt-out.
+// naming it. Every command starts without the caller's ACCEL_SECRET_FILE or opt-out (accel_cli.hpp).
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "support/accel_cli.hpp"
 #include "support/background.hpp"
 #include "support/run_command.hpp"
 #include "support/secret_file.hpp"
@@ -23,10 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string accel_cmd(const std::string& args, const std::string& env = "") {
-  return "env -u ACCEL_JOB -u ACCEL_SECRET_FILE -u ACCEL_ALLOW_UNAUTHENTICATED XDG_CONFIG_HOME=/nonexistent/accel-test " +
-         env + " " + shell_quote(ACCEL_BINARY) + " " + args;
-}
+std::string accel_cmd(const std::string& args, const std::string& env = "") { return accel_command(args, env); }
 
 // Machine 0 of a 2-machine job whose workers only record that they started.
 std::string two_machine_job(const TempDir& dir, int port) {
