@@ -13,6 +13,7 @@
 #include "runtime/config/dump.hpp"
 #include "runtime/launch/cluster_env.hpp"
 #include "runtime/launch/launch_plan.hpp"
+#include "runtime/launch/launch_secret.hpp"
 #include "runtime/launch/output_dir_lock.hpp"
 #include "runtime/launch/worker_env.hpp"
 #include "runtime/launch/worker_program.hpp"
@@ -106,6 +107,10 @@ void launch_job(const config::LoadedJob& loaded, const std::vector<std::string>&
     launch::apply_cluster_adjustment(*cluster, plan);
     std::cerr << "accel launch: " << cluster->description << "\n";
   }
+  // The job secret, before anything is written or listened on: a multi-launcher job without
+  // ACCEL_SECRET_FILE (unless allow_unauthenticated) or a refused file ends here with exit 2.
+  plan.allow_unauthenticated = j.allow_unauthenticated;
+  plan.secret = launch::launch_secret(plan, launch::environment_map(environ)).secret;
   // Held until the launch ends: no other launch that runs one of this launcher's ranks writes into
   // this output_dir (a scheduler's tasks of one job each hold their own rank).
   launch::OutputDirLock output_dir_lock(j.training.output_dir, plan.rank_offset, plan.local_world_size);

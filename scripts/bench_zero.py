@@ -112,7 +112,15 @@ def launch(a, job: str, stage: str, world: int) -> None:
     """One launcher, or --machines launchers on loopback (HYBRID_SHARD), all waited for."""
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
     machines = machines_of(a, stage)
-    # Several machines: the job names a free loopback port (port 0 works on one machine only).
+    # Several machines: the job names a free loopback port (port 0 works on one machine only), and
+    # every launcher reads one job secret (SECURITY.md), a 0600 file beside the job.
+    if machines > 1:
+        secret = os.path.join(os.path.dirname(job), "secret")
+        if not os.path.exists(secret):
+            fd = os.open(secret, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            os.write(fd, os.urandom(32))
+            os.close(fd)
+        env["ACCEL_SECRET_FILE"] = secret
     commands = [[a.accel, "launch", job, "--set", f"machine_rank={m}"] for m in range(machines)]
     procs = [subprocess.Popen(c, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in commands]
     errors = [p.communicate()[1] for p in procs]

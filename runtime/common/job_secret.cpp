@@ -82,7 +82,8 @@ JobSecret JobSecret::from_file(const std::string& path) {
   const std::string where = std::string(kSecretFileVariable) + "=" + path;
   const std::string fix =
       "\n  fix: create it on a file system every machine of the job reads, as the user who runs the job:\n"
-      "    (umask 077; head -c 32 /dev/urandom > FILE)   # mode 0600, see SECURITY.md";
+      "    (umask 077; head -c 32 /dev/urandom > FILE)   # or (umask 077; openssl rand 32 > FILE); mode 0600, "
+      "32..4096 bytes, see SECURITY.md";
   const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
@@ -96,10 +97,11 @@ JobSecret JobSecret::from_file(const std::string& path) {
   else if (st.st_uid != geteuid())
     problem = "it belongs to uid " + std::to_string(st.st_uid) + ", not to this user (uid " +
               std::to_string(geteuid()) + ")";
-  else if ((st.st_mode & 077) != 0) {
+  else if ((st.st_mode & 07777 & ~0600u) != 0) {  // owner read/write at most: a key, not a program
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    problem = std::string("its mode is ") + mode + ": group or others may read or change it (chmod 600 it)";
+    problem = std::string("its mode is ") + mode + ", wider than 0600" +
+              ((st.st_mode & 077) != 0 ? ": group or others may read or change it" : "") + " (chmod 600 it)";
   } else if (st.st_size < static_cast<off_t>(kSecretBytes))
     problem = "it holds " + std::to_string(st.st_size) + " bytes; a secret needs at least " +
               std::to_string(kSecretBytes) + " (256 bits)";

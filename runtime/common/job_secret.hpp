@@ -2,13 +2,14 @@
 // other from anyone else who can reach the job's sockets or its rendezvous store.
 // Where it comes from: the launcher of a one-machine job draws 32 bytes from getrandom(2); every
 // launcher of a multi-launcher job (several machines, or srun/mpirun tasks) reads the same file
-// named by ACCEL_SECRET_FILE (a regular file of this user, mode 0600 or stricter, >= 32 bytes,
-// never a link). Launchers hand it to their workers as an inherited, sealed memfd named by
+// named by ACCEL_SECRET_FILE (a regular file of this user, mode 0600 or stricter, 32..4096 bytes,
+// never a link); without it such a job is refused unless it sets allow_unauthenticated.
+// Launchers hand it to their workers as an inherited, sealed memfd named by
 // ACCEL_SECRET_FD: never in argv, the environment's values, the store or a file others can read,
 // and never logged.
 // What it is used for: HMAC-SHA256 (OpenSSL's libcrypto) over the values accel reads back from the
 // unauthenticated c10d store, and the mutual challenge-response of the elastic membership listener.
-// Invariants: an absent secret (a multi-launcher job without ACCEL_SECRET_FILE, a worker started by
+// Invariants: an absent secret (a multi-launcher job with allow_unauthenticated, a worker started by
 // hand) MACs under an empty key, so the code paths are the same and nothing is authenticated; MACs
 // are compared in constant time.
 #pragma once
@@ -35,7 +36,7 @@ class JobSecret {
 
   static JobSecret generate();
   // Reads the secret file; throws UsageError (exit 2) naming `path` when it is a link, not a regular
-  // file, not this user's, readable or writable by group or others, or shorter than kSecretBytes.
+  // file, not this user's, of a mode wider than 0600, shorter than kSecretBytes or over 4096 bytes.
   static JobSecret from_file(const std::string& path);
   // A worker's copy, read from the launcher's memfd `fd` (which it closes). Throws RunError when
   // `fd` is not a sealed memfd of this user.

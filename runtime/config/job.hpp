@@ -163,6 +163,7 @@ struct JobConfig {
   int rendezvous_timeout_s = 300;
   int collective_timeout_s = 1800;  // 30 min: covers checkpoint writes between barriers (docs/design/0002)
   double shutdown_grace_s = 3.0;
+  bool allow_unauthenticated = false;  // a multi-launcher job without ACCEL_SECRET_FILE runs (SECURITY.md)
 
   DdpSection ddp;
   DeepSpeedSection deepspeed;

@@ -180,6 +180,10 @@ std::vector<FieldSpec> build_schema() {
       field(KEY(shutdown_grace_s), "After a failure or a signal, seconds between SIGTERM and SIGKILL for the "
                                    "remaining workers.")
           .range(0, 600),
+      field(KEY(allow_unauthenticated), "A job spread over several launchers (num_machines > 1, or srun/mpirun "
+                                        "with one task per process) needs the job secret file ACCEL_SECRET_FILE and "
+                                        "is refused without it. true runs it unauthenticated instead, with a "
+                                        "warning: only on a network no one else can reach (SECURITY.md)."),
 
       // ---- ddp: replicated data parallel (PyTorch DDP semantics) ----------------------------
       field(KEY(ddp.bucket_cap_mb), "Gradient all-reduce bucket size in MiB (PyTorch DDP's bucket_cap_mb); a bucket "

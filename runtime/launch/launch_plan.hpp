@@ -11,8 +11,11 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "runtime/common/job_secret.hpp"
 
 namespace accel::launch {
 
@@ -53,11 +56,20 @@ struct LaunchPlan {
   std::chrono::milliseconds rendezvous_timeout{300000};  // how long a round may gather
   std::function<RoundJob(int machines, int machine_rank)> round_job;  // none: the job is unchanged
   std::function<std::string()> resume_point;  // where restarted workers resume ("checkpoint step 4")
+  // The job secret (launch_secret.hpp, docs/design/0033). A job spread over several launchers needs
+  // ACCEL_SECRET_FILE; without it the launch is refused (exit 2) unless allow_unauthenticated (the
+  // job key of that name), which runs it unauthenticated with a warning.
+  bool allow_unauthenticated = false;
+  // The secret as the caller already chose it with launch_secret() (cli does, so a refusal comes
+  // before the run's lock and files; present() false: unauthenticated, allowed); unset: run_launch
+  // chooses it.
+  std::optional<secret::JobSecret> secret;
 };
 
 struct LaunchResult {
   int exit_code = 0;     // 0: every worker exited 0; 1: the job failed (summary says how); 2: refused
-                         // before a worker ran (a link planted at a log's name; elastic: this machine)
+                         // before a worker ran (a link planted at a log's name; elastic: this machine;
+                         // the job secret: a refused file, or none for a multi-launcher job)
   std::string summary;   // names the failing rank, its exit code or signal, its last log lines
   int restarts = 0;
 };

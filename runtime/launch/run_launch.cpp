@@ -64,11 +64,12 @@ LaunchResult run_launch(const LaunchPlan& plan) {
   setup.cores = available_cores();
   std::optional<SecretFd> secret_fd;
   try {
-    const LaunchSecret secret = launch_secret(plan, setup.base_env);
-    secret_fd.emplace(secret.secret);
+    // Chosen before any listener or worker: a refusal (exit 2) leaves nothing behind.
+    const secret::JobSecret secret = plan.secret ? *plan.secret : launch_secret(plan, setup.base_env).secret;
+    secret_fd.emplace(secret);
     setup.secret_fd = secret_fd->fd();
-    if (is_elastic(plan)) return run_elastic_launch(plan, std::move(setup), guard, secret.secret);
-  } catch (const UsageError& e) {  // a refused ACCEL_SECRET_FILE
+    if (is_elastic(plan)) return run_elastic_launch(plan, std::move(setup), guard, secret);
+  } catch (const UsageError& e) {  // a refused ACCEL_SECRET_FILE, or none for a multi-launcher job
     return failed(e.what(), 0, 2);
   } catch (const std::runtime_error& e) {
     return failed(std::string("cannot set up the job secret: ") + e.what());

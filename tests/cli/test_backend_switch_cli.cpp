@@ -8,21 +8,19 @@
 #include <map>
 #include <sstream>
 
+#include "support/accel_cli.hpp"
 #include "support/run_command.hpp"
 #include "support/temp_dir.hpp"
 
+using accel::test::run_accel;
 using accel::test::run_command;
 using accel::test::shell_quote;
 namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kAccel = ACCEL_BINARY;
 const fs::path kSource = ACCEL_SOURCE_DIR;
 
-accel::test::CommandResult run_accel(const std::string& args) {
-  return run_command("env -u ACCEL_JOB XDG_CONFIG_HOME=/nonexistent/accel-test " + shell_quote(kAccel) + " " + args);
-}
 
 std::string template_path(const std::string& name) { return (kSource / "config_templates" / name).string(); }
 

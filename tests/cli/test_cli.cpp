@@ -10,9 +10,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/accel_cli.hpp"
 #include "support/run_command.hpp"
 #include "support/temp_dir.hpp"
 
+using accel::test::run_accel;
 using accel::test::run_command;
 using accel::test::shell_quote;
 namespace fs = std::filesystem;
@@ -22,11 +24,6 @@ namespace {
 const std::string kAccel = ACCEL_BINARY;
 const fs::path kSource = ACCEL_SOURCE_DIR;
 
-// Runs accel with a clean ACCEL_* environment and a private config home.
-accel::test::CommandResult run_accel(const std::string& args, const std::string& env = "") {
-  return run_command("env -u ACCEL_JOB XDG_CONFIG_HOME=/nonexistent/accel-test " + env + " " + shell_quote(kAccel) +
-                     " " + args);
-}
 
 // A YAML fixture's "# expect: " comments; a JSON fixture, which has no comments, keeps its
 // expectations in FILE.expect as "accel: " lines.

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "support/accel_cli.hpp"
 #include "support/run_command.hpp"
 #include "support/temp_dir.hpp"
 
@@ -16,12 +17,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kAccel = ACCEL_BINARY;
 const fs::path kSource = ACCEL_SOURCE_DIR;
 
+// No terminal to answer a question: stdin is /dev/null.
 accel::test::CommandResult run_accel(const std::string& args) {
-  return run_command("env -u ACCEL_JOB XDG_CONFIG_HOME=/nonexistent/accel-test " + shell_quote(kAccel) + " " + args +
-                     " < /dev/null");
+  return accel::test::run_accel(args + " < /dev/null");
 }
 
 std::string read_text(const fs::path& path) {

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "support/accel_cli.hpp"
 #include "support/run_command.hpp"
 #include "support/temp_dir.hpp"
 
@@ -14,12 +15,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kAccel = ACCEL_BINARY;
 const fs::path kSource = ACCEL_SOURCE_DIR;
 
+// In `dir`, with no terminal to answer a question (stdin is /dev/null).
 accel::test::CommandResult run_accel_in(const fs::path& dir, const std::string& args) {
-  return run_command("cd " + shell_quote(dir.string()) + " && env -u ACCEL_JOB XDG_CONFIG_HOME=/nonexistent/accel-test " +
-                     shell_quote(kAccel) + " " + args + " < /dev/null");
+  return accel::test::run_accel_in(dir, args + " < /dev/null");
 }
 
 const std::string quickstart() { return shell_quote((kSource / "config_templates/quickstart.yaml").string()); }

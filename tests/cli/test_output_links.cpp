@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "support/accel_cli.hpp"
 #include "support/run_command.hpp"
 #include "support/temp_dir.hpp"
 
@@ -14,11 +15,9 @@ using namespace accel::test;
 
 namespace {
 
-const std::string kAccel = ACCEL_BINARY;
 
 std::string accel_cmd(const std::string& args) {
-  return "env -u ACCEL_JOB XDG_CONFIG_HOME=/nonexistent/accel-test OMP_WAIT_POLICY=PASSIVE " + shell_quote(kAccel) +
-         " " + args;
+  return accel_command(args, "OMP_WAIT_POLICY=PASSIVE");
 }
 
 // The smallest trainer job that writes every file of a run: a rank log, metrics.jsonl, the run

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "support/accel_cli.hpp"
 #include "support/run_command.hpp"
 #include "support/temp_dir.hpp"
 
@@ -16,7 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kAccel = ACCEL_BINARY;
 const fs::path kSource = ACCEL_SOURCE_DIR;
 
 std::string read_text(const fs::path& path) {
@@ -28,7 +28,7 @@ std::string read_text(const fs::path& path) {
 
 accel::test::CommandResult launch(const fs::path& out, const std::string& sets) {
   const std::string job = (kSource / "config_templates/quickstart.yaml").string();
-  return run_command("env -u ACCEL_JOB " + shell_quote(kAccel) + " launch " + shell_quote(job) +
+  return accel::test::run_accel("launch " + shell_quote(job) +
                      " --set training.eval_every=0 --set main_process_port=0 --set training.output_dir=" + shell_quote(out.string()) + " " +
                      sets + " < /dev/null");
 }

@@ -9,8 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/accel_cli.hpp"
 #include "support/background.hpp"
 #include "support/run_command.hpp"
+#include "support/secret_file.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace accel::test;
@@ -18,11 +20,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string kAccel = ACCEL_BINARY;
-
-std::string accel_cmd(const std::string& args) {
-  return "env -u ACCEL_JOB XDG_CONFIG_HOME=/nonexistent/accel-test " + shell_quote(kAccel) + " " + args;
-}
+std::string accel_cmd(const std::string& args, const std::string& env = "") { return accel_command(args, env); }
 
 std::vector<int> read_pids(const std::string& dir, int n) {
   std::vector<int> pids;
@@ -41,6 +39,14 @@ std::string sleeper_job(TempDir& dir, int processes) {
   return dir.write("job.yaml", "num_processes: " + std::to_string(processes) +
                                    "\nmain_process_port: 0\nshutdown_grace_s: 1\nprogram: [bash, " + script +
                                    "]\ntraining:\n  output_dir: " + (dir.path() / "out").string() + "\n");
+}
+
+// `ACCEL_SECRET_FILE=...` for accel_cmd's environment: the job secret every launcher of a job spread
+// over several launchers reads (made in `dir` on first use).
+std::string with_secret(const TempDir& dir) {
+  const auto path = dir.path() / "job-secret";
+  if (!std::filesystem::exists(path)) write_secret_file(path);
+  return "ACCEL_SECRET_FILE=" + shell_quote(path.string());
 }
 
 bool wait_for_pids(const std::string& dir, int n, std::chrono::seconds limit) {
@@ -74,11 +80,12 @@ TEST_CASE("accel test passes every collective at world 1, 2 and 4") {
 TEST_CASE("accel test passes at 2 machines x 2 processes on loopback") {
   TempDir dir;
   int port = reserve_port();
+  // Both launchers read one job secret file, as SECURITY.md says (refused without it).
   auto common = " --set num_processes=4 --set num_machines=2 --set main_process_port=" + std::to_string(port) +
                 " --set rendezvous_timeout_s=60 --set training.output_dir=";
-  Background machine0(accel_cmd("test" + common + (dir.path() / "m0").string() + " --set machine_rank=0"),
+  Background machine0(accel_cmd("test" + common + (dir.path() / "m0").string() + " --set machine_rank=0", with_secret(dir)),
                       (dir.path() / "m0.log").string());
-  Background machine1(accel_cmd("test" + common + (dir.path() / "m1").string() + " --set machine_rank=1"),
+  Background machine1(accel_cmd("test" + common + (dir.path() / "m1").string() + " --set machine_rank=1", with_secret(dir)),
                       (dir.path() / "m1.log").string());
   auto code0 = machine0.wait_for(120s), code1 = machine1.wait_for(30s);
   INFO(machine0.output() + "\n---- machine 1 ----\n" + machine1.output());
@@ -87,6 +94,7 @@ TEST_CASE("accel test passes at 2 machines x 2 processes on loopback") {
   CHECK_THAT(machine0.output(), Catch::Contains("accel test: 4 ranks over 2 machine(s)"));
   CHECK_THAT(machine0.output(), Catch::Contains("passed, 0 failed"));
   CHECK_THAT(machine1.output(), Catch::Contains("[rank 2]") && Catch::Contains("[rank 3]"));
+  CHECK_THAT(machine0.output() + machine1.output(), !Catch::Contains("no job secret"));
 }
 
 TEST_CASE("a rank that never arrives times out with a message naming it") {
@@ -94,7 +102,8 @@ TEST_CASE("a rank that never arrives times out with a message naming it") {
   // Machine 1 is never started: ranks 2 and 3 are missing.
   auto r = run_command(accel_cmd("test --set num_processes=4 --set num_machines=2 --set machine_rank=0 "
                                  "--set main_process_port=" + std::to_string(reserve_port()) +
-                                 " --set rendezvous_timeout_s=3 --set training.output_dir=" + dir.path().string()));
+                                 " --set rendezvous_timeout_s=3 --set training.output_dir=" + dir.path().string(),
+                                 with_secret(dir)));
   INFO(r.output);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::Contains("rendezvous timed out after 3 s"));
@@ -184,8 +193,9 @@ TEST_CASE("under srun or mpirun (one task per process) each launcher runs its sc
                               : "OMPI_COMM_WORLD_RANK=" + t + " OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK=" + t +
                                     " OMPI_COMM_WORLD_LOCAL_SIZE=2";
         tasks.push_back(std::make_unique<Background>(
-            "env " + env + " " + accel_cmd("test --set num_processes=2 --set main_process_port=" + std::to_string(port) +
-                                           " --set training.output_dir=" + (dir.path() / "out").string()),
+            accel_cmd("test --set num_processes=2 --set main_process_port=" + std::to_string(port) +
+                          " --set training.output_dir=" + (dir.path() / "out").string(),
+                      with_secret(dir) + " " + env),
             (dir.path() / ("task" + t + ".log")).string()));
       }
       auto code0 = tasks[0]->wait_for(60s), code1 = tasks[1]->wait_for(30s);
@@ -203,13 +213,13 @@ TEST_CASE("a scheduler's tasks of one job share the output_dir; a launch of any 
   TempDir dir;
   // Two launchers of one job meet at a fixed port (port 0 works for one launcher only).
   auto job = sleeper_job(dir, 2) + " --set main_process_port=" + std::to_string(reserve_port());
-  auto task_env = [](int task) {
+  auto task_env = [&dir](int task) {
     std::string t = std::to_string(task);
-    return "env OMPI_COMM_WORLD_RANK=" + t + " OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK=" + t +
-           " OMPI_COMM_WORLD_LOCAL_SIZE=2 ";
+    return with_secret(dir) + " OMPI_COMM_WORLD_RANK=" + t + " OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK=" + t +
+           " OMPI_COMM_WORLD_LOCAL_SIZE=2";
   };
-  Background task0(task_env(0) + accel_cmd("launch " + job), (dir.path() / "task0.log").string());
-  Background task1(task_env(1) + accel_cmd("launch " + job), (dir.path() / "task1.log").string());
+  Background task0(accel_cmd("launch " + job, task_env(0)), (dir.path() / "task0.log").string());
+  Background task1(accel_cmd("launch " + job, task_env(1)), (dir.path() / "task1.log").string());
   REQUIRE(wait_for_pids(dir.path().string(), 2, 30s));
   CHECK(std::filesystem::exists(dir.path() / "out" / ".accel-launch" / "rank0.lock"));
   CHECK(std::filesystem::exists(dir.path() / "out" / ".accel-launch" / "rank1.lock"));
@@ -219,7 +229,7 @@ TEST_CASE("a scheduler's tasks of one job share the output_dir; a launch of any 
   CHECK(plain.exit_code == 2);
   CHECK_THAT(plain.output, Catch::Contains("in use by another accel launch (pid " + std::to_string(task0.pid()) +
                                            ", which runs rank 0)"));
-  auto other_task1 = run_command(task_env(1) + accel_cmd("launch " + job));  // another job's task of rank 1
+  auto other_task1 = run_command(accel_cmd("launch " + job, task_env(1)));  // another job's task of rank 1
   INFO(other_task1.output);
   CHECK(other_task1.exit_code == 2);
   CHECK_THAT(other_task1.output, Catch::Contains("pid " + std::to_string(task1.pid()) + ", which runs rank 1)"));

@@ -31,6 +31,7 @@
 #include "runtime/launch/signal_guard.hpp"
 #include "launch_test_support.hpp"
 #include "runtime/launch/launch_plan.hpp"
+#include "support/reserved_port.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace accel::launch;
@@ -82,7 +83,8 @@ void js_send(int fd, const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("a secret file is refused when it is a link, readable by others, another user's or short") {
+TEST_CASE("a secret file is refused when it is a link, not a regular file, wider than 0600, another user's, "
+          "short or huge") {
   TempDir dir;
   const std::string good = js_write_secret(dir.path() / "secret", std::string(32, 'k'), 0600);
   CHECK(JobSecret::from_file(good).present());
@@ -101,6 +103,21 @@ TEST_CASE("a secret file is refused when it is a link, readable by others, anoth
   const std::string short_one = js_write_secret(dir.path() / "short", std::string(31, 'k'), 0600);
   CHECK_THROWS_WITH(JobSecret::from_file(short_one), Catch::Contains("holds 31 bytes") && Catch::Contains("256 bits"));
   CHECK_THROWS_AS(JobSecret::from_file((dir.path() / "missing").string()), accel::UsageError);
+  // Anything but a regular file, a key of implausible size, and mode bits beyond 0600.
+  const std::string directory = (dir.path() / "a_directory").string();
+  std::filesystem::create_directory(directory);
+  const std::string fifo = (dir.path() / "fifo").string();
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);  // opened without blocking, never read
+  for (const std::string& path : {directory, fifo})
+    CHECK_THROWS_WITH(JobSecret::from_file(path), Catch::Contains("ACCEL_SECRET_FILE=" + path) &&
+                                                      Catch::Contains("not a regular file") && Catch::Contains("fix:"));
+  const std::string huge = js_write_secret(dir.path() / "huge", std::string(4097, 'k'), 0600);
+  CHECK_THROWS_WITH(JobSecret::from_file(huge), Catch::Contains("holds 4097 bytes") && Catch::Contains("at most 4096"));
+  CHECK(JobSecret::from_file(js_write_secret(dir.path() / "largest", std::string(4096, 'k'), 0600)).present());
+  const std::string executable = js_write_secret(dir.path() / "executable", std::string(32, 'k'), 0700);
+  CHECK_THROWS_WITH(JobSecret::from_file(executable), Catch::Contains("its mode is 0700") &&
+                                                          Catch::Contains("wider than 0600") && Catch::Contains("chmod 600"));
+  CHECK(JobSecret::from_file(js_write_secret(dir.path() / "read_only", std::string(32, 'k'), 0400)).present());
   if (geteuid() == 0) {  // a file of another user: root can make one
     const std::string foreign = js_write_secret(dir.path() / "foreign", std::string(32, 'k'), 0600);
     REQUIRE(chown(foreign.c_str(), 65534, 65534) == 0);
@@ -316,4 +333,59 @@ TEST_CASE("a launch with a refused ACCEL_SECRET_FILE ends with exit 2 before any
   CHECK(result.exit_code == 2);
   CHECK_THAT(result.summary, Catch::Contains("ACCEL_SECRET_FILE=" + shared) && Catch::Contains("its mode is 0640"));
   CHECK_FALSE(std::filesystem::exists(dir.path() / "started_0"));
+}
+
+// Issue 48's default: a job whose launchers cannot share a secret they drew themselves needs the
+// file; without it nothing starts. The port is held here, so a launcher that reached its listener
+// would end with exit 1 (address in use), not with the refusal.
+TEST_CASE("a launcher of a multi-launcher job without ACCEL_SECRET_FILE is refused before its listener, with the recipe") {
+  TempDir dir;
+  unsetenv(accel::secret::kSecretFileVariable);
+  RendezvousListener held(0, "127.0.0.1");
+  LaunchPlan plan = script_plan(dir, "touch \"$OUT_DIR/started_$RANK\"\n", 2);
+  plan.master_port = held.port();
+  std::string layout;
+  SECTION("two machines") {
+    plan.world_size = 4;
+    plan.num_machines = 2;
+    layout = "this job spans 2 machines (num_machines), one launcher each";
+  }
+  SECTION("a scheduler's task per process") {
+    plan.local_world_size = 1;
+    plan.machine_local_world_size = 2;
+    layout = "this launcher runs ranks 0..0 of the job's 2 and a scheduler (srun/mpirun, one task per process)";
+  }
+  LaunchResult result = run_launch(plan);
+  INFO(result.summary);
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.summary, Catch::StartsWith("no job secret: " + layout) &&
+                                 Catch::Contains("ACCEL_SECRET_FILE is not set") && Catch::Contains("nothing was started"));
+  CHECK_THAT(result.summary, Catch::Contains("(umask 077; head -c 32 /dev/urandom > ~/.accel-secret)") &&
+                                 Catch::Contains("openssl rand 32") &&
+                                 Catch::Contains("export ACCEL_SECRET_FILE=~/.accel-secret-$SLURM_JOB_ID") &&
+                                 Catch::Contains("mpirun -x ACCEL_SECRET_FILE") &&
+                                 Catch::Contains("allow_unauthenticated: true"));
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "started_0"));
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "logs"));
+}
+
+TEST_CASE("with allow_unauthenticated a multi-launcher job without the file runs, and its launcher warns once") {
+  TempDir dir;
+  unsetenv(accel::secret::kSecretFileVariable);
+  LaunchPlan plan = script_plan(dir, "test -z \"${ACCEL_SECRET_FD:-}\" && touch \"$OUT_DIR/started_$RANK\"\n", 2);
+  plan.world_size = 4;
+  plan.num_machines = 2;
+  plan.master_port = accel::test::reserve_port();
+  plan.allow_unauthenticated = true;
+  accel::test::launch::ForkedLauncher launcher = accel::test::launch::fork_launcher(dir, plan);
+  const int status = accel::test::launch::wait_launcher(launcher, std::chrono::seconds(60));
+  const std::string err = accel::test::read_file(launcher.stderr_path);
+  INFO(err);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  CHECK(std::filesystem::exists(dir.path() / "started_0"));  // with no secret to hand over (no ACCEL_SECRET_FD)
+  CHECK(std::filesystem::exists(dir.path() / "started_1"));
+  const std::string warning = "[launcher] warning: no job secret: this job spans 2 machines";
+  CHECK(err.find(warning) != std::string::npos);
+  CHECK(err.find(warning) == err.rfind(warning));
+  CHECK_THAT(err, Catch::Contains("allow_unauthenticated: true") && Catch::Contains("SECURITY.md"));
 }

@@ -64,6 +64,8 @@ TEST_CASE("each worker gets the rank environment contract (rank_offset, machine 
   plan.master_port = 29555;
   plan.job_file = "/runs/job.resolved.yaml";
   plan.extra_env["FOO"] = "bar";
+  // One of two machines needs a shared secret, as `accel launch` chooses it (test_job_secret.cpp).
+  plan.secret = accel::secret::JobSecret::generate();
 
   LaunchResult result = run_launch(plan);
   INFO(result.summary);

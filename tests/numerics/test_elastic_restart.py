@@ -56,7 +56,7 @@ class Launcher:
 
     def __init__(self, job_path, machine, env_extra=None):
         self.proc = subprocess.Popen([ts.ACCEL, "launch", job_path, "--set", f"machine_rank={machine}"],
-                                     cwd=os.path.dirname(job_path), env=ts.clean_env(env_extra),
+                                     cwd=os.path.dirname(job_path), env=ts.clean_env(ts.secret_env(env_extra)),
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.err, self.out = [], []
         self.times = []  # monotonic time each stderr line was read, for the figures printed below

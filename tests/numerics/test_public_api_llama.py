@@ -32,7 +32,8 @@ from api_test_support import (NOISE_SHAPES, ONE_THREAD, check_against_reference,
                               read_safetensors_arrays, world1_runs)
 from reordering_noise import derive, report_agreement, row
 from reserved_ports import reserve_port
-from trainer_test_support import ACCEL, ROOT, clean_env, describe, largest_diff, read_metrics, run, write_job
+from trainer_test_support import (ACCEL, ROOT, clean_env, describe, largest_diff, read_metrics, run, secret_env,
+                                  write_job)
 
 EXAMPLE = os.environ.get("ACCEL_EXAMPLE_LLAMA") or os.path.join(ROOT, "build", "examples", "llama",
                                                                 "accel_example_llama")
@@ -94,7 +95,7 @@ def launch(tmp, name, world, micro, accum, strategy, args=(), machines=1, steps=
     j.update({"num_machines": machines, "main_process_ip": "127.0.0.1", "main_process_port": reserve_port()})
     path = write_job(os.path.join(tmp, name + ".yaml"), j)
     procs = [subprocess.Popen([ACCEL, "launch", path, "--set", f"machine_rank={m}"], cwd=tmp, text=True,
-                              env=clean_env(ONE_THREAD),
+                              env=clean_env(secret_env(ONE_THREAD)),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE) for m in range(machines)]
     outs = [p.communicate(timeout=600) for p in procs]
     first = subprocess.CompletedProcess(procs[0].args, max(p.returncode for p in procs),

@@ -261,8 +261,12 @@ class Slurm(SchedulerCase):
         marker = uuid.uuid4().hex
         script = os.path.join(tmp, "batch.sh")
         with open(script, "w") as f:
-            f.write(f"#!/bin/bash\nexport SCHED_TEST_MARKER={marker}\nexec srun --overcommit --cpu-bind=none "
-                    f"-n 2 {ACCEL} launch {path}\n")
+            # The job secret as SECURITY.md's sbatch recipe makes it (the tasks are refused without it);
+            # the temporary directory goes with the test, so no `rm` after srun.
+            secret = os.path.join(tmp, "accel-secret-$SLURM_JOB_ID")
+            f.write(f"#!/bin/bash\nexport SCHED_TEST_MARKER={marker}\n"
+                    f"(umask 077; head -c 32 /dev/urandom > {secret})\nexport ACCEL_SECRET_FILE={secret}\n"
+                    f"exec srun --overcommit --cpu-bind=none -n 2 {ACCEL} launch {path}\n")
         sub = run_cmd(["sbatch", "--parsable", "-n", "2", "--overcommit", "-o", os.path.join(tmp, "batch.out"), script],
                       tmp, env_extra=cluster.env)
         self.assertEqual(sub.returncode, 0, describe(sub) + cluster.logs())

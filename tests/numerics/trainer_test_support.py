@@ -3,11 +3,14 @@
 Runs the built executable (env ACCEL_BINARY, else build/accel) and the Python reference tools of
 scripts/reference with accel's Python environment (ACCEL_PYTHON). Job files are written as plain block YAML.
 """
+import atexit
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 from reserved_ports import reserve_port
 
@@ -41,6 +44,23 @@ def clean_env(extra=None):
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(extra or {})
     return env
+
+
+_secret_dir = None
+
+
+def secret_env(extra=None):
+    """`extra` plus ACCEL_SECRET_FILE: the job secret every launcher of a multi-launcher job must
+    read (refused without it, SECURITY.md), made as the docs say: 32 random bytes, mode 0600, in a
+    directory of this test process (removed when it exits). A file `extra` names is kept."""
+    global _secret_dir
+    if _secret_dir is None:
+        _secret_dir = tempfile.mkdtemp(prefix="accel-secret-")
+        atexit.register(shutil.rmtree, _secret_dir, True)
+        fd = os.open(os.path.join(_secret_dir, "secret"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        os.write(fd, os.urandom(32))
+        os.close(fd)
+    return {"ACCEL_SECRET_FILE": os.path.join(_secret_dir, "secret"), **(extra or {})}
 
 
 def run(cmd, cwd=None, env_extra=None):
@@ -135,8 +155,8 @@ def launch(job_path, sets=(), env_extra=None):
 def launch_machines(job_path, num_machines, sets=(), env_extra=None, cwd=None, machine_sets=None):
     """`num_machines` launchers of one job on loopback, `machine_rank` 0..n-1, all at once (each
     machine's share of the ranks rendezvouses with the others), in `cwd` (default: the job file's
-    folder); `machine_sets[m]` are overrides for machine m only (e.g. its own output_dir). Returns
-    their CompletedProcesses."""
+    folder); `machine_sets[m]` are overrides for machine m only (e.g. its own output_dir). They share
+    one job secret (secret_env). Returns their CompletedProcesses."""
     port = reserve_port()
     procs = []
     for machine in range(num_machines):
@@ -145,7 +165,7 @@ def launch_machines(job_path, num_machines, sets=(), env_extra=None, cwd=None, m
         for s in tuple(sets) + tuple(machine_sets[machine] if machine_sets else ()):
             cmd += ["--set", s]
         procs.append((cmd, subprocess.Popen(cmd, cwd=cwd or os.path.dirname(os.path.abspath(job_path)),
-                                            env=clean_env(env_extra), stdout=subprocess.PIPE,
+                                            env=clean_env(secret_env(env_extra)), stdout=subprocess.PIPE,
                                             stderr=subprocess.PIPE, text=True)))
     results = []
     for cmd, p in procs:
