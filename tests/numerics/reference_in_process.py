@@ -52,10 +52,11 @@ def export_init(path, model=ts.MODEL, seed=1337):
     return path
 
 
-def reference_train(job_path, out_dir, init_weights, world, micro, accum):
+def reference_train(job_path, out_dir, init_weights, world, micro, accum, dtype="float32"):
+    """dtype float64 also writes weights_float64.safetensors (reordering_noise.reference_rounding)."""
     _checked("reference_train",
              ["--job", job_path, "--init-weights", init_weights, "--world", str(world), "--micro-batch", str(micro),
-              "--accum", str(accum), "--out-dir", out_dir, "--quiet", "--threads", "1"])
+              "--accum", str(accum), "--out-dir", out_dir, "--quiet", "--threads", "1", "--dtype", dtype])
     return out_dir
 
 
