@@ -60,6 +60,21 @@ def reference_train(job_path, out_dir, init_weights, world, micro, accum, dtype=
     return out_dir
 
 
+def fp32_and_float64(job_path, out_dir, init_weights, world, micro, accum):
+    """The reference run of `job_path` at (world, micro, accum) in fp32 (into out_dir; kept when it is
+    there already) and in float64 (out_dir + "_float64"): their reordering_noise.Runs, fp32 first,
+    the arguments of reordering_noise.reference_rounding (the float64 run's weights in float64)."""
+    from api_test_support import read_safetensors_arrays
+    from reordering_noise import Run
+    runs = []
+    for dtype, out, weights in (("float32", out_dir, "weights.safetensors"),
+                                ("float64", out_dir + "_float64", "weights_float64.safetensors")):
+        if not os.path.exists(os.path.join(out, weights)):
+            reference_train(job_path, out, init_weights, world, micro, accum, dtype)
+        runs.append(Run(ts.read_metrics(out), read_safetensors_arrays(os.path.join(out, weights))))
+    return runs
+
+
 def compare_runs(a, b, loss_tol, weight_tol, grad_norm_rtol=ts.GRAD_NORM_RTOL):
     return _call("compare_runs", [a, b, "--loss-tol", repr(loss_tol), "--weight-tol", repr(weight_tol),
                                   "--grad-norm-rtol", repr(grad_norm_rtol)])

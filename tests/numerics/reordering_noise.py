@@ -131,10 +131,11 @@ def derive(test, runs, factor=FACTOR, steps=None):
 # error plus the reference's, each about the reference's: case / noise ratios of 2 or so.
 
 
-def reference_rounding(test, ref32, ref64, factor=FACTOR):
-    """Bounds (derive) for runs compared with the float32 reference run `ref32`, from its difference
-    from `ref64`, the same reference in float64 (Runs; ref64's weights in float64)."""
-    return derive(test, [ref32, ref64], factor)
+def reference_rounding(test, ref32, ref64, factor=FACTOR, steps=None):
+    """Bounds (derive) for runs compared with the float32 reference run `ref32`, or with another fp32
+    run of its computation, from its difference from `ref64`, the same reference in float64 (Runs;
+    ref64's weights in float64; reference_in_process.fp32_and_float64), over `steps` (default all)."""
+    return derive(test, [ref32, ref64], factor, steps)
 
 
 # A bug the bounds must catch misses them by far: at least this share of its bound.

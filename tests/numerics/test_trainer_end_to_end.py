@@ -119,11 +119,9 @@ class _ReferenceBase(_Base):
         world, micro, accum = self.SPLITS[name]
         key = "ref" if world * micro * accum == 8 else "ref_" + name
         if key not in self._refs:
-            d = os.path.join(self._tmp.name, key)
+            d = os.path.join(self._tmp.name, key)  # setUpClass ran the fp32 "ref"
             shape = (1, 8, 1) if key == "ref" else (world, micro, accum)
-            ref32 = self.ref_dir if key == "ref" else ref.reference_train(self.ref_job, d, self.init, *shape)
-            ref64 = ref.reference_train(self.ref_job, d + "_float64", self.init, *shape, dtype="float64")
-            runs = [_read_run(ref32), _read_run(ref64, "weights_float64.safetensors")]
+            runs = ref.fp32_and_float64(self.ref_job, d, self.init, *shape)
             bounds = reference_rounding(self, *runs)
             noise_eval = _eval_rdiff(runs[0].metrics, runs[1].metrics, "float64 reference: eval_loss")
             self.assertLessEqual(noise_eval, NOISE_CEILING_RTOL, "fp32 and float64 references' eval losses")
@@ -131,7 +129,7 @@ class _ReferenceBase(_Base):
             print(f"\n[{key}, ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', 'unset')}] fp32 vs "
                   f"float64 {bounds.describe()}; eval loss noise {noise_eval:.3g}, bound {eval_bound:.3g}\n"
                   + check_controls(self, runs[0], bounds))
-            self._refs[key] = (ref32, runs[0], bounds, eval_bound)
+            self._refs[key] = (d, runs[0], bounds, eval_bound)
         return self._refs[key]
 
     def _check_split(self, name, sets=(), machines=1):
@@ -170,8 +168,8 @@ class _ReferenceBase(_Base):
         return out
 
 
-def _read_run(out, weights="weights.safetensors"):
-    return Run(ts.read_metrics(out), read_safetensors_arrays(os.path.join(out, weights)))
+def _read_run(out):
+    return Run(ts.read_metrics(out), read_safetensors_arrays(os.path.join(out, "weights.safetensors")))
 
 
 def _eval_losses(metrics):
