@@ -1,7 +1,7 @@
 """The Python reference tools (scripts/reference) called as functions in the test process.
 
-Same command lines, code and outputs as trainer_test_support's make_tokens, export_init,
-reference_train and compare_runs, which start an interpreter for each call: each of those imports
+Same command lines, code and outputs as trainer_test_support's make_tokens, export_init and
+reference_train, which start an interpreter for each call: each of those imports
 torch again (about 2 s of CPU on the 2-core development machine), more than a world-2 accel run of
 the tiny test model costs. Here torch is imported once per test process, at the first call (a test
 class that uses none of these does not import it). The reference computes with one thread
@@ -73,8 +73,3 @@ def fp32_and_float64(job_path, out_dir, init_weights, world, micro, accum):
             reference_train(job_path, out, init_weights, world, micro, accum, dtype)
         runs.append(Run(ts.read_metrics(out), read_safetensors_arrays(os.path.join(out, weights))))
     return runs
-
-
-def compare_runs(a, b, loss_tol, weight_tol, grad_norm_rtol=ts.GRAD_NORM_RTOL):
-    return _call("compare_runs", [a, b, "--loss-tol", repr(loss_tol), "--weight-tol", repr(weight_tol),
-                                  "--grad-norm-rtol", repr(grad_norm_rtol)])
