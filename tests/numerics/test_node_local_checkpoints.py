@@ -97,7 +97,8 @@ class _Base(unittest.TestCase):
             cls._reference = ref.fp32_and_float64(self.job_file(cls._tmp.name, "reference.yaml", 1, 8),
                                                   d, self.init, 1, 8, 1)
         bounds = reference_rounding(self, *cls._reference, steps=steps)
-        runs = [Run(ts.read_metrics(o), read_safetensors_arrays(os.path.join(o, "weights.safetensors"))) for o in (b, a)]
+        runs = [Run(ts.read_metrics(o), read_safetensors_arrays(os.path.join(o, "weights.safetensors")))
+                for o in (b, a)]
         diffs = differences(*runs, label, steps)
         print(f"\n[{label}] steps {steps[0]}..{steps[-1]}: {bounds.describe()}\n{row('resumed', diffs, bounds, 8)}\n"
               + check_controls(self, cls._reference[0], bounds))
@@ -168,7 +169,8 @@ class HybridShardTwoDirectories(_Base):
         job2 = self.job_file(d, "w2.yaml", world=2, micro=4, resume=ck0, out=out)
         p = ts.launch(job2, sets=FULL_SHARD)
         self.assertEqual(p.returncode, 0, ts.describe(p))
-        self.assertResumedAgrees(shared, out, list(range(AT, STEPS)), "merged HYBRID 2x2 checkpoint -> FULL_SHARD world 2")
+        self.assertResumedAgrees(shared, out, list(range(AT, STEPS)),
+                                 "merged HYBRID 2x2 checkpoint -> FULL_SHARD world 2")
 
 
 class ZeroThreeTwoDirectories(_Base):

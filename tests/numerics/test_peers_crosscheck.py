@@ -110,7 +110,8 @@ class _PeerPair:
 
 def _as_run(r):
     """A crosscheck run's result (losses, grad norms, weights file) as a reordering_noise.Run."""
-    metrics = [{"step": i, "loss": loss, "grad_norm": norm} for i, (loss, norm) in enumerate(zip(r["losses"], r["grad_norms"]))]
+    metrics = [{"step": i, "loss": loss, "grad_norm": norm}
+               for i, (loss, norm) in enumerate(zip(r["losses"], r["grad_norms"]))]
     return Run(metrics, read_safetensors_arrays(r["weights_path"]))
 
 

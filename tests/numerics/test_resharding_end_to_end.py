@@ -136,7 +136,8 @@ class ReshardResume(_Base):
             out = os.path.join(self._tmp.name, f"ref_{rows}x{steps}")
             job_path = ts.write_job(out + ".yaml", self._job(out + "_unused", 1, rows, steps))
             runs = ref.fp32_and_float64(job_path, out, self.init, 1, rows, 1)
-            print(f"\n[reference {rows} rows x {steps} steps] " + check_controls(self, runs[0], reference_rounding(self, *runs)))
+            print(f"\n[reference {rows} rows x {steps} steps] "
+                  + check_controls(self, runs[0], reference_rounding(self, *runs)))
             self._refs[(rows, steps)] = runs
         return self._refs[(rows, steps)]
 
