@@ -13,7 +13,7 @@ from trainer_test_support import ACCEL, describe, largest_diff, read_metrics, ru
 
 # Importing torch costs a test process about 2 s of CPU: tests that only compare values read
 # numpy arrays (read_safetensors_arrays); read_safetensors imports torch when first called.
-_NUMPY_DTYPES = {"F32": np.dtype("<f4"), "I64": np.dtype("<i8")}
+_NUMPY_DTYPES = {"F32": np.dtype("<f4"), "F64": np.dtype("<f8"), "I64": np.dtype("<i8")}
 
 # One intra-op thread in every rank (the launcher's default is cores / local workers): a world-1
 # run on 2 cores otherwise gets 2 OpenMP threads, which spin against the other jobs on the machine
@@ -23,7 +23,8 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 
 
 def read_safetensors_arrays(path):
-    """name -> numpy array for every tensor of a safetensors file (F32 and I64, what accel writes)."""
+    """name -> numpy array for every tensor of a safetensors file (F32 and I64, what accel writes; F64,
+    the float64 reference's weights)."""
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
         header = json.loads(f.read(n))

@@ -1,7 +1,7 @@
 """The Python reference tools (scripts/reference) called as functions in the test process.
 
-Same command lines, code and outputs as trainer_test_support's make_tokens, export_init,
-reference_train and compare_runs, which start an interpreter for each call: each of those imports
+Same command lines, code and outputs as trainer_test_support's make_tokens, export_init and
+reference_train, which start an interpreter for each call: each of those imports
 torch again (about 2 s of CPU on the 2-core development machine), more than a world-2 accel run of
 the tiny test model costs. Here torch is imported once per test process, at the first call (a test
 class that uses none of these does not import it). The reference computes with one thread
@@ -52,13 +52,24 @@ def export_init(path, model=ts.MODEL, seed=1337):
     return path
 
 
-def reference_train(job_path, out_dir, init_weights, world, micro, accum):
+def reference_train(job_path, out_dir, init_weights, world, micro, accum, dtype="float32"):
+    """dtype float64 also writes weights_float64.safetensors (reordering_noise.reference_rounding)."""
     _checked("reference_train",
              ["--job", job_path, "--init-weights", init_weights, "--world", str(world), "--micro-batch", str(micro),
-              "--accum", str(accum), "--out-dir", out_dir, "--quiet", "--threads", "1"])
+              "--accum", str(accum), "--out-dir", out_dir, "--quiet", "--threads", "1", "--dtype", dtype])
     return out_dir
 
 
-def compare_runs(a, b, loss_tol, weight_tol, grad_norm_rtol=ts.GRAD_NORM_RTOL):
-    return _call("compare_runs", [a, b, "--loss-tol", repr(loss_tol), "--weight-tol", repr(weight_tol),
-                                  "--grad-norm-rtol", repr(grad_norm_rtol)])
+def fp32_and_float64(job_path, out_dir, init_weights, world, micro, accum):
+    """The reference run of `job_path` at (world, micro, accum) in fp32 (into out_dir; kept when it is
+    there already) and in float64 (out_dir + "_float64"): their reordering_noise.Runs, fp32 first,
+    the arguments of reordering_noise.reference_rounding (the float64 run's weights in float64)."""
+    from api_test_support import read_safetensors_arrays
+    from reordering_noise import Run
+    runs = []
+    for dtype, out, weights in (("float32", out_dir, "weights.safetensors"),
+                                ("float64", out_dir + "_float64", "weights_float64.safetensors")):
+        if not os.path.exists(os.path.join(out, weights)):
+            reference_train(job_path, out, init_weights, world, micro, accum, dtype)
+        runs.append(Run(ts.read_metrics(out), read_safetensors_arrays(os.path.join(out, weights))))
+    return runs

@@ -8,17 +8,22 @@ torch.optim.AdamW semantics with the reference's two groups, the spec's lr sched
 same gradients in a different order (accel's ring reduce-scatter then divide; DeepSpeed divides
 each rank's gradient then reduce-scatters and clips with an fp64 norm and its own division; FSDP2
 reduce-scatters with AVG), which moves results by about an fp32 ulp per step. Measured over 20
-steps (docs/bench/peers_cpu.md): losses within 5e-7, weights within 6e-6 of each other. The
-tolerances (loss 1e-5, weights 1e-4, grad norm 1e-4 relative; reasons in
-scripts/peers/crosscheck.py) fail on a real difference in sharding, clipping, schedule or batch
-order (one step of lr or one other window moves the loss by 1e-3 or more within 5 steps); a
-gradient off by a constant factor (Gloo's old AVG bug) leaves losses and weights alone under
-clipping and Adam and shows in the grad norm, which is checked too.
+steps (docs/bench/peers_cpu.md): losses within 5e-7, weights within 6e-6 of each other. Each side
+rounds as any fp32 run of the job does, so they differ by about twice one run's rounding error.
+The bounds (issue 49) are derived from that error, measured in the test: the Python reference of
+the same run (scripts/reference, same init, tokens, batch, schedule and clipping) in fp32 against
+float64 (reordering_noise.reference_rounding: 8 x that noise, at least 4 fp32 ulps; losses and grad
+norms relative, weights absolute per tensor). They were fixed, tuned on one CPU: |dloss| 1e-5,
+|dw| 1e-4 over all tensors, grad norm 1e-4 relative. They fail on a real difference in sharding,
+clipping, schedule or batch order (one step of lr or one other window moves the loss by 1e-3 or
+more within 5 steps); a gradient off by a constant factor (Gloo's old AVG bug) leaves losses and
+weights alone under clipping and Adam and shows in the grad norm, which is checked too.
 
 DeepSpeed's shm op (used only by its inference all-reduce) is not built here (it would compile
 for about a minute on a fresh machine): PEERS_DS_SKIP_SHM marks it incompatible. The DeepSpeed
 case is skipped, saying so, where deepspeed cannot be imported.
 """
+import hashlib
 import importlib.util
 import os
 import shutil
@@ -27,14 +32,17 @@ import tempfile
 import unittest
 
 import trainer_test_support as ts
+from api_test_support import read_safetensors_arrays
+from reordering_noise import Run, check_controls, differences, reference_rounding, row
 from reserved_ports import reserve_port
 
 sys.path[:0] = [os.path.join(ts.ROOT, "scripts", "peers"), os.path.join(ts.ROOT, "scripts", "reference"),
                 os.path.join(ts.ROOT, "scripts")]
 
 STEPS = 5
-LOSS_TOL = 1e-5
-WEIGHT_TOL = 1e-4
+# The fp32 and float64 reference Runs by the bytes of their inputs (init and tokens): both classes
+# prepare the same ones, so where one process runs both (not ctest) the second reuses the first's.
+_REFERENCES = {}
 
 
 def _deepspeed_importable():
@@ -77,19 +85,34 @@ class _PeerPair:
             self.assertEqual(len(r["losses"]), STEPS, key)
             self.assertLess(r["losses"][-1], r["losses"][0] - 0.05, f"{key} did not train: {r['losses']}")
             runs[key] = r
-        c = crosscheck.compare(runs[self.accel_key], runs[self.peer_key])
-        self.assertNotIn("error", c)
-        print(f"\n[{self.accel_key} vs {self.peer_key}] max |dloss| {c['max_dloss']:.3e} (step {c['max_dloss_step']}), "
-              f"max |dw| {c['max_dweight']:.3e} ({c['max_dweight_tensor']}), "
-              f"max grad_norm rel diff {c['max_dgrad_norm_rel']:.3e}")
-        self.assertLessEqual(c["max_dloss"], LOSS_TOL, f"losses: {runs[self.accel_key]['losses']} vs "
-                                                       f"{runs[self.peer_key]['losses']}")
-        self.assertLessEqual(c["max_dweight"], WEIGHT_TOL, c["max_dweight_tensor"])
-        # An averaging bug shows here, not in the losses: with clipping at 1.0 and Adam (invariant to a
-        # constant gradient factor) gradients 2x too large train the same weights (measured with
-        # PEERS_FSDP2_SIMULATE_AVG_BUG=1: losses within 2.4e-7, grad norms 2x apart).
-        self.assertLessEqual(c["max_dgrad_norm_rel"], 1e-4, f"grad norms: {runs[self.accel_key]['grad_norms']} vs "
-                                                            f"{runs[self.peer_key]['grad_norms']}")
+        inputs = hashlib.sha256()
+        for path in (self.spec.init_path, self.spec.tokens_path):
+            with open(path, "rb") as f:
+                inputs.update(f.read())
+        if inputs.digest() not in _REFERENCES:
+            references = []
+            for dtype in ("float32", "float64"):
+                r = crosscheck.run_reference(self.spec, os.path.join(self.dir, "reference_" + dtype), dtype)
+                self.assertTrue(r["ok"], f"the {dtype} reference failed:\n{r.get('reason')}")
+                references.append(_as_run(r))
+            _REFERENCES[inputs.digest()] = references
+        references = _REFERENCES[inputs.digest()]
+        bounds = reference_rounding(self, *references)
+        diffs = differences(_as_run(runs[self.accel_key]), _as_run(runs[self.peer_key]), self.accel_key)
+        print(f"\n[{self.accel_key} vs {self.peer_key}, ATEN_CPU_CAPABILITY="
+              f"{os.environ.get('ATEN_CPU_CAPABILITY', 'unset')}] {bounds.describe()}\n"
+              f"{row(self.accel_key, diffs, bounds, 16)}\n{check_controls(self, references[0], bounds)}")
+        # An averaging bug shows in the grad norm, not in the losses: with clipping at 1.0 and Adam
+        # (invariant to a constant gradient factor) gradients 2x too large train the same weights
+        # (measured with PEERS_FSDP2_SIMULATE_AVG_BUG=1: losses within 2.4e-7, grad norms 2x apart).
+        bounds.check(self, f"{self.accel_key} vs {self.peer_key}", diffs)
+
+
+def _as_run(r):
+    """A crosscheck run's result (losses, grad norms, weights file) as a reordering_noise.Run."""
+    metrics = [{"step": i, "loss": loss, "grad_norm": norm}
+               for i, (loss, norm) in enumerate(zip(r["losses"], r["grad_norms"]))]
+    return Run(metrics, read_safetensors_arrays(r["weights_path"]))
 
 
 @unittest.skipUnless(_deepspeed_importable(), "deepspeed is not importable in this Python (scripts/setup.sh "

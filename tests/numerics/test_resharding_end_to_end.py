@@ -31,6 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import reference_in_process as ref  # noqa: E402
 import trainer_test_support as ts  # noqa: E402
+from api_test_support import read_safetensors_arrays  # noqa: E402
+from reordering_noise import Run, check_controls, differences, reference_rounding, row  # noqa: E402
 
 
 # safetensors dtype -> numpy dtype; BF16 as its raw 16 bits (only its dtype is checked here).
@@ -40,8 +42,8 @@ _NUMPY_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", "I64":
 
 def load_tensors(path):
     """name -> (safetensors dtype, numpy array) of every tensor of a safetensors file, in header
-    order. numpy, not the reference's torch reader: this test process then never imports torch
-    (about 2 s of CPU). A tensor whose byte span does not fit its dtype and shape fails the test."""
+    order. numpy, not the reference's torch reader: MergeWeights then never imports torch (about 2 s
+    of CPU). A tensor whose byte span does not fit its dtype and shape fails the test."""
     with open(path, "rb") as f:
         data = f.read()
     (n,) = struct.unpack("<Q", data[:8])
@@ -101,19 +103,23 @@ class ReshardResume(_Base):
     # Why not exact: after the resume the gradients are averaged over another number of ranks
     # (all-reduce vs reduce-scatter, per-rank means of 2 vs 4 rows), which reassociates fp32 sums;
     # Adam amplifies that rounding in near-zero gradients to at most O(lr) per step in single
-    # elements. Measured over the 3 to 18 steps after each switch, every case: max |dloss| 4.8e-7,
-    # max |dw| 2.0e-6, grad_norm rel 5.6e-8. Resetting the step counters at a resume at step 3
-    # instead (Adam's bias correction restarts; injected by zeroing them in the checkpoint) gave
-    # |dloss| 1.6e-2 and |dw| 1.7e-3 over the next 3 steps: far over these.
-    LOSS_TOL = 1e-4
-    WEIGHT_TOL = 1e-4
-    GRAD_NORM_RTOL = 1e-3
+    # elements. Both runs round as any fp32 run of the job does, so they differ by about twice one
+    # run's rounding error. Bounds (issue 49; they were fixed at |dloss| 1e-4, |dw| 1e-4 over all
+    # tensors, grad norm 1e-3 relative): derived for each comparison from the Python reference of the
+    # same job (same init, rows and steps) in fp32 against float64, over the steps compared
+    # (reordering_noise.reference_rounding: FACTOR x that noise, at least 4 ulps; accel and the
+    # reference agree within it: test_trainer_end_to_end.py). Resetting the step counters at a
+    # resume at step 3 instead (Adam's bias correction restarts; injected by zeroing them in the
+    # checkpoint) gave |dloss| 1.6e-2 and |dw| 1.7e-3 over the next 3 steps: far over these.
 
     @classmethod
     def setUpClass(cls):
         cls._tmp = tempfile.TemporaryDirectory(prefix="accel_reshard_data_")
         cls.tokens = ref.make_tokens(os.path.join(cls._tmp.name, "tok.bin"))
+        # Every run starts from the reference's init, so that the reference can train the same job.
+        cls.init = ref.export_init(os.path.join(cls._tmp.name, "init.safetensors"))
         cls._nvme_root = None
+        cls._refs = {}
 
     @classmethod
     def tearDownClass(cls):
@@ -121,7 +127,19 @@ class ReshardResume(_Base):
 
     def _job(self, out, world, micro, steps, **kw):
         return ts.job(out, data_path=self.tokens, world=world, micro=micro, steps=steps,
-                      checkpoint_every=self.AT, eval_every=0, **kw)
+                      checkpoint_every=self.AT, eval_every=0, init_from=self.init, **kw)
+
+    def _reference(self, rows, steps):
+        """The Python reference of a run of `rows` rows per step over `steps` steps (world 1), in fp32
+        and float64 (ref.fp32_and_float64), run at the first use and kept for the class."""
+        if (rows, steps) not in self._refs:
+            out = os.path.join(self._tmp.name, f"ref_{rows}x{steps}")
+            job_path = ts.write_job(out + ".yaml", self._job(out + "_unused", 1, rows, steps))
+            runs = ref.fp32_and_float64(job_path, out, self.init, 1, rows, 1)
+            print(f"\n[reference {rows} rows x {steps} steps] "
+                  + check_controls(self, runs[0], reference_rounding(self, *runs)))
+            self._refs[(rows, steps)] = runs
+        return self._refs[(rows, steps)]
 
     def _chain(self, *runs):
         """runs: (name, world, micro batch, --set overrides[, machines on loopback]), all with the same
@@ -136,7 +154,7 @@ class ReshardResume(_Base):
             out = self._run(os.path.join(d, f"run{k}"), name, world, micro, sets, steps, machines,
                             outs[-1] if k else None, k * self.AT)
             if k:
-                self._compare_resumed(f"{runs[k - 1][0]} -> {name}", outs[-1], out, k * self.AT, steps)
+                self._compare_resumed(f"{runs[k - 1][0]} -> {name}", outs[-1], out, k * self.AT, steps, world * micro)
             outs.append(out)
         return outs
 
@@ -150,26 +168,23 @@ class ReshardResume(_Base):
             self.assertIn(f"resumed from {resume['resume']} ({at} steps done)", p.stdout + p.stderr, ts.describe(p))
         return out
 
-    def _compare_resumed(self, label, out_a, out_b, at, steps):
-        """Run B resumed at step `at` from run A's checkpoint: its steps and final weights against A's."""
+    def _compare_resumed(self, label, out_a, out_b, at, steps, rows):
+        """Run B resumed at step `at` from run A's checkpoint (`rows` rows per step): its steps and
+        final weights against A's."""
         a = {r["step"]: r for r in ts.read_metrics(out_a)}
         b = {r["step"]: r for r in ts.read_metrics(out_b)}
         self.assertEqual(sorted(b), list(range(at, steps)), f"{label}: resumed steps")
-        d_loss = ts.largest_diff((abs(a[s]["loss"] - b[s]["loss"]) for s in b), f"{label}: loss")
         d_lr = ts.largest_diff((abs(a[s]["lr"] - b[s]["lr"]) for s in b), f"{label}: lr")
-        d_gn = ts.largest_diff((abs(a[s]["grad_norm"] - b[s]["grad_norm"]) / a[s]["grad_norm"] for s in b),
-                               f"{label}: grad_norm")
         wa_, wb_ = (load_tensors(os.path.join(o, "weights.safetensors")) for o in (out_a, out_b))
         self.assertEqual(list(wa_), list(wb_), f"{label}: weight names")
-        d_w = ts.largest_diff((float(np.abs(wa_[n][1].astype(np.float64) - wb_[n][1].astype(np.float64)).max())
-                               for n in wa_),
-                              f"{label}: weights")
-        print(f"\n[{label}] steps {at}..{steps - 1} vs uninterrupted: max |dloss| {d_loss:.3e}, "
-              f"max |dlr| {d_lr:.3e}, max grad_norm rel {d_gn:.3e}, max |dw| {d_w:.3e}")
+        resumed = range(at, steps)
+        bounds = reference_rounding(self, *self._reference(rows, steps), steps=resumed)
+        diffs = differences(*(Run(ts.read_metrics(o), read_safetensors_arrays(os.path.join(o, "weights.safetensors")))
+                              for o in (out_b, out_a)), label, resumed)
+        print(f"\n[{label}] steps {at}..{steps - 1} vs uninterrupted, max |dlr| {d_lr:.3e}; {bounds.describe()}\n"
+              + row("resumed", diffs, bounds, 8))
         self.assertEqual(d_lr, 0.0, f"{label}: the schedule differs after the resume")
-        self.assertLessEqual(d_loss, self.LOSS_TOL, f"{label}: losses differ")
-        self.assertLessEqual(d_gn, self.GRAD_NORM_RTOL, f"{label}: grad norms differ")
-        self.assertLessEqual(d_w, self.WEIGHT_TOL, f"{label}: final weights differ")
+        bounds.check(self, label, diffs)
         self.assertSteps(ts.ckpt_dir(out_b, steps), steps, label)
         self.assertMergeEqualsExport(out_b, label)
 
@@ -219,7 +234,7 @@ class ReshardResume(_Base):
     def _resume_zero3_nvme_world2(self, name, world, micro, sets):
         root = self._zero3_nvme_world2()
         out = self._run(os.path.join(self.tmpdir(), "resumed"), name, world, micro, sets, 2 * self.AT, 1, root, self.AT)
-        self._compare_resumed(f"zero 3 nvme world 2 -> {name}", root, out, self.AT, 2 * self.AT)
+        self._compare_resumed(f"zero 3 nvme world 2 -> {name}", root, out, self.AT, 2 * self.AT, world * micro)
         with open(os.path.join(out, "logs", "rank_0.log")) as f:
             return f.read()
 

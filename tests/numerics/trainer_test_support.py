@@ -187,6 +187,8 @@ def reference_train(job_path, out_dir, init_weights, world, micro, accum):
     return out_dir
 
 
+# compare_runs's users: tests/gpu (the GPU against the CPU reference). The CPU numerics tests derive
+# their bounds from the reference's own rounding instead (reordering_noise.reference_rounding).
 # Relative grad-norm bound of compare_runs in fp32: the runs compared sum the same terms in other
 # orders, which moves a norm by ~1e-7..1e-6 relative (measured <= 3.3e-7 at world 4 under zero_stage
 # 3 against the reference); a gradient off by any factor that matters (a missing divisor, a weight
