@@ -1,0 +1,222 @@
+"""Several machines for real: each machine of a job in its own network, mount, PID and UTS namespaces
+(netns_machines.py), so nothing passes between machines but the network: no /dev/shm, /tmp or
+output_dir in common, each its own hostname, 10.77.0.x addresses on a bridge in the test's own
+namespace.
+
+- TwoMachines: fsdp HYBRID_SHARD, 2 machines x 2 processes, checkpoints every 4 of 8 steps, each
+  machine's output_dir its own. It trains bit for bit (metrics, final weights) what the same job
+  trains with both launchers on one host. HYBRID_SHARD's groups all have 2 ranks (a two-term sum is
+  the same in either order), so the transports may differ and the numbers may not: on one host
+  every group meets in shared memory; across the namespaces the rank logs say the world and the
+  replica groups (one rank per machine) run over TCP while each machine's shard group stays in
+  shared memory. The workers find the output_dir node-local; after machine 1 loses its last
+  checkpoint, a relaunch resumes every machine from step 4 from its own files and ends as the
+  uninterrupted run did. Then the same job again with 1% of the frames each machine receives
+  dropped (a classic BPF filter on the bridge's ports; this kernel has no sch_netem): the same
+  numbers, bit for bit (TCP retransmits what was lost).
+- ElasticHostNames: an elastic job (num_machines 1:2); machine 1's namespace is ended (its launcher
+  and workers die at once, as on a power loss) while its rank hangs in step 6; machine 0's launcher
+  names it by its host (`machine 1 (host-b) was lost`) and goes on at world 2 to the end.
+Each test asserts that nothing of its machines is left: no process, namespace or link.
+
+Skipped (77) where namespaces cannot be made (not root, no iproute2/unshare, refused by the kernel).
+"""
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+import unittest
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import netns_machines as nm  # noqa: E402
+import trainer_test_support as ts  # noqa: E402
+
+STEPS, AT = 8, 4
+PORT = 29500  # each machine has a network of its own: no other test can hold it
+SECRET = b"accel netns test: 32 bytes at least, the same on every machine\n"
+
+
+def small_job(out, ip, steps=STEPS, **extra):
+    job = {"backend": "fsdp", "fsdp": {"sharding_strategy": "HYBRID_SHARD"}, "num_processes": 4, "num_machines": 2,
+           "device": "cpu", "main_process_ip": ip, "main_process_port": PORT, "collective_timeout_s": 60,
+           "rendezvous_timeout_s": 60,
+           "model": {"name": "gpt", "n_layer": 2, "n_head": 2, "n_embd": 32, "vocab_size": 64, "block_size": 16},
+           "data": {"kind": "synthetic", "val_fraction": 0.0},
+           "optimizer": {"name": "adamw", "lr": 1e-3},
+           "scheduler": {"name": "cosine", "warmup_steps": 2},
+           "training": {"max_steps": steps, "micro_batch_size": 2, "seq_len": 16, "output_dir": out,
+                        "checkpoint_every": AT, "log_every": 1, "eval_every": 0}}
+    job.update(extra)
+    return job
+
+
+def log_lines(path, text):
+    with open(path) as f:
+        return [line.strip() for line in f if text in line]
+
+
+class _Base(unittest.TestCase):
+    def setUp(self):
+        reason = nm.skip_reason()
+        if reason:
+            self.skipTest(reason)
+        self.dir = tempfile.mkdtemp(prefix="accel_netns_")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def cluster(self, n=2):
+        cluster = nm.Cluster(n, os.path.join(self.dir, "machines"))
+        cluster.__enter__()
+
+        def torn_down():
+            cluster.close()
+            self.assertEqual(cluster.leftovers(), [], "the machines left something behind")
+        self.addCleanup(torn_down)
+        return cluster
+
+    def put_job(self, cluster, job):
+        """The same job file and secret on every machine, as a user copies them to each."""
+        for m in cluster.machines:
+            ts.write_job(os.path.join(m.root, "job.yaml"), job)
+            path = os.path.join(m.root, "secret")
+            with open(path, "wb") as f:
+                f.write(SECRET)
+            os.chmod(path, 0o600)
+
+    def launch_all(self, cluster, env_extra=None, timeout=ts.PROC_TIMEOUT_S):
+        env = ts.clean_env({"OMP_NUM_THREADS": "1", "ACCEL_SECRET_FILE": "/mnt/secret", **(env_extra or {})})
+        for m in cluster.machines:
+            cluster.start(m.k, [ts.ACCEL, "launch", "/mnt/job.yaml", "--set", f"machine_rank={m.k}"], env)
+        return cluster.wait_all(timeout)
+
+    def assertLaunched(self, procs, label):
+        for k, p in enumerate(procs):
+            self.assertEqual(p.returncode, 0, f"{label}: machine {k}\n{ts.describe(p)}")
+
+
+class TwoMachines(_Base):
+    def test_namespaces_train_the_single_host_run_and_resume_from_node_local_checkpoints(self):
+        # The single-host run: the same job, both launchers here on loopback, one output_dir.
+        single = os.path.join(self.dir, "single")
+        secret = os.path.join(self.dir, "secret")
+        with open(secret, "wb") as f:
+            f.write(SECRET)
+        os.chmod(secret, 0o600)
+        job = ts.write_job(os.path.join(self.dir, "single.yaml"), small_job(single, "127.0.0.1"))
+        started = time.monotonic()
+        procs = ts.launch_machines(job, 2, env_extra={"OMP_NUM_THREADS": "1", "ACCEL_SECRET_FILE": secret})
+        self.assertLaunched(procs, "single host")
+        print(f"\n[single host] 2 launchers on loopback: {time.monotonic() - started:.1f} s")
+        for rank in range(4):
+            for line in log_lines(os.path.join(single, "logs", f"rank_{rank}.log"), "collectives over"):
+                self.assertTrue(line.endswith("gloo (shared memory)"), f"one host, rank {rank}: {line}")
+
+        cluster = self.cluster()
+        m0, m1 = cluster.machines
+        self.put_job(cluster, small_job("/mnt/out", m0.address))
+        started = time.monotonic()
+        procs = self.launch_all(cluster)
+        self.assertLaunched(procs, "namespaces")
+        print(f"[namespaces] 2 machines x 2 processes: {time.monotonic() - started:.1f} s")
+        out0, out1 = m0.path("/mnt/out"), m1.path("/mnt/out")
+        self.assertSameRun(single, out0, range(STEPS), "2 namespaces vs one host")
+
+        # Which transport each pair of ranks used, from the rank logs of each machine.
+        logs = {r: os.path.join(out0 if r < 2 else out1, "logs", f"rank_{r}.log") for r in range(4)}
+        lines = {r: log_lines(logs[r], "collectives over") for r in range(4)}
+        for r in range(4):
+            print(f"  rank {r} ({m0.host if r < 2 else m1.host}): " + " | ".join(lines[r]))
+        self.assertEqual(lines[0][0], "accel: collectives over gloo (tcp)", "the world spans 2 machines")
+        expected = {0: ["(ranks 0, 1) collectives over gloo (shared memory)", "(ranks 0, 2) collectives over gloo (tcp)"],
+                    1: ["(ranks 1, 3) collectives over gloo (tcp)"],
+                    2: ["(ranks 2, 3) collectives over gloo (shared memory)"]}
+        for r, wanted in expected.items():
+            for text in wanted:
+                self.assertTrue(any(line.endswith(text) for line in lines[r]), f"rank {r}: {text}\n{lines[r]}")
+        self.assertEqual(lines[3], [], "rank 3 is first in no group")
+
+        # Node-local checkpoints: every machine its own ranks' files, under one manifest.
+        launcher0 = procs[0].stdout + procs[0].stderr
+        self.assertIn("checkpoint storage: output_dir is node-local (2 separate storages: machine 0; machine 1)",
+                      launcher0)
+        ck0, ck1 = ts.ckpt_dir(out0, STEPS), ts.ckpt_dir(out1, STEPS)
+        self.assertEqual(sorted(n for n in os.listdir(ck0) if n.startswith("rng_")),
+                         ["rng_rank_00000.safetensors", "rng_rank_00001.safetensors"])
+        self.assertEqual(sorted(n for n in os.listdir(ck1) if n.startswith("rng_")),
+                         ["rng_rank_00002.safetensors", "rng_rank_00003.safetensors"])
+        self.assertEqual(ts.read_bytes(os.path.join(ck0, "manifest.json")), ts.read_bytes(os.path.join(ck1, "manifest.json")))
+
+        # Machine 1 loses its step 8: the relaunch resumes both machines from step 4, each from its own files.
+        uninterrupted = os.path.join(self.dir, "uninterrupted")
+        shutil.copytree(out0, uninterrupted, ignore=shutil.ignore_patterns("checkpoints"))
+        shutil.rmtree(ck1)
+        with open(os.path.join(out1, "checkpoints", "latest"), "w") as f:
+            f.write(f"step_{AT:08d}\n")
+        started = time.monotonic()
+        procs = self.launch_all(cluster)
+        self.assertLaunched(procs, "resume")
+        print(f"[namespaces] resumed from step {AT}: {time.monotonic() - started:.1f} s")
+        launcher0 = procs[0].stdout + procs[0].stderr
+        self.assertIn(f"latest checkpoints differ (steps {AT} to {STEPS}", launcher0)
+        self.assertIn(f"resumed from /mnt/out/checkpoints/step_{AT:08d} ({AT} steps done)", launcher0)
+        self.assertSameRun(uninterrupted, out0, range(AT, STEPS), "resumed in the namespaces vs uninterrupted")
+
+        # 1% of the frames each machine receives dropped: TCP retransmits, the numbers stay.
+        for m in cluster.machines:
+            cluster.drop_frames(m.k, 1.0)
+        for m in cluster.machines:
+            shutil.rmtree(m.path("/mnt/out"))
+        started = time.monotonic()
+        procs = self.launch_all(cluster)
+        self.assertLaunched(procs, "1% loss")
+        dropped = [cluster.frames_dropped(m.k) for m in cluster.machines]
+        print(f"[namespaces, 1% of frames dropped] {time.monotonic() - started:.1f} s, frames dropped toward "
+              f"machine 0 and 1: {dropped}")
+        self.assertSameRun(single, out0, range(STEPS), "2 namespaces with 1% loss vs one host")
+        self.assertGreater(sum(dropped), 0, "the filter dropped nothing: the lossy case was not lossy")
+
+    def assertSameRun(self, a, b, steps, label):
+        steps = list(steps)
+        ma = {r["step"]: r for r in ts.without_timing(ts.read_metrics(a))}
+        mb = {r["step"]: r for r in ts.without_timing(ts.read_metrics(b))}
+        self.assertEqual([ma.get(s) for s in steps], [mb.get(s) for s in steps], f"{label}: metrics differ")
+        self.assertEqual(ts.read_bytes(os.path.join(a, "weights.safetensors")),
+                         ts.read_bytes(os.path.join(b, "weights.safetensors")), f"{label}: weights differ")
+        print(f"  {label}: steps {steps[0]}..{steps[-1]} and the final weights equal bit for bit")
+
+
+class ElasticHostNames(_Base):
+    def test_lost_machine_is_named_by_its_host(self):
+        cluster = self.cluster()
+        m0, m1 = cluster.machines
+        job = small_job("/mnt/out", m0.address, steps=10, num_machines="1:2", max_restarts=1,
+                        elastic_join_window_s=2, shutdown_grace_s=2)
+        job["training"].update({"checkpoint_every": 4})
+        self.put_job(cluster, job)
+        env = ts.clean_env({"OMP_NUM_THREADS": "1", "ACCEL_SECRET_FILE": "/mnt/secret"})
+        cluster.start(1, [ts.ACCEL, "launch", "/mnt/job.yaml", "--set", "machine_rank=1"],
+                      {**env, "ACCEL_FAULT": "2:hang_in_collective:6"})
+        cluster.start(0, [ts.ACCEL, "launch", "/mnt/job.yaml", "--set", "machine_rank=0"], env)
+        deadline = time.monotonic() + ts.PROC_TIMEOUT_S
+        while (not any("ACCEL_FAULT:" in line for line in list(m1.err)) and m1.proc.poll() is None
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+        self.assertTrue(any("ACCEL_FAULT:" in line for line in m1.err), "the fault never fired:\n" + "".join(m1.err)[-3000:])
+        cluster.kill(1)  # machine 1 loses power: its launcher and workers at once
+        p = cluster.wait(0, ts.PROC_TIMEOUT_S)
+        self.assertEqual(p.returncode, 0, ts.describe(p))
+        rounds = [line for line in p.stderr.splitlines() if line.startswith("[launcher] elastic")]
+        print("\n" + "\n".join(rounds))
+        self.assertEqual(len(rounds), 2, ts.describe(p))
+        self.assertRegex(rounds[1], rf"^\[launcher\] elastic restart 1 of 1: (machine 1 \({m1.host}\) was lost: .*|"
+                                    rf"machine 0 \({m0.host}\): rank [01] .*); machine 1 left the job; continuing on "
+                                    r"machine 0 \(1 of 2\), world 4 -> 2 .* resuming from checkpoint step 4 ")
+        self.assertIn(f"({m1.host})", "\n".join(rounds + p.stderr.splitlines()), "no message names machine 1's host")
+        self.assertEqual([r["step"] for r in ts.read_metrics(m0.path("/mnt/out"))], list(range(10)))
+
+
+if __name__ == "__main__":
+    unittest.main()
