@@ -318,6 +318,26 @@ class Cluster:
         self._wire = Wire(proc)
         return self._wire
 
+    def round_trip_ms(self, a, b, port=5999, count=20):
+        """The median time of a one-byte TCP exchange from machine a to machine b (network only)."""
+        server = (f"import socket\ns=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+                  f"s.bind(('{self.machines[b].address}',{port}));s.listen();print('up',flush=True)\n"
+                  f"c,_=s.accept();c.setsockopt(socket.IPPROTO_TCP,socket.TCP_NODELAY,1)\n"
+                  f"for _ in range({count}): c.sendall(c.recv(1))\n")
+        client = (f"import socket,time\nc=socket.create_connection(('{self.machines[b].address}',{port}))\n"
+                  f"c.setsockopt(socket.IPPROTO_TCP,socket.TCP_NODELAY,1);t=[]\n"
+                  f"for _ in range({count}):\n a=time.monotonic();c.sendall(b'x');c.recv(1);t.append(time.monotonic()-a)\n"
+                  f"print(sorted(t)[len(t)//2]*1000)\n")
+        srv = subprocess.Popen(["ip", "netns", "exec", self.machines[b].netns, sys.executable, "-c", server],
+                               stdout=subprocess.PIPE, text=True, preexec_fn=_die_with_parent)
+        try:
+            srv.stdout.readline()
+            out = _run("ip", "netns", "exec", self.machines[a].netns, sys.executable, "-c", client).stdout
+        finally:
+            srv.wait(30)
+            srv.stdout.close()
+        return float(out)
+
     # --- teardown -------------------------------------------------------------------------------
     def close(self):
         if self.closed:

@@ -11,9 +11,10 @@ namespace.
   replica groups (one rank per machine) run over TCP while each machine's shard group stays in
   shared memory. The workers find the output_dir node-local; after machine 1 loses its last
   checkpoint, a relaunch resumes every machine from step 4 from its own files and ends as the
-  uninterrupted run did. Then the same job again with 1% of the frames each machine receives
-  dropped (a classic BPF filter on the bridge's ports; this kernel has no sch_netem): the same
-  numbers, bit for bit (TCP retransmits what was lost).
+  uninterrupted run did. Then the same job again with every frame between the machines held 5 ms
+  (netns_wire.py in place of the bridge) and 1% of the frames each machine receives dropped (a
+  classic BPF filter on its port): this kernel has no sch_netem, whose `delay 5ms loss 1%` it
+  stands for. The same numbers, bit for bit (TCP retransmits what was lost).
 - ElasticHostNames: an elastic job (num_machines 1:2); machine 1's namespace is ended (its launcher
   and workers die at once, as on a power loss) while its rank hangs in step 6; machine 0's launcher
   names it by its host (`machine 1 (host-b) was lost`) and goes on at world 2 to the end.
@@ -36,6 +37,7 @@ import netns_machines as nm  # noqa: E402
 import trainer_test_support as ts  # noqa: E402
 
 STEPS, AT = 8, 4
+DELAY_MS = 5  # each way between machines (netns_wire.py)
 PORT = 29500  # each machine has a network of its own: no other test can hold it
 SECRET = b"accel netns test: 32 bytes at least, the same on every machine\n"
 
@@ -164,18 +166,23 @@ class TwoMachines(_Base):
         self.assertIn(f"resumed from /mnt/out/checkpoints/step_{AT:08d} ({AT} steps done)", launcher0)
         self.assertSameRun(uninterrupted, out0, range(AT, STEPS), "resumed in the namespaces vs uninterrupted")
 
-        # 1% of the frames each machine receives dropped: TCP retransmits, the numbers stay.
+        # 5 ms more each way between the machines and 1% of the frames dropped: the same numbers.
+        clean_ms = cluster.round_trip_ms(1, 0)
+        cluster.wire(DELAY_MS)
         for m in cluster.machines:
             cluster.drop_frames(m.k, 1.0)
+        shaped_ms = cluster.round_trip_ms(1, 0)
+        print(f"[namespaces] round trip between the machines {clean_ms:.2f} ms, through the wire {shaped_ms:.2f} ms")
+        self.assertGreaterEqual(shaped_ms, 2 * DELAY_MS, "the wire did not delay the frames")
         for m in cluster.machines:
             shutil.rmtree(m.path("/mnt/out"))
         started = time.monotonic()
         procs = self.launch_all(cluster)
-        self.assertLaunched(procs, "1% loss")
+        self.assertLaunched(procs, "5 ms and 1% loss")
         dropped = [cluster.frames_dropped(m.k) for m in cluster.machines]
-        print(f"[namespaces, 1% of frames dropped] {time.monotonic() - started:.1f} s, frames dropped toward "
-              f"machine 0 and 1: {dropped}")
-        self.assertSameRun(single, out0, range(STEPS), "2 namespaces with 1% loss vs one host")
+        print(f"[namespaces, {DELAY_MS} ms each way, 1% of frames dropped] {time.monotonic() - started:.1f} s, frames "
+              f"dropped toward machine 0 and 1: {dropped}")
+        self.assertSameRun(single, out0, range(STEPS), f"2 namespaces with {DELAY_MS} ms and 1% loss vs one host")
         self.assertGreater(sum(dropped), 0, "the filter dropped nothing: the lossy case was not lossy")
 
     def assertSameRun(self, a, b, steps, label):
