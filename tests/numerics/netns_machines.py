@@ -249,7 +249,8 @@ class Cluster:
         try:
             with open(os.path.join(m.root, ".pid-namespace")) as f:
                 text = f.read().strip()  # pid:[4026532xxx]
-            self.pid_inodes.add(int(text.split("[", 1)[1].rstrip("]")))
+            m.pid_namespace = int(text.split("[", 1)[1].rstrip("]"))
+            self.pid_inodes.add(m.pid_namespace)
         except (OSError, IndexError, ValueError):
             pass
 
@@ -279,6 +280,22 @@ class Cluster:
             self._record_pid_namespace(m)
             m.proc.kill()
             m.proc.wait()
+
+    def pids(self, k, needle):
+        """Host pids of machine k's live processes whose command line contains `needle`."""
+        m = self.machines[k]
+        self._record_pid_namespace(m)
+        found = []
+        for pid in processes_in("pid", self.pid_inodes):
+            if _namespace_inode(f"/proc/{pid}/ns/pid") != m.pid_namespace:
+                continue
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if needle.encode() in f.read().replace(b"\0", b" "):
+                        found.append(pid)
+            except OSError:
+                continue
+        return found
 
     # --- shaping the links ------------------------------------------------------------------------
     def tc(self, *args):
