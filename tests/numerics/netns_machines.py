@@ -1,5 +1,5 @@
 """Machines as namespaces: each machine of a job in its own network, mount, PID and UTS namespaces,
-so nothing passes between machines but the network (issue 52, docs/launching.md#machines-as-namespaces-in-the-tests).
+so nothing passes between machines but the network (issue 52; docs/development.md#machines-as-namespaces).
 
     with Cluster(2) as cluster:                       # a hub namespace with a bridge, 2 machines
         p0 = cluster.start(0, [ACCEL, "launch", "/mnt/job.yaml", "--set", "machine_rank=0"])
