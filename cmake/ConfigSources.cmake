@@ -39,6 +39,7 @@ set(ACCEL_CONFIG_SOURCES
   runtime/hf/hf_family.cpp
   runtime/hf/hf_folder.cpp
   runtime/hf/hf_config.cpp
+  runtime/config/model_record.cpp
   # Last: a file added before the end shifts the unity batches (translate_to_* share helper names).
   runtime/common/safe_file.cpp
 )

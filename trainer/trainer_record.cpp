@@ -3,6 +3,7 @@
 
 #include "api/checkpoint_engine.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
+#include "runtime/config/model_record.hpp"
 
 namespace accel::train {
 
@@ -17,13 +18,7 @@ nlohmann::json trainer_record(const config::JobConfig& job, int world, const Dat
           {"global_batch_rows", int64_t(world) * t.micro_batch_size * t.gradient_accumulation_steps},
           {"seed", t.seed},
           {"data", data.state()},
-          {"model",
-           {{"name", config::to_string(job.model.name)},
-            {"n_layer", job.model.n_layer},
-            {"n_head", job.model.n_head},
-            {"n_embd", job.model.n_embd},
-            {"vocab_size", job.model.vocab_size},
-            {"block_size", job.model.block_size}}}};
+          {"model", config::model_section_json(job.model)}};
 }
 
 void check_trainer_record(const std::string& dir, const nlohmann::json& record, const Dataset& data) {

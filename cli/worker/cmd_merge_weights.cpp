@@ -18,6 +18,7 @@
 #include "engine/format/safetensors.hpp"
 #include "engine/format/weights_export.hpp"
 #include "runtime/config/enums.hpp"
+#include "runtime/config/model_record.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/checkpoint/node_local.hpp"
 #include "runtime/common/errors.hpp"
@@ -77,18 +78,12 @@ config::ModelSection model_from_record(const std::string& dir, const nlohmann::j
   const std::string where = dir + "/trainer.json";
   if (!record.is_object() || !record.contains("model") || !record["model"].is_object())
     throw UsageError(where + " records no model section: --format hf needs one (a checkpoint of accel's trainer)");
+  // Every model key the record holds (older records: name and the five gpt sizes); the rest keep
+  // their defaults. n_layer .. block_size are required: without them no model has a shape.
   const nlohmann::json& m = record["model"];
-  config::ModelSection s;
-  const auto name = config::enum_from_string<config::ModelName>(m.value("name", std::string()));
-  if (!name) throw UsageError(where + ": model.name " + m.value("name", std::string("(none)")) + " is not one accel builds");
-  s.name = *name;
-  for (auto [key, field] : {std::pair{"n_layer", &s.n_layer}, std::pair{"n_head", &s.n_head}, std::pair{"n_embd", &s.n_embd},
-                            std::pair{"vocab_size", &s.vocab_size}, std::pair{"block_size", &s.block_size}}) {
-    if (!m.contains(key) || !m[key].is_number_integer() || m[key].get<int64_t>() < 1 || m[key].get<int64_t>() > (1 << 24))
-      throw UsageError(where + ": model." + key + " is missing or not a positive integer");
-    *field = m[key].get<int>();
-  }
-  return s;
+  for (const char* key : {"name", "n_layer", "n_head", "n_embd", "vocab_size", "block_size"})
+    if (!m.contains(key)) throw UsageError(where + ": model." + key + " is missing");
+  return config::model_section_from_json(m, where);
 }
 
 }  // namespace

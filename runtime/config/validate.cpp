@@ -80,7 +80,7 @@ void check_model_and_training(const JobConfig& j, JobChecker& c) {
   if (!j.model.from_pretrained.empty() && !j.training.init_from.empty())
     c.error("training.init_from", "and model.from_pretrained both name starting weights", "one of the two",
             c.about("model.from_pretrained"));
-  if (j.training.export_format == ExportFormat::hf && j.model.name != ModelName::gpt && j.training.save_weights)
+  if (j.training.export_format == ExportFormat::hf && j.model.name == ModelName::mlp && j.training.save_weights)
     c.error("training.export_format", "hf writes a Hugging Face folder, which model.name " + to_string(j.model.name) +
             " has no architecture for", "safetensors", c.about("model.name"));
 }

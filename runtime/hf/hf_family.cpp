@@ -47,6 +47,7 @@ Family llama_family(const config::ModelSection& s, const std::string& architectu
   const int64_t D = config::llama_head_dim(s), Q = s.n_head * D, KV = (s.n_kv_head ? s.n_kv_head : s.n_head) * D;
   Family f;
   f.architecture = architecture;
+  f.head_tied = s.tie_word_embeddings;
   auto add = [&](const std::string& name, std::vector<int64_t> shape) {
     f.tensors.push_back({name, "model." + name, std::move(shape), false});
   };
@@ -81,7 +82,10 @@ bool ends_with(const std::string& s, const std::string& tail) {
 bool Family::ignorable(const std::string& hf_name) const {
   if (architecture == "GPT2LMHeadModel")
     return hf_name == "lm_head.weight" || ends_with(hf_name, ".attn.bias") || ends_with(hf_name, ".attn.masked_bias");
-  return false;
+  // Llama/Mistral: RoPE's inverse frequencies (older transformers saved them; accel computes them
+  // from config.json) and, with a tied head, a stored copy of embed_tokens as lm_head.
+  if (ends_with(hf_name, ".rotary_emb.inv_freq")) return true;
+  return hf_name == "lm_head.weight" && head_tied;
 }
 
 Family family_for(const config::ModelSection& section) {
@@ -92,11 +96,56 @@ Family family_for(const config::ModelSection& section) {
                    " has no Hugging Face counterpart (export format hf and model.from_pretrained take gpt)");
 }
 
-std::vector<std::string> supported_architectures() { return {"GPT2LMHeadModel"}; }
+std::vector<std::string> supported_architectures() {
+  return {"GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM"};
+}
+
+namespace {
+
+// Llama / Mistral in the spelling published folders use (top-level rope_theta, rope_scaling null
+// or a dict), which transformers 4.x and 5.x both read. A Mistral sliding window is written only
+// where the job set one (it masks nothing at the trained length; validate.cpp).
+nlohmann::ordered_json llama_config_json(const config::ModelSection& s, const std::string& torch_dtype) {
+  const bool mistral = s.sliding_window > 0;
+  nlohmann::ordered_json c;
+  c["architectures"] = nlohmann::ordered_json::array({mistral ? "MistralForCausalLM" : "LlamaForCausalLM"});
+  c["model_type"] = mistral ? "mistral" : "llama";
+  c["vocab_size"] = s.vocab_size;
+  c["hidden_size"] = s.n_embd;
+  c["intermediate_size"] = config::llama_intermediate_size(s);
+  c["num_hidden_layers"] = s.n_layer;
+  c["num_attention_heads"] = s.n_head;
+  c["num_key_value_heads"] = config::llama_kv_heads(s);
+  c["head_dim"] = config::llama_head_dim(s);
+  c["max_position_embeddings"] = s.block_size;
+  c["hidden_act"] = "silu";
+  c["rms_norm_eps"] = s.norm_eps;
+  c["rope_theta"] = s.rope_theta;
+  if (s.rope_scaling == config::RopeScaling::llama3) {
+    nlohmann::ordered_json r;
+    r["rope_type"] = "llama3";
+    r["factor"] = s.rope_scaling_factor;
+    r["low_freq_factor"] = s.rope_scaling_low_freq_factor;
+    r["high_freq_factor"] = s.rope_scaling_high_freq_factor;
+    r["original_max_position_embeddings"] = s.rope_scaling_original_max_position_embeddings;
+    c["rope_scaling"] = r;
+  } else {
+    c["rope_scaling"] = nullptr;
+  }
+  c["attention_bias"] = s.attention_bias;
+  c["attention_dropout"] = 0.0;
+  c["mlp_bias"] = s.mlp_bias;
+  if (mistral) c["sliding_window"] = s.sliding_window;
+  c["tie_word_embeddings"] = s.tie_word_embeddings;
+  c["dtype"] = torch_dtype;
+  c["torch_dtype"] = torch_dtype;
+  return c;
+}
+
+}  // namespace
 
 nlohmann::ordered_json config_json(const config::ModelSection& s, const std::string& torch_dtype) {
-  if (s.name == config::ModelName::llama)  // the table exists; the config.json writer is issue 47's next step
-    throw UsageError("export format hf: config.json for model.name llama is not written yet (export format hf takes gpt)");
+  if (s.name == config::ModelName::llama) return llama_config_json(s, torch_dtype);
   if (s.name != config::ModelName::gpt) family_for(s);  // throws, naming the model
   // accel's gpt is GPT-2 without dropout: tanh GELU, LayerNorm eps 1e-5, attention scaled by
   // 1/sqrt(head_dim), the head tied with wte.

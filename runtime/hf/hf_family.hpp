@@ -30,6 +30,7 @@ struct TensorMap {
 struct Family {
   std::string architecture;               // "GPT2LMHeadModel"
   std::vector<TensorMap> tensors;         // accel's parameter order
+  bool head_tied = false;                 // llama: lm_head is embed_tokens (absent from tensors)
   // Names a folder may hold that carry nothing the model needs (the tied head, attention-mask
   // buffers older transformers saved): accepted and skipped when present.
   bool ignorable(const std::string& hf_name) const;
