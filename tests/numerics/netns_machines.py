@@ -10,7 +10,8 @@ Layout (all names carry the test's pid, so parallel tests never meet and a dead 
 are recognised and swept by the next one):
 - hub namespace `accnm<pid>h`: bridge `br0` at 10.77.0.254/24, one veth end `vm<k>` per machine;
 - machine namespace `accnm<pid>m<k>`: `eth0` at 10.77.0.<k+1>/24 and `lo`; hostname `host-<letter>`
-  (a UTS namespace), resolvable on every machine through its own /etc/hosts;
+  (a UTS namespace); its own /etc/hosts names the other machines by address and itself on
+  127.0.1.1, as Debian's installer does;
 - every process of machine k runs under `ip netns exec <ns> unshare --mount --pid --fork --mount-proc
   --uts`: a private /dev/shm and /tmp (empty tmpfs), /proc showing its own processes only, and its
   root directory `<tmp>/machine<k>` bind-mounted at /mnt (job file, data, output_dir): the test reads
@@ -204,7 +205,6 @@ class Cluster:
         _run("ip", "-n", self.hub, "link", "add", "br0", "type", "bridge")
         _run("ip", "-n", self.hub, "addr", "add", f"{HUB_ADDRESS}/24", "dev", "br0")
         _run("ip", "-n", self.hub, "link", "set", "br0", "up")
-        hosts = "127.0.0.1 localhost\n" + "".join(f"{m.address} {m.host}\n" for m in self.machines)
         for m in self.machines:
             _run("ip", "netns", "add", m.netns)
             self.net_inodes.add(_namespace_inode(f"/run/netns/{m.netns}"))
@@ -216,8 +216,11 @@ class Cluster:
             _run("ip", "-n", m.netns, "addr", "add", f"{m.address}/24", "dev", "eth0")
             _run("ip", "-n", m.netns, "link", "set", "eth0", "up")
             os.makedirs(m.root, exist_ok=True)
+            # As Debian's installer writes it: the machine's own name on 127.0.1.1, so nothing may
+            # take the address peers reach from what the host name resolves to (bind_address.hpp).
             with open(os.path.join(m.root, ".hosts"), "w") as f:
-                f.write(hosts)
+                f.write(f"127.0.0.1 localhost\n127.0.1.1 {m.host}\n" +
+                        "".join(f"{o.address} {o.host}\n" for o in self.machines if o is not m))
 
     # --- running --------------------------------------------------------------------------------
     def start(self, k, command, env):
