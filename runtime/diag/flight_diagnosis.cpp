@@ -450,8 +450,8 @@ class Diagnoser {
   // Why a rank behind in one group may be so: it is in an op of another group with ranks whose
   // records are not here (another machine's, behind a partition). "" when it is not.
   std::string waiting_elsewhere(int rank, const std::string& group) const {
+    (void)group;  // its own group too: its last op there may be the one that failed across the cut
     for (const GroupView& g : views_) {
-      if (g.name == group) continue;
       auto it = g.of.find(rank);
       if (it == g.of.end() || it->second.empty() || it->second.back().state == OpState::Completed) continue;
       std::vector<int> silent;
@@ -459,7 +459,7 @@ class Diagnoser {
         if (!g.of.count(m)) silent.push_back(m);
       if (silent.empty()) continue;
       const OpRecord& op = it->second.back();
-      return "; it is in " + where(g.name, op.seq) + ", " + describe_op(op) + ", with " + rank_list(silent) +
+      return std::string(op.state == OpState::Failed ? "; it failed in " : "; it is in ") + where(g.name, op.seq) + ", " + describe_op(op) + ", with " + rank_list(silent) +
              on_hosts(silent) + ", whose records are not here: look at them first";
     }
     return "";

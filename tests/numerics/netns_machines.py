@@ -373,9 +373,19 @@ class Cluster:
                     t.join(10)
                 m.proc.stdout.close()
                 m.proc.stderr.close()
-        deadline = time.monotonic() + 10  # the kernel's kills of a namespace's processes are asynchronous
-        while time.monotonic() < deadline and processes_in("pid", self.pid_inodes):
-            time.sleep(0.05)
+        # The kernel's kills of a namespace's processes are asynchronous, and slow on a loaded
+        # machine: what is still there is killed again, by pid, for up to 30 s.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            left = processes_in("pid", self.pid_inodes)
+            if not left:
+                break
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.1)
         for name in [m.netns for m in self.machines] + [self.hub]:
             _run("ip", "netns", "del", name, check=False)
 

@@ -321,5 +321,42 @@ class Partition(_Base):
                                 r"\(ranks 2-3 here\)")
 
 
+class PermanentPartition(_Base):
+    """Machine 1 cut off for good from an elastic job: machine 0 finishes at world 2, and machine 1's
+    launcher, whose last message to machine 0 is never acknowledged, gives up on its own."""
+    GIVE_UP_S = 60  # the launchers' connections give up 15 s after a message goes unacknowledged;
+    # before TCP_USER_TIMEOUT (elastic_host.cpp) machine 1 waited for TCP's own ~15 minutes.
+
+    def test_a_machine_cut_off_for_good_gives_up_and_the_job_ends_without_it(self):
+        cluster = self.cluster()
+        m0, m1 = cluster.machines
+        wire = cluster.wire(0)
+        job = small_job("/mnt/out", m0.address, steps=120, num_machines="1:2", max_restarts=1,
+                        elastic_join_window_s=2, shutdown_grace_s=2, collective_timeout_s=3, rendezvous_timeout_s=7)
+        job["training"].update({"checkpoint_every": 20})
+        self.put_job(cluster, job)
+        env = ts.clean_env({"OMP_NUM_THREADS": "1", "ACCEL_SECRET_FILE": "/mnt/secret"})
+        for m in (m1, m0):
+            cluster.start(m.k, [ts.ACCEL, "launch", "/mnt/job.yaml", "--set", f"machine_rank={m.k}"], env)
+        metrics = m0.path("/mnt/out/metrics.jsonl")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and m0.proc.poll() is None:
+            if os.path.exists(metrics) and len(ts.read_metrics(m0.path("/mnt/out"))) >= 25:
+                break
+            time.sleep(0.05)
+        wire.partition(1)
+        cut = time.monotonic()
+        p0 = cluster.wait(0, ts.PROC_TIMEOUT_S)
+        p1 = cluster.wait(1, self.GIVE_UP_S)
+        gave_up = m1.proc.returncode is not None and time.monotonic() - cut
+        print(f"\nmachine 0 exited {p0.returncode}; machine 1 exited {p1.returncode}, {gave_up:.1f} s after the cut")
+        self.assertEqual(p0.returncode, 0, ts.describe(p0))
+        self.assertRegex(p0.stderr, r"elastic restart 1 of 1: .*; machine 1 left the job; continuing on machine 0 "
+                                    r"\(1 of 2\), world 4 -> 2 ")
+        self.assertEqual([r["step"] for r in ts.read_metrics(m0.path("/mnt/out"))][-1], 119)
+        self.assertEqual(p1.returncode, 1, "machine 1 did not give up by itself:\n" + ts.describe(p1))
+        self.assertIn(f"error: machine 1: lost machine 0's rendezvous at {m0.address}:{PORT}", p1.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -308,7 +308,7 @@ TEST_CASE("flight diagnosis: a rank behind because it waits on another machine's
   CHECK(d.finding == Finding::Behind);
   CHECK(d.ranks == std::vector<int>{3});
   CHECK(contains(d.headline, "rank 3 is behind: it never issued seq 6 of group world/split0/color1"));
-  CHECK(contains(d.headline, "; it is in seq 1 of group world/split1/color1, all_reduce of 32 float32 (128 B), with "
+  CHECK(contains(d.headline, "; it failed in seq 1 of group world/split1/color1, all_reduce of 32 float32 (128 B), with "
                              "rank 1 on host-a, whose records are not here: look at them first"));
 }
 
