@@ -28,6 +28,7 @@ test_packages=(
   libaio-dev              # DeepSpeed's async_io op (ZeRO-Infinity NVMe offload) in bench_scale.py's ds_zero3_nvme
   openmpi-bin             # accel launch under mpirun (tests/numerics/test_schedulers.py)
   slurmctld slurmd slurm-client munge  # a one-node SLURM cluster the same test starts: srun, sbatch, scancel
+  iproute2                # ip netns, veth, bridge, tc: machines as namespaces (tests/numerics/test_netns_machines.py)
   xz-utils                # the GPU stage compresses a library over 8 MiB (scripts/gpu_stage.sh; ctest gpu_rehearsal)
 )
 if [ "${1:-}" = "--tests" ]; then packages+=("${test_packages[@]}"); fi

@@ -38,6 +38,7 @@ struct Registry {
   std::string dir;
   int rank = 0;
   int world = 0;
+  std::vector<std::string> hosts;  // every rank's host, once the rendezvous told them
   std::mutex dump_mutex;  // one dump at a time
 };
 
@@ -227,6 +228,12 @@ void close_flight_ring(const std::shared_ptr<FlightRing>& ring) {
   if (dump) dump_flight_records("communicator closed");
 }
 
+void set_flight_world_hosts(std::vector<std::string> hosts) {
+  Registry& reg = registry();
+  std::lock_guard<std::mutex> lock(reg.mutex);
+  reg.hosts = std::move(hosts);
+}
+
 void set_flight_dump_target(const std::string& dir, int rank, int world) {
   Registry& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mutex);
@@ -247,6 +254,7 @@ flight::RankDump collect_flight_records(const std::string& reason) {
     rings = reg.rings;
     dump.rank = reg.rank;
     dump.world = reg.world;
+    dump.hosts = reg.hosts;
   }
   dump.pid = static_cast<int>(::getpid());
   char host[256] = {};

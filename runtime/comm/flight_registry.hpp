@@ -40,6 +40,9 @@ void close_flight_ring(const std::shared_ptr<FlightRing>& ring);
 // process, each only where the signal has its default disposition (a program's own handler stays).
 void set_flight_dump_target(const std::string& dir, int rank, int world);
 
+// The host of every rank (index: global rank), written into every later dump (RankDump::hosts).
+void set_flight_world_hosts(std::vector<std::string> hosts);
+
 // Every registered ring's records, with this process's identity.
 flight::RankDump collect_flight_records(const std::string& reason);
 

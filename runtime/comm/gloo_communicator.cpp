@@ -31,6 +31,7 @@
 #include "runtime/comm/shard_layout.hpp"
 #include "runtime/comm/shm_collectives.hpp"
 #include "runtime/common/errors.hpp"
+#include "runtime/common/log.hpp"
 #include "runtime/common/sealed_value.hpp"
 
 namespace accel::comm {
@@ -215,9 +216,19 @@ class GlooCommunicator final : public Communicator {
                                                                                   : parent_rank);
     group.group_rank = g.rank;
     group.timeout_ms = timeout_.count();
-    return make_gloo_group(store_, g.rank, g.size, timeout_, bind_address_,
-                           store_prefix_ + "/split" + std::to_string(g.sequence) + "/color" + std::to_string(g.color),
-                           std::move(group));
+    const std::string name = group.name;
+    std::string members;
+    for (int r : group.members) members += (members.empty() ? "" : ", ") + std::to_string(r);
+    auto made = make_gloo_group(store_, g.rank, g.size, timeout_, bind_address_,
+                                store_prefix_ + "/split" + std::to_string(g.sequence) + "/color" +
+                                    std::to_string(g.color),
+                                std::move(group));
+    // Which transport each group took (shared memory when all its ranks share a host, else TCP):
+    // one line, in the log of the group's first rank, as the world's is in rank 0's.
+    if (g.rank == 0 && g.size > 1)
+      logging::info("accel: group " + name + " (ranks " + members + ") collectives over " +
+                    static_cast<GlooCommunicator&>(*made).transport());
+    return made;
   }
 
   WorkPtr barrier() override {

@@ -8,12 +8,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
 
+#include "runtime/comm/flight_registry.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/common/job_secret.hpp"
 #include "runtime/launch/rendezvous_listener.hpp"
@@ -43,6 +45,17 @@ std::string ranks_text(const std::vector<int>& ranks) {
   std::ostringstream out;
   for (size_t i = 0; i < ranks.size(); ++i) out << (i ? ", " : "") << ranks[i];
   return out.str();
+}
+
+// A host name another rank wrote into the store, fit for a message: the store takes writes from
+// anyone who reaches it, so at most 255 characters of [A-Za-z0-9._-], anything else as '?'.
+std::string printable_host(const std::vector<uint8_t>& value) {
+  std::string host;
+  for (size_t i = 0; i < value.size() && i < 255; ++i) {
+    const char c = static_cast<char>(value[i]);
+    host += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ? c : '?';
+  }
+  return host.empty() ? "?" : host;
 }
 
 std::string seconds(std::chrono::milliseconds t) {
@@ -156,6 +169,11 @@ Rendezvous::Rendezvous(const WorldInfo& world, std::chrono::milliseconds timeout
                    " (machine" + (machines.size() > 1 ? "s " : " ") + ranks_text(machines) +
                    "). Start `accel launch` on every machine with its machine_rank, or raise rendezvous_timeout_s.");
   }
+  // Every rank's host, for the flight records: a launcher that cannot read another machine's
+  // records still names the host of the ranks it has none from. One request for all of them.
+  std::vector<std::string> hosts;
+  for (const std::vector<uint8_t>& value : store_->multiGet(keys)) hosts.push_back(printable_host(value));
+  set_flight_world_hosts(std::move(hosts));
 }
 
 void Rendezvous::finish() {

@@ -131,6 +131,7 @@ class Diagnoser {
     now_ = in.detected_at_ns;
     for (const RankDump& d : in.dumps) {
       dumped_[d.rank] = &d;
+      if (hosts_.empty()) hosts_ = d.hosts;
       if (in.detected_at_ns <= 0) now_ = std::max(now_, d.dumped_at_ns);
       world_ = std::max(world_, d.world);
       for (const GroupRecords& g : d.groups) {
@@ -386,6 +387,7 @@ class Diagnoser {
       const Records& recs = g.of.at(back[0]);
       if (!recs.empty()) text += "; its last op there is seq " + std::to_string(recs.back().seq) + ", " + describe_op(recs.back()) +
                                  " (" + to_string(recs.back().state) + ")";
+      text += waiting_elsewhere(back[0], g.name);
     }
     c.d.headline = text;
     return c;
@@ -440,9 +442,40 @@ class Diagnoser {
     c.d.ranks = silent;
     c.d.headline = rank_list(ranks) + (ranks.size() == 1 ? " is" : " are") + " in " + where(g.name, front) + ", " +
                    describe_op(op) + (silent.empty() ? ", none missing or late"
-                                                     : "; no records from " + rank_list(silent) +
+                                                     : "; no records from " + rank_list(silent) + on_hosts(silent) +
                                                            " (not supervised here, or no answer): look at them first");
     return c;
+  }
+
+  // Why a rank behind in one group may be so: it is in an op of another group with ranks whose
+  // records are not here (another machine's, behind a partition). "" when it is not.
+  std::string waiting_elsewhere(int rank, const std::string& group) const {
+    (void)group;  // its own group too: its last op there may be the one that failed across the cut
+    for (const GroupView& g : views_) {
+      auto it = g.of.find(rank);
+      if (it == g.of.end() || it->second.empty() || it->second.back().state == OpState::Completed) continue;
+      std::vector<int> silent;
+      for (int m : g.members)
+        if (!g.of.count(m)) silent.push_back(m);
+      if (silent.empty()) continue;
+      const OpRecord& op = it->second.back();
+      return std::string(op.state == OpState::Failed ? "; it failed in " : "; it is in ") + where(g.name, op.seq) + ", " + describe_op(op) + ", with " + rank_list(silent) +
+             on_hosts(silent) + ", whose records are not here: look at them first";
+    }
+    return "";
+  }
+
+  // " on host-b" (" on host-b and host-c"): where `ranks` run, as the dumps' host tables say; ""
+  // when no dump has one.
+  std::string on_hosts(const std::vector<int>& ranks) const {
+    std::vector<std::string> hosts;
+    for (int r : ranks) {
+      if (r < 0 || r >= static_cast<int>(hosts_.size())) return "";
+      if (std::find(hosts.begin(), hosts.end(), hosts_[r]) == hosts.end()) hosts.push_back(hosts_[r]);
+    }
+    std::string text;
+    for (size_t i = 0; i < hosts.size(); ++i) text += (i == 0 ? " on " : i + 1 == hosts.size() ? " and " : ", ") + hosts[i];
+    return text;
   }
 
   std::string rank_line(int rank) const {
@@ -451,7 +484,7 @@ class Diagnoser {
     auto dump = dumped_.find(rank);
     if (dump != dumped_.end()) line += " (pid " + std::to_string(dump->second->pid) + ")";
     if (f && !f->how.empty()) line += " " + f->how;
-    if (dump == dumped_.end()) return line + ": no records";
+    if (dump == dumped_.end()) return line + on_hosts({rank}) + ": no records";
     const OpRecord* current = nullptr;
     const OpRecord* done = nullptr;
     std::string current_group, done_group;
@@ -487,6 +520,7 @@ class Diagnoser {
 
   std::map<int, RankFacts> facts_;
   std::map<int, const RankDump*> dumped_;
+  std::vector<std::string> hosts_;  // every rank's host, from the first dump that has the table
   std::vector<GroupView> views_;
   int world_ = 0;
   int64_t now_ = 0;

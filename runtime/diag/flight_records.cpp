@@ -84,6 +84,7 @@ std::string to_json(const RankDump& dump) {
          {"world", dump.world},
          {"pid", dump.pid},
          {"host", dump.host},
+         {"hosts", dump.hosts},
          {"reason", dump.reason},
          {"dumped_at_ns", dump.dumped_at_ns},
          {"groups", std::move(groups)}};
@@ -101,6 +102,7 @@ RankDump rank_dump_from_json(const std::string& text, const std::string& where) 
     dump.world = j.at("world").get<int>();
     dump.pid = j.at("pid").get<int>();
     dump.host = j.at("host").get<std::string>();
+    if (j.contains("hosts")) dump.hosts = j.at("hosts").get<std::vector<std::string>>();  // absent before issue 52
     dump.reason = j.at("reason").get<std::string>();
     dump.dumped_at_ns = j.at("dumped_at_ns").get<int64_t>();
     for (const json& gj : j.at("groups")) {

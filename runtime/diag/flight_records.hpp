@@ -53,6 +53,10 @@ struct RankDump {
   int world = 0;
   int pid = 0;
   std::string host;
+  // The host of every rank of the world (index: global rank), as this rank read them from the
+  // rendezvous store when it started; empty when unknown. Lets a launcher name the machine of a
+  // rank whose records it cannot read (another machine's output_dir).
+  std::vector<std::string> hosts;
   std::string reason;         // why it dumped: "signal", "collective failed: ...", "communicator closed"
   int64_t dumped_at_ns = 0;
   std::vector<GroupRecords> groups;

@@ -55,6 +55,11 @@ void enable_keepalive(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+  // Keepalive probes only an idle connection: one with a message in flight to a peer that went
+  // silent (a partition, a machine that lost power) would otherwise wait for TCP's own give-up,
+  // about 15 minutes. The same 15 s bound then holds for both.
+  int user_timeout_ms = (idle + interval * count) * 1000;
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
 }
 

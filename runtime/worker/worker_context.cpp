@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 
+#include "runtime/comm/bind_address.hpp"
 #include "runtime/comm/gloo_communicator.hpp"
 #include "runtime/comm/host_staged_communicator.hpp"
 #include "runtime/comm/cuda_plugin.hpp"
@@ -64,14 +65,8 @@ WorkerContext start_worker() {
   const int gpu = cuda ? bind_gpu(ctx.world, job.cuda_collectives) : -1;
   auto timeout = std::chrono::milliseconds(int64_t(job.rendezvous_timeout_s) * 1000);
   ctx.rendezvous = std::make_unique<comm::Rendezvous>(ctx.world, timeout);
-  // Gloo advertises the address it binds, so it must be one peers can reach: loopback when the
-  // rendezvous host is loopback (one machine, or several simulated on one host), else this host.
-  std::string bind = "127.0.0.1";
-  if (job.main_process_ip.rfind("127.", 0) != 0 && job.main_process_ip != "localhost") {
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    bind = host;
-  }
+  // Gloo advertises the address it binds, so it must be one peers can reach (bind_address.hpp).
+  const std::string bind = comm::gloo_bind_address(job.main_process_ip);
   const std::chrono::milliseconds collective_timeout(int64_t(job.collective_timeout_s) * 1000);
   if (cuda && job.cuda_collectives == config::CudaCollectives::nccl) {
     ctx.communicator = comm::make_nccl_communicator(ctx.rendezvous->store(), ctx.world.rank, ctx.world.world_size,

@@ -280,6 +280,38 @@ TEST_CASE("flight diagnosis: every rank in the same op, none late, and ranks tha
   CHECK(diagnose(input({})).finding == Finding::NoRecords);
 }
 
+TEST_CASE("flight diagnosis: ranks on another machine, whose records it cannot read, are named with their host") {
+  // Machine 0's launcher reads ranks 0 and 1 (in op 6 of a world of 4); ranks 2 and 3 run on host-b,
+  // as the host table the ranks read at rendezvous says. Without the table, no host is named.
+  const OpRecord in_op = op(6, "all_reduce", 1, OpState::Running, "float64");
+  std::vector<RankDump> here = {dump(0, history_then({in_op}), 4), dump(1, history_then({in_op}), 4)};
+  for (RankDump& d : here) d.hosts = {"host-a", "host-a", "host-b", "host-b"};
+  Diagnosis d = diagnose(input(here));
+  CHECK(d.finding == Finding::InFlight);
+  CHECK(d.ranks == std::vector<int>{2, 3});
+  CHECK(contains(d.headline, "ranks 0 and 1 are in seq 6 of group world, all_reduce of 1 float64 (8 B); no records "
+                             "from ranks 2 and 3 on host-b (not supervised here, or no answer)"));
+  for (RankDump& dmp : here) dmp.hosts.clear();
+  CHECK(contains(diagnose(input(here)).headline, "no records from ranks 2 and 3 (not supervised here"));
+}
+
+TEST_CASE("flight diagnosis: a rank behind because it waits on another machine's rank says so, naming its host") {
+  // Machine 1 (ranks 2, 3 of 4) during a partition: rank 2 waits in its shard group (2, 3) for rank 3,
+  // which is in an all_reduce of its replica group (1, 3) with rank 1, on host-a: no records here.
+  std::vector<OpRecord> shard = history_then({op(6, "reduce_scatter", 64, OpState::Failed)});
+  std::vector<OpRecord> rank3_shard = history();
+  RankDump r2 = dump(2, {group(shard, 2, "world/split0/color1", {2, 3})}, 4);
+  RankDump r3 = dump(3, {group(rank3_shard, 3, "world/split0/color1", {2, 3}),
+                         group({op(1, "all_reduce", 32, OpState::Failed)}, 3, "world/split1/color1", {1, 3})}, 4);
+  for (RankDump* d : {&r2, &r3}) d->hosts = {"host-a", "host-a", "host-b", "host-b"};
+  Diagnosis d = diagnose(input({r2, r3}));
+  CHECK(d.finding == Finding::Behind);
+  CHECK(d.ranks == std::vector<int>{3});
+  CHECK(contains(d.headline, "rank 3 is behind: it never issued seq 6 of group world/split0/color1"));
+  CHECK(contains(d.headline, "; it failed in seq 1 of group world/split1/color1, all_reduce of 32 float32 (128 B), with "
+                             "rank 1 on host-a, whose records are not here: look at them first"));
+}
+
 TEST_CASE("flight diagnosis: rings that hold different windows are compared where they overlap") {
   // Rank 0 kept ops 1-5, rank 1 only 4-5 (its ring wrapped): nothing to compare below 4, no divergence.
   std::vector<OpRecord> tail = history();
@@ -296,6 +328,8 @@ TEST_CASE("flight records: JSON round trip and a clear error for a file that is 
   d.groups[1].records[0].root = 0;
   d.groups[1].closed = true;
   d.groups[1].torn = 2;
+  CHECK(rank_dump_from_json(to_json(d), "rank1.json") == d);
+  d.hosts = {"node0", "node0", "node1"};
   CHECK(rank_dump_from_json(to_json(d), "rank1.json") == d);
   CHECK(describe_op(d.groups[1].records[0]) == "broadcast of 4 float32 (16 B) from rank 0");
   CHECK_THROWS_WITH(rank_dump_from_json("{\"format\": \"other\"}", "x/rank1.json"),
