@@ -94,6 +94,40 @@ def hf_job(tmp, name, folder, world, strategy, steps=1, lr=1e-3, micro=4, **trai
     return path, out
 
 
+def run_hf_job(test, tmp, name, folder, world, strategy, **kw):
+    """Launches hf_job(...) and asserts it succeeded; returns (output_dir, process)."""
+    path, out = hf_job(tmp, name, folder, world, strategy, **kw)
+    p = ts.launch(path)
+    test.assertEqual(p.returncode, 0, ts.describe(p))
+    return out, p
+
+
+def edit_folder(path, edit_tensors=None, edit_config=None):
+    """Rewrites a one-file folder's tensors and/or config.json through the given editors."""
+    if edit_tensors:
+        from safetensors.torch import save_file
+        tensors = load_file(os.path.join(path, "model.safetensors"))
+        edit_tensors(tensors)
+        save_file(tensors, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+    if edit_config:
+        with open(os.path.join(path, "config.json")) as f:
+            cfg = json.load(f)
+        edit_config(cfg)
+        with open(os.path.join(path, "config.json"), "w") as f:
+            json.dump(cfg, f)
+    return path
+
+
+def expect_exit_2(test, tmp, folder, *needles, sets=()):
+    """A world-1 job from `folder` exits 2 at load, its stderr naming every needle."""
+    job_path, _ = hf_job(tmp, os.path.basename(folder), folder, 1, "ddp")
+    p = ts.launch(job_path, sets=sets)
+    test.assertEqual(p.returncode, 2, ts.describe(p))
+    for needle in needles:
+        test.assertIn(needle, p.stderr)
+    print(p.stderr.strip().splitlines()[0][:200])
+
+
 def report(out, rank):
     with open(os.path.join(out, "report", f"rank_{rank}.json")) as f:
         return json.load(f)
@@ -125,10 +159,7 @@ class Gpt2FromPretrained(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def run_job(self, name, world, strategy, **kw):
-        path, out = hf_job(self.tmp, name, self.folder, world, strategy, **kw)
-        p = ts.launch(path)
-        self.assertEqual(p.returncode, 0, ts.describe(p))
-        return out
+        return run_hf_job(self, self.tmp, name, self.folder, world, strategy, **kw)[0]
 
     def test_folder_is_three_shards(self):
         files = sorted(os.path.basename(f) for f in glob.glob(os.path.join(self.folder, "*.safetensors")))
@@ -221,27 +252,10 @@ class BadFolders(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def folder(self, name, edit_tensors=None, edit_config=None):
-        path = make_gpt2_folder(os.path.join(self.tmp, name), shards=1)
-        if edit_tensors:
-            from safetensors.torch import save_file
-            tensors = load_file(os.path.join(path, "model.safetensors"))
-            edit_tensors(tensors)
-            save_file(tensors, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
-        if edit_config:
-            with open(os.path.join(path, "config.json")) as f:
-                cfg = json.load(f)
-            edit_config(cfg)
-            with open(os.path.join(path, "config.json"), "w") as f:
-                json.dump(cfg, f)
-        return path
+        return edit_folder(make_gpt2_folder(os.path.join(self.tmp, name), shards=1), edit_tensors, edit_config)
 
     def expect_exit_2(self, folder, *needles):
-        job_path, _ = hf_job(self.tmp, os.path.basename(folder), folder, 1, "ddp")
-        p = ts.launch(job_path)
-        self.assertEqual(p.returncode, 2, ts.describe(p))
-        for needle in needles:
-            self.assertIn(needle, p.stderr)
-        print(p.stderr.strip().splitlines()[0][:200])
+        expect_exit_2(self, self.tmp, folder, *needles)
 
     def test_missing_tensor(self):
         def drop(t):

@@ -23,13 +23,15 @@ import sys
 import tempfile
 import unittest
 
+import llama_hf
 import trainer_test_support as ts
-from test_hf_folders import LOGIT_TOL, LOSS_TOL, SEQ, hf_job, hf_loss, read_tokens, report, tensor_bytes, windows
+from test_hf_folders import (LOGIT_TOL, LOSS_TOL, SEQ, edit_folder, expect_exit_2, hf_loss, read_tokens, report,
+                             run_hf_job, tensor_bytes, windows)
 
 try:
     import torch
     import transformers
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import load_file
 except ImportError as e:  # pragma: no cover - the project's venv has them
     raise unittest.SkipTest(f"transformers/torch not importable: {e}")
 
@@ -39,24 +41,17 @@ LLAMA = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key
              rope_parameters={"rope_type": "default", "rope_theta": 500000.0}, tie_word_embeddings=False)
 
 
-def make_llama_folder(path, seed=0, shards=3, spread=True, **overrides):
-    """A random LlamaForCausalLM saved by transformers in `shards` safetensors files. `spread`:
-    weights redrawn at unit scale (norm weights 1 + N(0, 0.2), linears N(0, 1/n_in)), so that RoPE's
-    base and every tensor move the loss far above rounding (transformers' own 0.02 init hides them)."""
-    torch.manual_seed(seed)
-    cfg = transformers.LlamaConfig(**{**LLAMA, **overrides})
-    cfg.architectures = ["LlamaForCausalLM"]
-    model = transformers.LlamaForCausalLM(cfg).float().eval()
-    if spread:
-        g = torch.Generator().manual_seed(seed + 1)
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                if name.endswith("norm.weight"):
-                    p.copy_(1 + 0.2 * torch.randn(p.shape, generator=g))
-                elif "embed_tokens" in name or "lm_head" in name:
-                    p.copy_(0.25 * torch.randn(p.shape, generator=g) / p.shape[1] ** 0.5)
-                else:
-                    p.copy_(torch.randn(p.shape, generator=g) / p.shape[1] ** 0.5)
+def make_llama_folder(path, seed=0, shards=3, spread=True):
+    """A random LlamaForCausalLM of LLAMA's shape saved by transformers in `shards` safetensors files.
+    `spread` (llama_hf.hf_model): weights redrawn at unit scale, so that RoPE's base and every tensor
+    move the loss far above rounding (transformers' own 0.02 init hides them)."""
+    m = llama_hf.shape(n_layer=LLAMA["num_hidden_layers"], n_head=LLAMA["num_attention_heads"],
+                       n_kv_head=LLAMA["num_key_value_heads"], n_embd=LLAMA["hidden_size"],
+                       intermediate=LLAMA["intermediate_size"], vocab=LLAMA["vocab_size"],
+                       block=LLAMA["max_position_embeddings"], theta=LLAMA["rope_parameters"]["rope_theta"],
+                       tied=LLAMA["tie_word_embeddings"], eps=LLAMA["rms_norm_eps"])
+    model = llama_hf.hf_model(m, seed, spread=spread)
+    model.config.architectures = ["LlamaForCausalLM"]
     total = sum(p.numel() * 4 for p in model.parameters())
     model.save_pretrained(path, max_shard_size=total // shards + 20000)
     return path
@@ -95,10 +90,7 @@ class LlamaFromPretrained(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def run_job(self, name, world, strategy, **kw):
-        path, out = hf_job(self.tmp, name, self.folder, world, strategy, **kw)
-        p = ts.launch(path)
-        self.assertEqual(p.returncode, 0, ts.describe(p))
-        return out, p
+        return run_hf_job(self, self.tmp, name, self.folder, world, strategy, **kw)
 
     def test_folder_is_three_shards(self):
         files = glob.glob(os.path.join(self.folder, "*.safetensors"))
@@ -178,25 +170,10 @@ class BadLlamaFolders(unittest.TestCase):
 
     def folder(self, name, edit_tensors=None, edit_config=None):
         path = make_llama_folder(os.path.join(self.tmp, name), shards=1, spread=False)
-        if edit_tensors:
-            tensors = load_file(os.path.join(path, "model.safetensors"))
-            edit_tensors(tensors)
-            save_file(tensors, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
-        if edit_config:
-            with open(os.path.join(path, "config.json")) as f:
-                cfg = json.load(f)
-            edit_config(cfg)
-            with open(os.path.join(path, "config.json"), "w") as f:
-                json.dump(cfg, f)
-        return path
+        return edit_folder(path, edit_tensors, edit_config)
 
     def expect_exit_2(self, folder, *needles, sets=()):
-        job_path, _ = hf_job(self.tmp, os.path.basename(folder), folder, 1, "ddp")
-        p = ts.launch(job_path, sets=sets)
-        self.assertEqual(p.returncode, 2, ts.describe(p))
-        for needle in needles:
-            self.assertIn(needle, p.stderr)
-        print(p.stderr.strip().splitlines()[0][:200])
+        expect_exit_2(self, self.tmp, folder, *needles, sets=sets)
 
     def test_missing_head_and_wrong_shape(self):
         def edit(t):
