@@ -1,0 +1,134 @@
+"""An elastic job whose rendezvous lives in etcd (rdzv_backend etcd, docs/design/0034) loses machine 0.
+
+A 3-member etcd cluster on loopback (etcd_cluster.py), two launchers of a `num_machines: 1:2` job
+(2 CPU ranks each, a checkpoint every 4 steps, one shared output_dir). Rank 2 (machine 1) freezes in
+step 6 (ACCEL_FAULT), so the latest checkpoint is step 4; the test then kills machine 0 for good:
+its launcher, which hosts the rounds, and both its workers (rank 0 holds the store), SIGKILL.
+With the static rendezvous this ends the job (test_elastic_restart.py). Here machine 1's launcher
+must stop its workers, wait for the host's lease to lapse in etcd, elect itself host, host the
+store, and resume from step 4 at world 2 with gradient_accumulation_steps 2 (keep_global) within the
+lease TTL + 10 s, and exit 0 with every step recorded once, nothing left running and nothing of
+the job left in etcd. The result must be bit for bit a job started by hand at world 2 from the
+same checkpoint: both load one checkpoint into the same world with the same batch split.
+
+Run: ACCEL_BINARY=build/accel python -m unittest -v test_etcd_rendezvous (from tests/numerics).
+"""
+import os
+import signal
+import sys
+import time
+import unittest
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import trainer_test_support as ts  # noqa: E402
+from etcd_cluster import EtcdCluster, skip_unless_etcd  # noqa: E402
+from reserved_ports import reserve_port  # noqa: E402
+from test_elastic_restart import Launcher, running, run_processes  # noqa: E402
+from test_trainer_end_to_end import _Base  # noqa: E402
+
+STEPS = 10
+CHECKPOINT_EVERY = 4
+JOIN_WINDOW_S = 2
+LEASE_TTL_S = 5  # HostLease::kTtlSeconds
+FAULT = "2:hang_in_collective:6"  # rank 2, machine 1's first, freezes as step 6 starts: latest is step 4
+
+
+class EtcdRendezvous(_Base):
+    def setUp(self):
+        super().setUp()
+        skip_unless_etcd()
+
+    def test_machine_0_lost_the_survivor_hosts_and_resumes(self):
+        d = self.tmpdir()
+        tokens = ts.make_tokens(os.path.join(d, "tok.bin"))
+        out = os.path.join(d, "elastic")
+        with EtcdCluster(d, members=3) as etcd:
+            job = ts.job(out, data_path=tokens, world=4, micro=2, accum=1, steps=STEPS, eval_every=0,
+                         checkpoint_every=CHECKPOINT_EVERY, max_restarts=1)
+            job.update({"num_machines": "1:2", "main_process_ip": "127.0.0.1", "main_process_port": reserve_port(),
+                        "elastic_join_window_s": JOIN_WINDOW_S, "shutdown_grace_s": 2,
+                        "rdzv_backend": "etcd", "rdzv_endpoint": etcd.endpoints})
+            job_path = ts.write_job(os.path.join(d, "elastic.yaml"), job)
+            machine1 = Launcher(job_path, 1, {"ACCEL_FAULT": FAULT})
+            machine0 = Launcher(job_path, 0)
+            try:
+                deadline = time.monotonic() + ts.PROC_TIMEOUT_S
+                while not machine1.saw("ACCEL_FAULT:") and machine1.proc.poll() is None and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                self.assertTrue(machine1.saw("ACCEL_FAULT:"), "the fault never fired:\n" + "".join(machine1.err)[-3000:])
+                self.assertTrue(etcd.get_prefix(b"/accel/"), "the host key is in etcd while the job runs")
+                workers0 = [pid for pid in run_processes(out) if self._machine_of(pid) == 0]
+                self.assertEqual(len(workers0), 2, f"machine 0's 2 workers, found {workers0}")
+                workers1 = [pid for pid in run_processes(out) if self._machine_of(pid) == 1]
+                for pid in [machine0.proc.pid] + workers0:
+                    os.kill(pid, signal.SIGKILL)
+                killed_at = time.monotonic()
+                lost = machine0.finish(60)
+                self.assertEqual(lost.returncode, -signal.SIGKILL, "machine 0's launcher was killed")
+                p = machine1.finish(ts.PROC_TIMEOUT_S)
+            finally:
+                for launcher in (machine0, machine1):
+                    if launcher.proc.poll() is None:
+                        launcher.proc.kill()
+                        launcher.finish(60)
+            left_in_etcd = etcd.get_prefix(b"/accel/")
+        self.assertLaunch(p, 0, "machine 1 after losing machine 0")
+        print("\n--- machine 1's launcher (stderr, launcher lines) ---", file=sys.stderr)
+        for line in p.stderr.splitlines():
+            if line.startswith("[launcher]") or line.startswith("accel launch"):
+                print(line, file=sys.stderr)
+        restarted_at = machine1.first("[launcher] elastic restart")
+        self.assertIsNotNone(restarted_at, ts.describe(p))
+        print(f"restart line {restarted_at - killed_at:.2f} s after the SIGKILL (lease {LEASE_TTL_S} s, join window "
+              f"{JOIN_WINDOW_S} s); machine 1 exited {machine1.exited_at - killed_at:.2f} s after it", file=sys.stderr)
+        # The goal's bound: the job goes on within the lease's TTL (the timeout that decides the host
+        # is gone) + 10 s; the join window and a poll are inside the 10 s.
+        self.assertLess(restarted_at - killed_at, LEASE_TTL_S + 10, "the survivor went on in time")
+
+        lines = [line for line in p.stderr.splitlines() if line.startswith("[launcher]")]
+        self.assertIn("[launcher] elastic round 0: machines 0 and 1 of 2 joined, world 4 (ranks 2-3 here)", lines)
+        self.assertTrue(any(line.startswith("[launcher] machine 1: lost the job's rendezvous host, machine 0 at 127.0.0.1:")
+                            and "electing the next host in etcd" in line for line in lines), "\n".join(lines))
+        self.assertTrue(any(line.startswith("[launcher] machine 1 (") and "hosts the job's rendezvous now, elected "
+                            "in etcd" in line for line in lines), "\n".join(lines))
+        restart = [line for line in lines if line.startswith("[launcher] elastic restart")]
+        self.assertEqual(len(restart), 1, "\n".join(lines))
+        self.assertRegex(restart[0], r"^\[launcher\] elastic restart 1 of 1: machine 0, which hosted the rendezvous, was "
+                                     r"lost: its launcher's connection closed and its lease in etcd expired; machine 0 "
+                                     r"left the job; continuing on machine 1 \(1 of 2\), world 4 -> 2 \(ranks 0-1 here\), "
+                                     r"gradient_accumulation_steps 1 -> 2 \(global batch of 8 rows kept\), resuming "
+                                     r"from checkpoint step 4 \(.*step_00000004\)$")
+        self.assertEqual(left_in_etcd, {}, "the job's keys left in etcd after it ended")
+        self.assertEqual(run_processes(out), [], "processes of the run left behind")
+        for pid in workers0 + workers1:
+            self.assertFalse(running(pid), f"pid {pid} is still running")
+
+        elastic = ts.read_metrics(out)
+        self.assertEqual([r["step"] for r in elastic], list(range(STEPS)), "every step recorded once")
+        # The run resumed by hand: a job started at world 2 from the same checkpoint, with the
+        # accumulation the batch rule gave.
+        ref_out = os.path.join(d, "world2")
+        ref = ts.job(ref_out, data_path=tokens, world=2, micro=2, accum=2, steps=STEPS, eval_every=0,
+                     checkpoint_every=CHECKPOINT_EVERY, resume=ts.ckpt_dir(out, CHECKPOINT_EVERY))
+        r = ts.launch(ts.write_job(os.path.join(d, "world2.yaml"), ref))
+        self.assertLaunch(r, 0, "the world-2 job from step 4")
+        resumed = ts.read_metrics(ref_out)
+        self.assertEqual([x["step"] for x in resumed], list(range(CHECKPOINT_EVERY, STEPS)))
+        self.assertSameMetrics(elastic[CHECKPOINT_EVERY:], resumed, "etcd-elected host's run vs world 2 by hand")
+        for a, b in zip(elastic[CHECKPOINT_EVERY:], resumed):
+            print(f"step {a['step']}: elastic loss {a['loss']!r}, world-2 job loss {b['loss']!r}", file=sys.stderr)
+
+    @staticmethod
+    def _machine_of(pid):
+        """1 for machine 1's workers (their resolved job), else 0; -1 when the process is gone."""
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                return 1 if b"job.resolved.machine1.yaml" in f.read() else 0
+        except OSError:
+            return -1
+
+
+if __name__ == "__main__":
+    unittest.main()
