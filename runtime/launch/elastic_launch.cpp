@@ -292,6 +292,12 @@ LaunchResult run_elastic_launch(const LaunchPlan& plan, GroupSetup setup, Signal
       if (!job.error.empty()) return ended(1, me + ": " + job.error, rounds_run);  // checked at validation
       for (const auto& [name, value] : job.env) here.extra_env[name] = value;
       say(round_line(plan, round, previous, previous_world, job));
+      if (etcd && side.lease) {
+        try {
+          etcd->record_round(round.round, round.machines, side.lease->id());
+        } catch (const EtcdError&) {  // a record for operators: the lease's renewals decide about etcd's health
+        }
+      }
       previous = round.machines;
       previous_world = here.world_size;
       last_round = round.round;

@@ -134,6 +134,12 @@ std::optional<HostRecord> EtcdRendezvous::host() {
   return record;
 }
 
+void EtcdRendezvous::record_round(int round, const std::vector<int>& machines, int64_t lease) {
+  std::string value = std::to_string(round) + "\t";
+  for (size_t i = 0; i < machines.size(); ++i) value += (i ? "," : "") + std::to_string(machines[i]);
+  etcd_.put(prefix_ + "round", value + "\t" + secret_.mac(prefix_ + "round\n" + value), lease);
+}
+
 bool EtcdRendezvous::claim(const HostRecord& record, int64_t lease) {
   return etcd_.create(prefix_ + "host", seal(record), lease, nullptr);
 }

@@ -2,7 +2,8 @@
 // the membership rounds and rank 0's store, kept under that launcher's lease so that when it dies
 // the survivors elect another.
 // Keys under the job's prefix /accel/<16 hex of HMAC(secret, "accel etcd rendezvous")>-<port>/:
-//   host  = sealed "machine_rank \t address \t rendezvous_port \t store_port" (the host's lease).
+//   host  = sealed "machine_rank \t address \t rendezvous_port \t store_port" (the host's lease);
+//   round = sealed "round \t machine_rank,..." the host's last closed round (the host's lease).
 // Invariants: a host record is acted on only when its MAC verifies under the job secret; at most one
 // launcher holds the host key at a time (created by a create_revision == 0 transaction); a launcher
 // whose lease may have lapsed (no keepalive acknowledged within the TTL of sending it) says so
@@ -17,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "runtime/common/job_secret.hpp"
 #include "runtime/launch/etcd_client.hpp"
@@ -71,6 +73,10 @@ class EtcdRendezvous {
   std::optional<HostRecord> host();
   // Writes `record` as the host under `lease` when no host exists; true when this call did.
   bool claim(const HostRecord& record, int64_t lease);
+
+  // The host records the round it closed (round \t machines, sealed) under its lease, for operators
+  // (`etcdctl get --prefix /accel/`). Throws EtcdError.
+  void record_round(int round, const std::vector<int>& machines, int64_t lease);
 
   std::string seal(const HostRecord& record) const;
   std::optional<HostRecord> unseal(const std::string& stored) const;  // nullopt: no valid MAC or form

@@ -58,7 +58,9 @@ class EtcdRendezvous(_Base):
                 while not machine1.saw("ACCEL_FAULT:") and machine1.proc.poll() is None and time.monotonic() < deadline:
                     time.sleep(0.05)
                 self.assertTrue(machine1.saw("ACCEL_FAULT:"), "the fault never fired:\n" + "".join(machine1.err)[-3000:])
-                self.assertTrue(etcd.get_prefix(b"/accel/"), "the host key is in etcd while the job runs")
+                keys = etcd.get_prefix(b"/accel/")
+                self.assertEqual(sorted(k.rsplit(b"/", 1)[1] for k in keys), [b"host", b"round"],
+                                 f"the job's keys in etcd while it runs: {keys}")
                 workers0 = [pid for pid in run_processes(out) if self._machine_of(pid) == 0]
                 self.assertEqual(len(workers0), 2, f"machine 0's 2 workers, found {workers0}")
                 workers1 = [pid for pid in run_processes(out) if self._machine_of(pid) == 1]
@@ -128,6 +130,68 @@ class EtcdRendezvous(_Base):
                 return 1 if b"job.resolved.machine1.yaml" in f.read() else 0
         except OSError:
             return -1
+
+
+class EtcdQuorumLost(_Base):
+    """etcd loses its quorum while the job runs (2 of 3 members stopped): no host can be elected and
+    the host's lease can no longer be renewed, so the host ends the job on every machine (exit 1,
+    the message saying why and what to do), within a few seconds, and nothing is left running. No
+    launcher elects itself: the job stops, it never splits."""
+
+    def setUp(self):
+        super().setUp()
+        skip_unless_etcd()
+
+    def test_quorum_lost_stops_the_job_on_every_machine(self):
+        d = self.tmpdir()
+        tokens = ts.make_tokens(os.path.join(d, "tok.bin"))
+        out = os.path.join(d, "elastic")
+        with EtcdCluster(d, members=3) as etcd:
+            job = ts.job(out, data_path=tokens, world=4, micro=2, accum=1, steps=100000, eval_every=0, max_restarts=1)
+            job.update({"num_machines": "1:2", "main_process_ip": "127.0.0.1", "main_process_port": reserve_port(),
+                        "elastic_join_window_s": JOIN_WINDOW_S, "shutdown_grace_s": 2,
+                        "rdzv_backend": "etcd", "rdzv_endpoint": etcd.endpoints})
+            job_path = ts.write_job(os.path.join(d, "elastic.yaml"), job)
+            launchers = [Launcher(job_path, 0), Launcher(job_path, 1)]
+            seen = set()
+            try:
+                metrics = os.path.join(out, "metrics.jsonl")
+                deadline = time.monotonic() + ts.PROC_TIMEOUT_S
+                while time.monotonic() < deadline and all(x.proc.poll() is None for x in launchers):
+                    if os.path.exists(metrics):
+                        with open(metrics) as f:
+                            if f.read().count("\n") >= 2:
+                                break
+                    time.sleep(0.1)
+                self.assertTrue(os.path.exists(metrics), "the job never trained:\n" + "".join(launchers[0].err)[-3000:])
+                seen.update(run_processes(out))
+                etcd.stop_member(1)
+                etcd.stop_member(2)
+                lost_at = time.monotonic()
+                results = [x.finish(ts.PROC_TIMEOUT_S) for x in launchers]
+            finally:
+                for launcher in launchers:
+                    if launcher.proc.poll() is None:
+                        launcher.proc.kill()
+                        launcher.finish(60)
+        print("\n--- machine 1's launcher after etcd lost its quorum ---", file=sys.stderr)
+        for line in results[1].stderr.splitlines():
+            if line.startswith("[launcher]") or line.startswith("error:"):
+                print(line, file=sys.stderr)
+        print(f"machines exited {launchers[0].exited_at - lost_at:.2f} s and {launchers[1].exited_at - lost_at:.2f} s "
+              f"after the quorum was lost", file=sys.stderr)
+        for k, p in enumerate(results):
+            self.assertLaunch(p, 1, f"machine {k} once etcd lost its quorum")
+            self.assertRegex(p.stderr, r"error: the elastic job ended: the etcd rendezvous at 127\.0\.0\.1:\d+,"
+                                       r"127\.0\.0\.1:\d+,127\.0\.0\.1:\d+ did not keep the host's lease: etcd "
+                                       r"(did not renew this host's lease in time \(etcd unreachable or without quorum|"
+                                       r"no longer knows)")
+            self.assertIn("the job stops rather than risk two hosts. Rerun `accel launch` on every machine when etcd "
+                          "is healthy: the job resumes from the last checkpoint", p.stderr)
+            self.assertNotIn("hosts the job's rendezvous now", p.stderr, "no launcher may elect itself")
+        self.assertEqual(run_processes(out), [], "processes of the run left behind")
+        for pid in seen:
+            self.assertFalse(running(pid), f"pid {pid} is still running")
 
 
 if __name__ == "__main__":
