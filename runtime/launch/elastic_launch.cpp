@@ -291,6 +291,8 @@ LaunchResult run_elastic_launch(const LaunchPlan& plan, GroupSetup setup, Signal
       RoundJob job = plan.round_job ? plan.round_job(machines, round.rank) : RoundJob{};
       if (!job.error.empty()) return ended(1, me + ": " + job.error, rounds_run);  // checked at validation
       for (const auto& [name, value] : job.env) here.extra_env[name] = value;
+      // The workers' job names the elected host as machine 0 (Gloo binds the address routed toward it).
+      if (etcd) here.extra_env["ACCEL_MAIN_PROCESS_IP"] = chosen.address;
       say(round_line(plan, round, previous, previous_world, job));
       if (etcd && side.lease) {
         try {

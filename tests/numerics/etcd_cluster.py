@@ -32,22 +32,26 @@ def _die_with_parent():
 
 
 class EtcdCluster:
-    def __init__(self, directory, members=3):
+    def __init__(self, directory, members=3, host="127.0.0.1", prefix=()):
+        """`host`: the address every member listens on; `prefix`: what runs them (e.g. `ip netns exec NS`
+        for members in another network namespace: then only etcdctl run the same way reaches them)."""
         self.directory = directory
+        self.host = host
+        self.prefix = list(prefix)
         self.names = [f"m{i}" for i in range(members)]
         self.client_ports = [reserve_port() for _ in self.names]
         self.peer_ports = [reserve_port() for _ in self.names]
         self.procs = [None] * members
-        self.endpoints = ",".join(f"127.0.0.1:{p}" for p in self.client_ports)
+        self.endpoints = ",".join(f"{host}:{p}" for p in self.client_ports)
 
     def __enter__(self):
-        cluster = ",".join(f"{n}=http://127.0.0.1:{p}" for n, p in zip(self.names, self.peer_ports))
+        cluster = ",".join(f"{n}=http://{self.host}:{p}" for n, p in zip(self.names, self.peer_ports))
         token = f"accel-test-{os.getpid()}-{self.client_ports[0]}"
         for i, name in enumerate(self.names):
-            client, peer = f"http://127.0.0.1:{self.client_ports[i]}", f"http://127.0.0.1:{self.peer_ports[i]}"
+            client, peer = f"http://{self.host}:{self.client_ports[i]}", f"http://{self.host}:{self.peer_ports[i]}"
             log = open(os.path.join(self.directory, f"etcd-{name}.log"), "w")
             self.procs[i] = subprocess.Popen(
-                ["etcd", "--name", name, "--data-dir", os.path.join(self.directory, f"etcd-{name}"),
+                self.prefix + ["etcd", "--name", name, "--data-dir", os.path.join(self.directory, f"etcd-{name}"),
                  "--listen-client-urls", client, "--advertise-client-urls", client,
                  "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
                  "--initial-cluster", cluster, "--initial-cluster-token", token,
@@ -64,6 +68,13 @@ class EtcdCluster:
 
     def healthy(self):
         """True when every running member answers a linearizable read (the cluster has a leader)."""
+        if self.prefix:
+            live = [f"http://{self.host}:{self.client_ports[i]}" for i, p in enumerate(self.procs)
+                    if p is not None and p.poll() is None]
+            r = subprocess.run(self.prefix + ["etcdctl", "--endpoints", ",".join(live), "--command-timeout=2s",
+                                              "endpoint", "health"], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, env={**os.environ, "ETCDCTL_API": "3"})
+            return r.returncode == 0
         for i, p in enumerate(self.procs):
             if p is None or p.poll() is not None:
                 continue

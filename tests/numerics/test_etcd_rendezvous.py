@@ -27,6 +27,8 @@ from etcd_cluster import EtcdCluster, skip_unless_etcd  # noqa: E402
 from reserved_ports import reserve_port  # noqa: E402
 from test_elastic_restart import Launcher, running, run_processes  # noqa: E402
 from test_trainer_end_to_end import _Base  # noqa: E402
+import netns_machines as nm  # noqa: E402
+from test_netns_machines import _Base as NetnsBase, small_job  # noqa: E402
 
 STEPS = 10
 CHECKPOINT_EVERY = 4
@@ -192,6 +194,68 @@ class EtcdQuorumLost(_Base):
         self.assertEqual(run_processes(out), [], "processes of the run left behind")
         for pid in seen:
             self.assertFalse(running(pid), f"pid {pid} is still running")
+
+
+class EtcdAcrossNamespaces(NetnsBase):
+    """The same loss of machine 0 with every machine in its own network, mount and PID namespaces
+    (netns_machines.py) and the 3 etcd members on the test's bridge (the hub namespace, 10.77.0.254):
+    nothing passes between the machines but the network, each keeps its checkpoints on its own disk
+    (fsdp HYBRID_SHARD: each machine holds a whole replica), and machine 0 loses power (its PID
+    namespace ended: launcher and workers at once). Machine 1, at 10.77.0.2, is elected host,
+    serves the store on its own address and resumes from its own step-4 files at world 2, bit for bit
+    a world-2 job resumed by hand from that checkpoint. Needs root (else 77)."""
+
+    def setUp(self):
+        super().setUp()
+        skip_unless_etcd()
+
+    def test_machine_0_loses_power_the_other_machine_hosts_and_resumes(self):
+        cluster = self.cluster()
+        m0, m1 = cluster.machines
+        with EtcdCluster(self.dir, members=3, host=nm.HUB_ADDRESS, prefix=["ip", "netns", "exec", cluster.hub]) as etcd:
+            job = small_job("/mnt/out", m0.address, steps=STEPS, num_machines="1:2", max_restarts=1,
+                            elastic_join_window_s=JOIN_WINDOW_S, shutdown_grace_s=2, rdzv_backend="etcd",
+                            rdzv_endpoint=etcd.endpoints)
+            self.put_job(cluster, job)
+            env = ts.clean_env({"OMP_NUM_THREADS": "1", "ACCEL_SECRET_FILE": "/mnt/secret"})
+            cluster.start(1, [ts.ACCEL, "launch", "/mnt/job.yaml", "--set", "machine_rank=1"], {**env, "ACCEL_FAULT": FAULT})
+            cluster.start(0, [ts.ACCEL, "launch", "/mnt/job.yaml", "--set", "machine_rank=0"], env)
+            deadline = time.monotonic() + ts.PROC_TIMEOUT_S
+            while (not any("ACCEL_FAULT:" in line for line in list(m1.err)) and m1.proc.poll() is None
+                   and time.monotonic() < deadline):
+                time.sleep(0.05)
+            self.assertTrue(any("ACCEL_FAULT:" in line for line in m1.err), "the fault never fired:\n" + "".join(m1.err)[-3000:])
+            cluster.kill(0)  # machine 0 loses power: its launcher (the host) and its workers (rank 0: the store)
+            killed_at = time.monotonic()
+            p = cluster.wait(1, ts.PROC_TIMEOUT_S)
+        self.assertEqual(p.returncode, 0, ts.describe(p))
+        lines = [line for line in p.stderr.splitlines() if line.startswith("[launcher]")]
+        print("\n--- machine 1's launcher (host-b, 10.77.0.2) ---\n" + "\n".join(lines), file=sys.stderr)
+        restarted_at = next((t for t, line in zip(m1.times, m1.err) if "[launcher] elastic restart" in line), None)
+        self.assertIsNotNone(restarted_at, ts.describe(p))
+        print(f"restart line {restarted_at - killed_at:.2f} s after machine 0 lost power", file=sys.stderr)
+        self.assertLess(restarted_at - killed_at, LEASE_TTL_S + 10, "the survivor went on in time")
+        self.assertIn(f"[launcher] machine 1: lost the job's rendezvous host, machine 0 at {m0.address}:", "\n".join(lines))
+        self.assertIn(f"[launcher] machine 1 ({m1.host}) hosts the job's rendezvous now, elected in etcd", lines)
+        self.assertRegex("\n".join(lines), r"\[launcher\] elastic restart 1 of 1: machine 0, which hosted the rendezvous, "
+                                          r"was lost: .*; machine 0 left the job; continuing on machine 1 \(1 of 2\), "
+                                          r"world 4 -> 2 \(ranks 0-1 here\), .*resuming from checkpoint step 4 ")
+        # From round 1 on machine 1's rank 0 writes the metrics on its own disk.
+        elastic = ts.read_metrics(m1.path("/mnt/out"))
+        self.assertEqual([r["step"] for r in elastic], list(range(4, STEPS)))
+
+        # By hand: a world-2 job (one machine, here) resumed from machine 1's step-4 checkpoint.
+        ref_out = os.path.join(self.dir, "world2")
+        ref = small_job(ref_out, "127.0.0.1", steps=STEPS, num_processes=2, num_machines=1, main_process_port=0)
+        ref["training"].update({"gradient_accumulation_steps": 2,
+                                "resume": m1.path("/mnt/out/checkpoints/step_00000004")})
+        r = ts.launch(ts.write_job(os.path.join(self.dir, "world2.yaml"), ref), env_extra={"OMP_NUM_THREADS": "1"})
+        self.assertEqual(r.returncode, 0, ts.describe(r))
+        resumed = ts.read_metrics(ref_out)
+        self.assertEqual([x["step"] for x in resumed], list(range(4, STEPS)))
+        for a, b in zip(elastic, resumed):
+            print(f"step {a['step']}: elastic loss {a['loss']!r}, world-2 job loss {b['loss']!r}", file=sys.stderr)
+        self.assertEqual(ts.without_timing(elastic), ts.without_timing(resumed), "metrics records differ")
 
 
 if __name__ == "__main__":
