@@ -1,4 +1,5 @@
-// The etcd client (runtime/launch/etcd_client.hpp) against a real etcd this test starts on loopback
+// The etcd client (runtime/launch/etcd_client.hpp) and the host record of the etcd rendezvous
+// (etcd_rendezvous.hpp) against a real etcd this test starts on loopback
 // (docs/design/0034). Exit 77 (skipped) when Debian's etcd-server is not installed.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "runtime/launch/etcd_client.hpp"
+#include "runtime/launch/etcd_rendezvous.hpp"
 #include "support/reserved_port.hpp"
 
 using namespace accel;
@@ -123,6 +125,34 @@ TEST_CASE("etcd client: a dead member is skipped; none answering names every end
   }
   // A refusal by etcd itself is not retried elsewhere and says etcd's words.
   CHECK_THROWS_WITH(etcd.put(prefix() + "k", "v", 12345), Catch::Contains("requested lease not found"));
+}
+
+TEST_CASE("etcd rendezvous: the host record reads back only under the job's secret; a forged one is refused") {
+  const auto secret = accel::secret::JobSecret::generate();
+  const std::string endpoint = "127.0.0.1:" + std::to_string(g_client_port);
+  const int port = 40000 + getpid() % 20000;
+  EtcdRendezvous job(endpoint, secret, port);
+  CHECK(job.prefix() == etcd_job_prefix(secret, port));
+  CHECK(job.prefix().rfind("/accel/", 0) == 0);
+  CHECK_FALSE(job.host());
+  const int64_t lease = job.etcd().grant(30);
+  const HostRecord mine{1, "10.0.0.2", 41000, 41001};
+  CHECK(job.claim(mine, lease));
+  CHECK(job.host() == mine);
+  CHECK_FALSE(job.claim(HostRecord{2, "10.0.0.3", 1, 2}, lease));  // one host at a time
+  CHECK(job.host() == mine);
+
+  // Another job's secret: another prefix, and our record does not verify under it.
+  EtcdRendezvous other(endpoint, accel::secret::JobSecret::generate(), port);
+  CHECK(other.prefix() != job.prefix());
+  CHECK_FALSE(other.unseal(job.seal(mine)));
+  // A record written by someone without the secret (an address changed, or a MAC made up).
+  std::string forged = job.seal(mine);
+  forged.replace(forged.find("10.0.0.2"), 8, "10.6.6.6");
+  job.etcd().put(job.prefix() + "host", forged, lease);
+  CHECK_THROWS_WITH(job.host(), Catch::Contains("does not carry this job's MAC"));
+  job.etcd().revoke(lease);
+  CHECK_FALSE(job.host());
 }
 
 int main(int argc, char* argv[]) {
