@@ -116,17 +116,23 @@ struct HostChoice {
 };
 
 // etcd (docs/design/0034): finds the job's host, or becomes it when there is none and this launcher
-// may campaign (machine 0 at the start; any survivor once `lost` is gone from etcd). Polls every
+// may campaign (machine 0 at the start; any survivor once `lost` is gone from etcd; a `lost` host
+// still in etcd after two TTLs is rejoined). Polls every
 // 250 ms until `deadline`. Returns the host, or nullopt with *failure set (or an interrupt).
 std::optional<HostChoice> elect(const LaunchPlan& plan, EtcdRendezvous& etcd, HostSide& side, RoundLimits limits,
                                 const std::optional<HostRecord>& lost, std::chrono::steady_clock::time_point deadline,
                                 SignalGuard& guard, const secret::JobSecret& secret, std::string* failure) {
   std::string last_error;
+  // A lost host whose lease is still renewed after two TTLs is alive (this machine was cut off from
+  // it, not it from etcd): go back to it, as a launcher that joins while a round runs.
+  const auto alive_after = std::chrono::steady_clock::now() + std::chrono::seconds(2 * HostLease::kTtlSeconds);
   for (;;) {
     if (guard.interrupt_signal()) return std::nullopt;
     try {
       const auto h = etcd.host();
-      if (h && !(lost && h->address == lost->address && h->rendezvous_port == lost->rendezvous_port)) return HostChoice{h->address, h->rendezvous_port, h->machine};
+      const bool the_lost_one = h && lost && h->address == lost->address && h->rendezvous_port == lost->rendezvous_port;
+      if (h && (!the_lost_one || std::chrono::steady_clock::now() >= alive_after))
+        return HostChoice{h->address, h->rendezvous_port, h->machine};
       if (!h && (plan.machine_rank == 0 || lost)) {
         const std::string address = etcd.etcd().local_address();  // routes to etcd, so the others route to it
         limits.host_machine = plan.machine_rank;
