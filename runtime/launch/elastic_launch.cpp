@@ -117,8 +117,8 @@ struct HostChoice {
 
 // etcd (docs/design/0034): finds the job's host, or becomes it when there is none and this launcher
 // may campaign (machine 0 at the start; any survivor once `lost` is gone from etcd; a `lost` host
-// still in etcd after two TTLs is rejoined). Polls every
-// 250 ms until `deadline`. Returns the host, or nullopt with *failure set (or an interrupt).
+// still in etcd after two TTLs is rejoined). Polls every 250 ms until `deadline`. Returns the host,
+// or nullopt with *failure set (or an interrupt).
 std::optional<HostChoice> elect(const LaunchPlan& plan, EtcdRendezvous& etcd, HostSide& side, RoundLimits limits,
                                 const std::optional<HostRecord>& lost, std::chrono::steady_clock::time_point deadline,
                                 SignalGuard& guard, const secret::JobSecret& secret, std::string* failure) {
