@@ -29,6 +29,8 @@ constexpr ValueFlag kValueFlags[] = {
     {"main_process_port", "main_process_port", "Rendezvous port on machine 0 (main_process_port)"},
     {"mixed_precision", "mixed_precision", "no | fp16 | bf16 (mixed_precision)"},
     {"max_restarts", "max_restarts", "Elastic restarts after a failure (max_restarts)"},
+    {"rdzv_backend", "rdzv_backend", "Elastic jobs' rendezvous: static | etcd (rdzv_backend)"},
+    {"rdzv_endpoint", "rdzv_endpoint", "etcd's client addresses, host:port[,host:port...] (rdzv_endpoint)"},
     {"gradient_accumulation_steps", "training.gradient_accumulation_steps",
      "Micro-steps per optimizer step (training.gradient_accumulation_steps)"},
     {"gradient_clipping", "training.max_grad_norm", "Clip gradients to this norm (training.max_grad_norm)"},

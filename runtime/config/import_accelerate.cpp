@@ -132,8 +132,13 @@ void import_accelerate(const YAML::Node& root, const std::string& file, ImportRe
     } else if (k.is("downcast_bf16")) {
       r.unused(value, name, "accel has no TPU path; " + kNoEffect, {"no", "false"});
     } else if (k.is("rdzv_backend")) {
-      r.unused(value, name, "accel always rendezvous over its own TCP store on main_process_ip:main_process_port",
-               {"static", "c10d"});
+      // etcd (torchrun's etcd and etcd-v2) is accel's etcd rendezvous (docs/design/0034); static and
+      // c10d both mean machine 0's launcher hosting it, which is accel's default.
+      if (value.IsScalar() && (value.Scalar() == "etcd" || value.Scalar() == "etcd-v2"))
+        r.map(value, name, "rdzv_backend", [](const YAML::Node&) { return YAML::Node("etcd"); });
+      else
+        r.unused(value, name, "accel's launchers rendezvous on main_process_ip:main_process_port (rdzv_backend: etcd "
+                 "is the other choice)", {"static", "c10d"});
     } else if (k.is("same_network")) {
       r.unused(value, name, kNoEffect, {"true"});
     } else if (k.is("main_training_function")) {

@@ -58,6 +58,22 @@ TEST_CASE("a flag and a --set of one key that disagree, and two backends, are re
   CHECK_THAT(bad.output, Catch::Contains("--mixed_precision fp8") && Catch::Contains("bf16"));
 }
 
+TEST_CASE("--rdzv_backend and --rdzv_endpoint set the etcd rendezvous keys; a backend accel lacks is refused") {
+  accel::test::TempDir dir;
+  auto r = run_accel_in(dir.path(), "launch --dry-run --num_machines 1:2 --machine_rank 0 --main_process_ip 10.0.0.1 "
+                                    "--rdzv_backend etcd --rdzv-endpoint 10.0.0.5:2379,10.0.0.6:2379 " + quickstart());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("--rdzv_backend etcd -> rdzv_backend: etcd"));
+  CHECK_THAT(r.output, Catch::Contains("--rdzv_endpoint 10.0.0.5:2379,10.0.0.6:2379 -> rdzv_endpoint: "
+                                       "10.0.0.5:2379,10.0.0.6:2379"));
+
+  auto c10d = run_accel_in(dir.path(), "launch --dry-run --num_machines 1:2 --rdzv_backend c10d " + quickstart());
+  INFO(c10d.output);
+  CHECK(c10d.exit_code == 2);
+  CHECK_THAT(c10d.output, Catch::Contains("--rdzv_backend c10d") && Catch::Contains("etcd"));
+}
+
 TEST_CASE("a program after the options runs with every argument after it, its look-alike options included") {
   accel::test::TempDir dir;
   SECTION("resolved, with --config_file") {

@@ -65,6 +65,20 @@ TEST_CASE("an Accelerate DeepSpeed config imports to the expected native job") {
   CHECK_THAT(notes_text(imported), Catch::Contains("deepspeed_config.deepspeed_multinode_launcher: ignored"));
 }
 
+TEST_CASE("an Accelerate config's rdzv_backend etcd selects the etcd rendezvous; static and c10d stay the default") {
+  accel::test::TempDir dir;
+  const std::string head = "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nnum_processes: 2\n";
+  const std::string file = dir.write("etcd.yaml", head + "rdzv_backend: etcd\n");
+  auto etcd = load(file, {"num_machines=1:2", "rdzv_endpoint=10.0.0.5:2379"});
+  CHECK(etcd.job.rdzv_backend == RdzvBackend::etcd);
+  CHECK(etcd.sources.at("rdzv_backend").str() == file + ":4:15 (rdzv_backend)");
+  for (const char* value : {"static", "c10d"}) {
+    auto plain = load(dir.write(std::string(value) + ".yaml", head + "rdzv_backend: " + value + "\n"));
+    CHECK(plain.job.rdzv_backend == RdzvBackend::static_);
+    CHECK_THAT(notes_text(plain), Catch::Contains("rdzv_backend: ignored"));
+  }
+}
+
 TEST_CASE("a DeepSpeed JSON with auto values imports; train_batch_size derives the accumulation") {
   auto imported = load(kFixtures + "ds_config_auto.json");
   CHECK(imported.format == FileFormat::DeepSpeed);
