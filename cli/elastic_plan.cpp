@@ -42,8 +42,11 @@ launch::RoundJob round_job(const config::JobConfig& j, int machines, int machine
   return r;
 }
 
-// "checkpoint step 4 (<dir>)" as this machine sees `latest` now; the workers resume from it.
-std::string resume_point(const std::string& output_dir, const std::string& resume) {
+// "checkpoint step 4 (<dir>)" as this machine sees `latest` now. A round of one machine resumes from
+// it; in a round of several, the workers take the oldest of the machines' latest steps (node-local
+// checkpoints: a machine back from a partition lacks the steps written without it,
+// CheckpointEngine::agree_on_latest), which this launcher cannot see, so the line says so.
+std::string resume_point(const std::string& output_dir, const std::string& resume, int machines) {
   if (resume == "never") return "the start (training.resume: never)";
   if (resume != "auto") return resume;
   std::optional<std::string> dir;
@@ -55,7 +58,9 @@ std::string resume_point(const std::string& output_dir, const std::string& resum
   const std::string name = std::filesystem::path(*dir).filename().string();  // step_<N, zero-padded>
   const size_t digits = name.find_first_not_of('0', 5);
   if (name.rfind("step_", 0) != 0 || name.size() == 5) return *dir;
-  return "checkpoint step " + (digits == std::string::npos ? "0" : name.substr(digits)) + " (" + *dir + ")";
+  const std::string here =
+      "checkpoint step " + (digits == std::string::npos ? "0" : name.substr(digits)) + " (" + *dir + ")";
+  return machines > 1 ? "the newest checkpoint every machine holds (this machine's latest is " + here + ")" : here;
 }
 
 }  // namespace
@@ -69,7 +74,9 @@ void fill_elastic_plan(const config::LoadedJob& loaded, launch::LaunchPlan& plan
   plan.round_job = [j](int machines, int machine_rank) { return round_job(j, machines, machine_rank); };
   if (j.rdzv_backend == config::RdzvBackend::etcd) plan.rdzv_etcd = j.rdzv_endpoint;
   const std::string output_dir = std::filesystem::absolute(j.training.output_dir).string();
-  plan.resume_point = [output_dir, resume = j.training.resume] { return resume_point(output_dir, resume); };
+  plan.resume_point = [output_dir, resume = j.training.resume](int machines) {
+    return resume_point(output_dir, resume, machines);
+  };
 }
 
 }  // namespace accel::cli

@@ -74,7 +74,7 @@ std::string round_line(const LaunchPlan& plan, const ElasticMessage& round, cons
           std::to_string(world) + " (" + ranks_text(round.rank * plan.local_world_size, plan.local_world_size) +
           " here)";
   if (!job.change.empty() && (round.round > 0 || k < plan.num_machines)) line += ", " + job.change;
-  if (round.round > 0 && plan.resume_point) line += ", resuming from " + plan.resume_point();
+  if (round.round > 0 && plan.resume_point) line += ", resuming from " + plan.resume_point(k);
   return line;
 }
 

@@ -55,7 +55,8 @@ struct LaunchPlan {
   std::chrono::milliseconds join_window{10000};          // a round's wait for more after min_machines
   std::chrono::milliseconds rendezvous_timeout{300000};  // how long a round may gather
   std::function<RoundJob(int machines, int machine_rank)> round_job;  // none: the job is unchanged
-  std::function<std::string()> resume_point;  // where restarted workers resume ("checkpoint step 4")
+  // Where a restarted round of `machines` machines resumes ("checkpoint step 4 (<dir>)").
+  std::function<std::string(int machines)> resume_point;
   // rdzv_backend etcd (docs/design/0034): rdzv_endpoint, the etcd cluster that elects the launcher
   // hosting the rounds and the store; "" (rdzv_backend static): machine 0's launcher hosts them.
   std::string rdzv_etcd;

@@ -225,7 +225,48 @@ class ElasticHostNames(_Base):
         self.assertEqual([r["step"] for r in ts.read_metrics(m0.path("/mnt/out"))], list(range(10)))
 
 
-class Partition(_Base):
+class _Cut(_Base):
+    """An elastic job (num_machines 1:2) on 2 machines joined by netns_wire.py, so that one can be cut
+    off. collective_timeout_s 3: the ranks see a cut 3 s in. rendezvous_timeout_s 7: how long a restart
+    round waits for a member of the last one (silent behind the cut) before it goes on without it."""
+
+    def start_cut_job(self, steps, max_restarts, before_cut=25):
+        """Starts the job and returns (cluster, wire) once machine 0 recorded `before_cut` steps
+        (a checkpoint every 20: step 20 is on both machines' disks)."""
+        cluster = self.cluster()
+        m0, m1 = cluster.machines
+        wire = cluster.wire(0)
+        job = small_job("/mnt/out", m0.address, steps=steps, num_machines="1:2", max_restarts=max_restarts,
+                        elastic_join_window_s=2, shutdown_grace_s=2, collective_timeout_s=3, rendezvous_timeout_s=7)
+        job["training"].update({"checkpoint_every": 20})
+        self.put_job(cluster, job)
+        env = ts.clean_env({"OMP_NUM_THREADS": "1", "ACCEL_SECRET_FILE": "/mnt/secret"})
+        for m in (m1, m0):
+            cluster.start(m.k, [ts.ACCEL, "launch", "/mnt/job.yaml", "--set", f"machine_rank={m.k}"], env)
+        self.assertTrue(self.wait_for(cluster, lambda: self.steps_done(m0) >= before_cut, 120),
+                        f"round 0 never reached step {before_cut}\n" + "".join(m0.err)[-3000:])
+        return cluster, wire
+
+    @staticmethod
+    def steps_done(m):
+        """Steps rank 0 recorded on machine m's disk."""
+        try:
+            with open(m.path("/mnt/out/metrics.jsonl")) as f:
+                return sum(1 for _ in f)
+        except OSError:
+            return 0
+
+    @staticmethod
+    def wait_for(cluster, what, timeout):
+        """Until what() holds, `timeout` passes or a machine's launcher ends; what() at that moment."""
+        deadline = time.monotonic() + timeout
+        while (not what() and time.monotonic() < deadline
+               and all(m.proc.poll() is None for m in cluster.machines)):
+            time.sleep(0.05)
+        return what()
+
+
+class Partition(_Cut):
     """15 s without machine 1 in an elastic job: diagnosed, the job goes on, the machine comes back."""
     CUT_S = 15
 
@@ -236,38 +277,19 @@ class Partition(_Base):
                          for m in machines)
 
     def test_fifteen_second_partition_of_one_machine(self):
-        cluster = self.cluster()
+        # The run is long; the test ends it in round 2.
+        cluster, wire = self.start_cut_job(steps=100000, max_restarts=2)
         m0, m1 = cluster.machines
-        wire = cluster.wire(0)
-        # collective_timeout_s 3: the ranks see the partition 3 s in. rendezvous_timeout_s 7: how long
-        # a restart round waits for a member of the last one (machine 1, silent behind the cut) before
-        # it goes on without it, well inside the 15 s. The run is long; the test ends it in round 2.
-        job = small_job("/mnt/out", m0.address, steps=100000, num_machines="1:2", max_restarts=2,
-                        elastic_join_window_s=2, shutdown_grace_s=2, collective_timeout_s=3, rendezvous_timeout_s=7)
-        job["training"].update({"checkpoint_every": 20})
-        self.put_job(cluster, job)
-        env = ts.clean_env({"OMP_NUM_THREADS": "1", "ACCEL_SECRET_FILE": "/mnt/secret"})
-        for m in (m1, m0):
-            cluster.start(m.k, [ts.ACCEL, "launch", "/mnt/job.yaml", "--set", f"machine_rank={m.k}"], env)
-        metrics = m0.path("/mnt/out/metrics.jsonl")
 
         def wait_for(what, timeout):
-            deadline = time.monotonic() + timeout
-            while not what() and time.monotonic() < deadline and all(m.proc.poll() is None for m in (m0, m1)):
-                time.sleep(0.05)
-            return what()
+            return self.wait_for(cluster, what, timeout)
 
         def steps_done():
-            try:
-                with open(metrics) as f:
-                    return sum(1 for _ in f)
-            except OSError:
-                return 0
+            return self.steps_done(m0)
 
         def said(m, text, after=0.0):
             return next((t for t, line in zip(list(m.times), list(m.err)) if text in line and t >= after), None)
 
-        self.assertTrue(wait_for(lambda: steps_done() >= 25, 120), "round 0 never reached step 25\n" + "".join(m0.err)[-3000:])
         wire.partition(1)
         cut = time.monotonic()
         wait_for(lambda: time.monotonic() >= cut + self.CUT_S, self.CUT_S + 1)
@@ -319,31 +341,24 @@ class Partition(_Base):
                                 r"\(2 of 2\), world 2 -> 4 \(ranks 0-1 here\)")
         self.assertRegex(text1, r"elastic restart 2 of 2: .*; continuing on machines 0 and 1 \(2 of 2\), world 4 "
                                 r"\(ranks 2-3 here\)")
+        # Node-local checkpoints: machine 1 missed those of round 1, so round 2 resumes from the newest
+        # step both machines hold (20), which each launcher's line says, naming its own latest.
+        self.assertRegex(text0, r"(?m)elastic restart 2 of 2: .*, resuming from the newest checkpoint every machine holds "
+                                r"\(this machine's latest is checkpoint step \d+ \(/mnt/out/checkpoints/step_\d{8}\)\)$")
+        self.assertRegex(text1, r"(?m)elastic restart 2 of 2: .*, resuming from the newest checkpoint every machine holds "
+                                r"\(this machine's latest is checkpoint step 20 \(/mnt/out/checkpoints/step_00000020\)\)$")
+        self.assertIn("resumed from /mnt/out/checkpoints/step_00000020 (20 steps done)", "".join(m0.out + m0.err))
 
 
-class PermanentPartition(_Base):
+class PermanentPartition(_Cut):
     """Machine 1 cut off for good from an elastic job: machine 0 finishes at world 2, and machine 1's
     launcher, whose last message to machine 0 is never acknowledged, gives up on its own."""
     GIVE_UP_S = 60  # the launchers' connections give up 15 s after a message goes unacknowledged;
     # before TCP_USER_TIMEOUT (elastic_host.cpp) machine 1 waited for TCP's own ~15 minutes.
 
     def test_a_machine_cut_off_for_good_gives_up_and_the_job_ends_without_it(self):
-        cluster = self.cluster()
+        cluster, wire = self.start_cut_job(steps=120, max_restarts=1)
         m0, m1 = cluster.machines
-        wire = cluster.wire(0)
-        job = small_job("/mnt/out", m0.address, steps=120, num_machines="1:2", max_restarts=1,
-                        elastic_join_window_s=2, shutdown_grace_s=2, collective_timeout_s=3, rendezvous_timeout_s=7)
-        job["training"].update({"checkpoint_every": 20})
-        self.put_job(cluster, job)
-        env = ts.clean_env({"OMP_NUM_THREADS": "1", "ACCEL_SECRET_FILE": "/mnt/secret"})
-        for m in (m1, m0):
-            cluster.start(m.k, [ts.ACCEL, "launch", "/mnt/job.yaml", "--set", f"machine_rank={m.k}"], env)
-        metrics = m0.path("/mnt/out/metrics.jsonl")
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and m0.proc.poll() is None:
-            if os.path.exists(metrics) and len(ts.read_metrics(m0.path("/mnt/out"))) >= 25:
-                break
-            time.sleep(0.05)
         wire.partition(1)
         cut = time.monotonic()
         p0 = cluster.wait(0, ts.PROC_TIMEOUT_S)
