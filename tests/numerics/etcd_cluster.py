@@ -90,6 +90,14 @@ class EtcdCluster:
     def get_prefix(self, prefix):
         """{key: value} of every key under `prefix` (bytes), read through the first live member."""
         import base64
+        if self.prefix:  # members in another network namespace: etcdctl run there
+            live = [f"http://{self.host}:{self.client_ports[i]}" for i, p in enumerate(self.procs)
+                    if p is not None and p.poll() is None]
+            r = subprocess.run(self.prefix + ["etcdctl", "--endpoints", ",".join(live), "--command-timeout=5s", "get",
+                                              "--prefix", prefix.decode(), "-w", "json"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env={**os.environ, "ETCDCTL_API": "3"}, check=True, timeout=30)
+            kvs = json.loads(r.stdout).get("kvs", [])
+            return {base64.b64decode(kv["key"]): base64.b64decode(kv.get("value", "")) for kv in kvs}
         end = prefix[:-1] + bytes([prefix[-1] + 1])
         for i, p in enumerate(self.procs):
             if p is None or p.poll() is not None:
