@@ -60,18 +60,32 @@ def _relative(metrics, ref_metrics, key, what):
     return largest_diff((abs(a[key] - b[key]) / abs(b[key]) for a, b in zip(metrics, ref_metrics)), what)
 
 
-def differences(run, ref, what, steps=None):
-    """(largest relative loss difference, largest relative grad-norm difference, {tensor: largest
-    absolute difference}) of `run` against `ref` (Runs), over `steps` (default: every step; both runs
-    must have those). NaN or inf fails (largest_diff)."""
+def largest(d):
+    """A tensor's weight difference: its largest absolute element (`d`: the absolute differences)."""
+    return d.max(initial=0.0)
+
+
+def rms(d):
+    """A tensor's weight difference as the root mean square of its elements' (bf16 and fp16 against
+    fp32, where single elements whose gradient is near zero carry the largest differences in a few
+    elements, noise runs and case alike, but not in the same ones: their largest element is an
+    extreme of a handful of values, too erratic to be a yardstick, while the tensor's rms is not)."""
+    return float(np.sqrt(np.mean(np.square(d)))) if d.size else 0.0
+
+
+def differences(run, ref, what, steps=None, weight_stat=largest):
+    """(largest relative loss difference, largest relative grad-norm difference, {tensor: its weight
+    difference, weight_stat of the absolute element differences}) of `run` against `ref` (Runs),
+    over `steps` (default: every step; both runs must have those). NaN or inf fails (largest_diff)."""
     pick = (lambda ms: [r for r in ms if steps is None or r["step"] in steps])
     metrics, ref_metrics = pick(run.metrics), pick(ref.metrics)
     if [r["step"] for r in metrics] != [r["step"] for r in ref_metrics] or not metrics:
         raise AssertionError(f"{what}: steps {[r['step'] for r in metrics]} vs {[r['step'] for r in ref_metrics]}")
     if sorted(run.weights) != sorted(ref.weights):
         raise AssertionError(f"{what}: tensors {sorted(run.weights)} vs {sorted(ref.weights)}")
-    weights = {k: largest_diff([np.abs(run.weights[k].astype(np.float64) - np.asarray(ref.weights[k], np.float64))
-                                .max(initial=0.0)], f"{what}: {k}") for k in ref.weights}
+    weights = {k: largest_diff([weight_stat(np.abs(run.weights[k].astype(np.float64) -
+                                                   np.asarray(ref.weights[k], np.float64)))], f"{what}: {k}")
+               for k in ref.weights}
     return (_relative(metrics, ref_metrics, "loss", f"{what}: loss"),
             _relative(metrics, ref_metrics, "grad_norm", f"{what}: grad norm"), weights)
 
@@ -80,9 +94,9 @@ class Bounds:
     """Bounds for comparing runs with the reference (losses and grad norms relative, weights absolute
     per tensor). Build with derive(); the constructor takes them as given (unit tests of the checks)."""
 
-    def __init__(self, loss_rtol, grad_norm_rtol, weight_atol, noise=None, factor=None):
+    def __init__(self, loss_rtol, grad_norm_rtol, weight_atol, noise=None, factor=None, weight_stat=largest):
         self.loss_rtol, self.grad_norm_rtol, self.weight_atol = loss_rtol, grad_norm_rtol, dict(weight_atol)
-        self.noise, self.factor = noise, factor
+        self.noise, self.factor, self.weight_stat = noise, factor, weight_stat
 
     def check(self, test, name, diffs):
         """Asserts on `test` that differences(...) `diffs` are within the bounds; returns the largest
@@ -104,19 +118,21 @@ class Bounds:
         """One line: the noise and the bounds derived from it."""
         w = max(self.weight_atol, key=self.weight_atol.get)
         head = "bounds" if self.noise is None else (
-            f"noise: loss {self.noise[0]:.3g}, grad norm {self.noise[1]:.3g}, weights up to "
+            f"noise: loss {self.noise[0]:.3g}, grad norm {self.noise[1]:.3g}, weights ({self.weight_stat.__name__}) up to "
             f"{max(self.noise[2].values()):.3g}; bounds (x{self.factor:g}, floor {FLOOR_ULPS} ulps)")
         return (f"{head}: loss {self.loss_rtol:.3g}, grad norm {self.grad_norm_rtol:.3g}, weights "
                 f"{min(self.weight_atol.values()):.3g}..{self.weight_atol[w]:.3g} ({w})")
 
 
-def derive(test, runs, factor=FACTOR, steps=None, ceiling=NOISE_CEILING_RTOL):
+def derive(test, runs, factor=FACTOR, steps=None, ceiling=NOISE_CEILING_RTOL, weight_stat=largest):
     """Bounds from the noise between `runs` (Runs of one computation in other groupings; the first
     is the reference the cases are compared with), each pair compared over `steps` (default all);
     asserts on `test` that the noise is rounding (losses and grad norms within `ceiling`:
-    NOISE_CEILING_RTOL for fp32, LOW_PRECISION_NOISE_CEILING_RTOL for bf16 and fp16)."""
+    NOISE_CEILING_RTOL for fp32, LOW_PRECISION_NOISE_CEILING_RTOL for bf16 and fp16); weights
+    differ by `weight_stat` per tensor (largest, or rms: compare the cases with the same,
+    bounds.weight_stat)."""
     assert len(runs) >= 2, "noise needs a second grouping"
-    pairs = [differences(runs[j], runs[i], f"noise run {j} vs {i}", steps)
+    pairs = [differences(runs[j], runs[i], f"noise run {j} vs {i}", steps, weight_stat)
              for i in range(len(runs)) for j in range(i + 1, len(runs))]
     noise = (max(p[0] for p in pairs), max(p[1] for p in pairs),
              {k: max(p[2][k] for p in pairs) for k in runs[0].weights})
@@ -125,7 +141,7 @@ def derive(test, runs, factor=FACTOR, steps=None, ceiling=NOISE_CEILING_RTOL):
     rel_floor = FLOOR_ULPS * FP32_ULP
     ulp = {k: float(np.spacing(np.float32(np.abs(w).max(initial=0.0)))) for k, w in runs[0].weights.items()}
     return Bounds(max(factor * noise[0], rel_floor), max(factor * noise[1], rel_floor),
-                  {k: max(factor * noise[2][k], FLOOR_ULPS * ulp[k]) for k in noise[2]}, noise, factor)
+                  {k: max(factor * noise[2][k], FLOOR_ULPS * ulp[k]) for k in noise[2]}, noise, factor, weight_stat)
 
 
 # The built-in trainer's tests (test_trainer_end_to_end.py) compare accel with the Python reference
@@ -193,7 +209,8 @@ LOW_PRECISION_UNSEEN = ("gradients 1% off",)
 def check_controls(test, ref, bounds, min_usage=CONTROL_MIN_USAGE, unseen=()):
     """Asserts on `test` that each of planted_bugs(ref) but those named in `unseen` exceeds `bounds`
     by `min_usage` or more; returns one line with the shares of their bounds they use (all)."""
-    usages = {name: bounds.usage(differences(run, ref, name)) for name, run in planted_bugs(ref)}
+    usages = {name: bounds.usage(differences(run, ref, name, weight_stat=bounds.weight_stat))
+              for name, run in planted_bugs(ref)}
     line = "  controls (planted bugs), times their bound: " + ", ".join(f"{k} {v:.3g}" for k, v in usages.items())
     for name, usage in usages.items():
         if name not in unseen:
