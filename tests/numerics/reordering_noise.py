@@ -118,7 +118,8 @@ class Bounds:
         """One line: the noise and the bounds derived from it."""
         w = max(self.weight_atol, key=self.weight_atol.get)
         head = "bounds" if self.noise is None else (
-            f"noise: loss {self.noise[0]:.3g}, grad norm {self.noise[1]:.3g}, weights ({self.weight_stat.__name__}) up to "
+            f"noise: loss {self.noise[0]:.3g}, grad norm {self.noise[1]:.3g}, "
+            f"weights ({self.weight_stat.__name__}) up to "
             f"{max(self.noise[2].values()):.3g}; bounds (x{self.factor:g}, floor {FLOOR_ULPS} ulps)")
         return (f"{head}: loss {self.loss_rtol:.3g}, grad norm {self.grad_norm_rtol:.3g}, weights "
                 f"{min(self.weight_atol.values()):.3g}..{self.weight_atol[w]:.3g} ({w})")

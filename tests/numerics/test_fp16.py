@@ -86,7 +86,8 @@ class Fp16(unittest.TestCase):
         sets = ["main_process_port=0", f"num_processes={world}", f"training.micro_batch_size={ROWS // world // accum}",
                 f"training.gradient_accumulation_steps={accum}", "backend=deepspeed",
                 f"deepspeed.zero_stage={stage}", f"mixed_precision={precision}", f"training.max_steps={steps}",
-                "training.eval_every=0", f"training.output_dir={out}", "training.save_weights=true"] + FAST + list(extra)
+                "training.eval_every=0", f"training.output_dir={out}",
+                "training.save_weights=true"] + FAST + list(extra)
         if not any(s.startswith("training.resume=") for s in extra):
             sets.append("training.resume=never")
         # World 1 gets every core's threads: idle ones sleep (ts.QUIET_IDLE_THREADS; the same numbers).
@@ -140,11 +141,12 @@ class Fp16(unittest.TestCase):
         fp32 = self.run_of("fp32", 0, precision="no")
         self.assertNotEqual([r["loss"] for r in fp16.metrics], [r["loss"] for r in fp32.metrics],
                             "fp16 did not change the compute")
-        bounds = derive(self, [fp16, self.run_of("default_s0_4x2", 0, accum=2), self.run_of("default_s0_w1", 0, world=1)],
-                        ceiling=LOW_PRECISION_NOISE_CEILING_RTOL, weight_stat=rms)
+        noise_runs = [self.run_of("default_s0_4x2", 0, accum=2), self.run_of("default_s0_w1", 0, world=1)]
+        bounds = derive(self, [fp16] + noise_runs, ceiling=LOW_PRECISION_NOISE_CEILING_RTOL, weight_stat=rms)
         diffs = differences(fp16, fp32, "fp16 vs fp32, zero 0", weight_stat=rms)
         print(f"\nfp16 against fp32 (zero 0, world 2), fp16 regrouping (ATEN_CPU_CAPABILITY="
-              f"{os.environ.get('ATEN_CPU_CAPABILITY', 'unset')}), {bounds.describe()}:\n{row('fp16 vs fp32', diffs, bounds)}\n"
+              f"{os.environ.get('ATEN_CPU_CAPABILITY', 'unset')}), {bounds.describe()}:\n"
+              f"{row('fp16 vs fp32', diffs, bounds)}\n"
               + check_controls(self, fp32, bounds, LOW_PRECISION_CONTROL_MIN_USAGE, LOW_PRECISION_UNSEEN))
         bounds.check(self, "fp16 vs fp32, zero 0", diffs)
 
