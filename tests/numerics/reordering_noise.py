@@ -106,7 +106,8 @@ class Bounds:
         test.assertLessEqual(loss, self.loss_rtol, f"{name}: relative loss difference")
         test.assertLessEqual(norm, self.grad_norm_rtol, f"{name}: relative grad-norm difference")
         for k, d in weights.items():
-            test.assertLessEqual(d, self.weight_atol[k], f"{name}: {k}, largest absolute weight difference")
+            test.assertLessEqual(d, self.weight_atol[k], f"{name}: {k}, weight difference ({self.weight_stat.__name__} "
+                                                         "of the absolute element differences)")
         return self.usage(diffs)
 
     def usage(self, diffs):
