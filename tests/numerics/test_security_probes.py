@@ -126,10 +126,10 @@ print(f"forged {writes} writes", flush=True)
 
 
 class _ProbeBase(_Base):
-    def small_job(self, d, port, world=2, steps=4, checkpoint_every=0, **extra):
+    def small_job(self, d, port, world=2, steps=4, training=None, **extra):
         tokens = ts.make_tokens(os.path.join(d, "tok.bin"))
         job = ts.job(os.path.join(d, "run"), data_path=tokens, world=world, micro=2, accum=1, steps=steps,
-                     eval_every=0, checkpoint_every=checkpoint_every)
+                     eval_every=0, **(training or {}))
         job.update({"main_process_ip": "127.0.0.1", "main_process_port": port, "collective_timeout_s": 30})
         job.update(extra)
         return ts.write_job(os.path.join(d, "job.yaml"), job)
@@ -188,7 +188,7 @@ class StoreForgery(_ProbeBase):
         port = reserve_port()
         job_path = self.small_job(d, port, steps=20)
         proc, took, forged = self.launch_with_forger(job_path, port, [(SEGMENT_KEY, f"{name} {FORGED_TOKEN} 2")])
-        print(f"\nforged segment: exit {proc.returncode} after {took:.1f} s; {forged.strip()}", file=sys.stderr)
+        print(f"\nforged segment: exit {proc.returncode} after {took:.1f} s; {forged}", file=sys.stderr)
         with open(path, "rb") as f:
             f.seek(HEADER_BYTES)
             written = any(f.read(2 * SLOT_BYTES))
@@ -207,7 +207,7 @@ class StoreForgery(_ProbeBase):
         port = reserve_port()
         job_path = self.small_job(d, port, steps=20)
         proc, took, forged = self.launch_with_forger(job_path, port, [(SEGMENT_KEY, "bogus")])
-        print(f"\nbogus segment descriptor: exit {proc.returncode} after {took:.1f} s; {forged.strip()}", file=sys.stderr)
+        print(f"\nbogus segment descriptor: exit {proc.returncode} after {took:.1f} s; {forged}", file=sys.stderr)
         self.assertNoStackTrace(proc)
         if proc.returncode != 0:
             self.assertLaunch(proc, 1, "a job whose segment descriptor was garbage")
@@ -221,11 +221,28 @@ class StoreForgery(_ProbeBase):
         port = reserve_port()
         job_path = self.small_job(d, port, steps=20)
         proc, took, forged = self.launch_with_forger(job_path, port, [("accel/0/done", "x"), ("accel/0/done/1", "x")])
-        print(f"\nforged done: exit {proc.returncode} after {took:.1f} s; {forged.strip()}", file=sys.stderr)
+        print(f"\nforged done: exit {proc.returncode} after {took:.1f} s; {forged}", file=sys.stderr)
         self.assertNoStackTrace(proc)
         if proc.returncode != 0:
             self.assertLaunch(proc, 1, "a job whose done flags were forged")
             self.assertIn("the rendezvous store's key accel/0/done/1 does not carry this job's MAC", proc.stderr)
+
+
+    def test_forged_commit_votes_end_the_job_naming_the_key(self):
+        # The asynchronous checkpoint's votes (api/checkpoint_engine_async.cpp): rank 1's vote on the
+        # first two saves, forged; committing on a forged "ok" would record a checkpoint not written.
+        d = self.tmpdir()
+        port = reserve_port()
+        job_path = self.small_job(d, port, steps=8, training={"checkpoint_every": 2, "async_checkpoint": True})
+        votes = [(f"accel/0/async_checkpoint/{n}/rank/1", "ok") for n in range(2)]
+        proc, took, forged = self.launch_with_forger(job_path, port, votes)
+        print(f"\nforged commit votes: exit {proc.returncode} after {took:.1f} s; {forged}", file=sys.stderr)
+        self.assertNoStackTrace(proc)
+        if proc.returncode != 0:
+            self.assertLaunch(proc, 1, "a job whose checkpoint votes were forged")
+            self.assertRegex(proc.stderr, r"the rendezvous store's key accel/0/async_checkpoint/[01]/rank/1 does not "
+                                          r"carry this job's MAC")
+            self.assertLess(took, 30, "the job must end at once, not at the collective timeout")
 
 
 class ElasticSlotHijack(_ProbeBase):
@@ -413,7 +430,7 @@ class SecretNeverShown(_ProbeBase):
             raise unittest.SkipTest("needs root to capture loopback traffic and read the launcher's memfd")
         d = self.tmpdir()
         port = reserve_port()
-        job_path = self.small_job(d, port, steps=12, checkpoint_every=4)
+        job_path = self.small_job(d, port, steps=12, training={"checkpoint_every": 4})
         capture = LoopbackCapture()
         proc = subprocess.Popen([ts.ACCEL, "launch", job_path], cwd=d, env=ts.clean_env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
@@ -444,7 +461,7 @@ class SecretNeverShown(_ProbeBase):
         forms = {"raw": secret, "hex": secret.hex().encode(), "HEX": secret.hex().upper().encode()}
         for place, text in places.items():
             for form, needle in forms.items():
-                self.assertNotIn(needle, text, f"the job secret ({form}) is in the {place}")
+                self.assertFalse(needle in text, f"the job secret ({form}) is in the {place}")
 
 
 class PlantedLogLink(_ProbeBase):
