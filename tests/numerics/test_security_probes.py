@@ -228,6 +228,22 @@ class StoreForgery(_ProbeBase):
             self.assertIn("the rendezvous store's key accel/0/done/1 does not carry this job's MAC", proc.stderr)
 
 
+    def test_forged_arrivals_are_named_and_never_shown_as_a_host(self):
+        # Each rank's arrival carries its host, which only labels diagnoses (the flight recorder): a
+        # forged one would blame a host that is not the rank's. It is dropped with a warning naming
+        # the key, and the job goes on. Both ranks' are forged, so the last reader sees a forged one.
+        d = self.tmpdir()
+        port = reserve_port()
+        job_path = self.small_job(d, port, steps=4)
+        arrivals = [(f"accel/0/arrived/{r}", "blamed-host") for r in range(2)]
+        proc, took, forged = self.launch_with_forger(job_path, port, arrivals)
+        print(f"\nforged arrivals: exit {proc.returncode} after {took:.1f} s; {forged}", file=sys.stderr)
+        self.assertNoStackTrace(proc)
+        self.assertLaunch(proc, 0, "a job whose arrivals were forged")
+        self.assertRegex(proc.stdout + proc.stderr,
+                         r"the rendezvous store's key accel/0/arrived/[01] does not carry this job's MAC")
+        self.assertNotIn("blamed-host", proc.stderr + proc.stdout)
+
     def test_forged_commit_votes_end_the_job_naming_the_key(self):
         # The asynchronous checkpoint's votes (api/checkpoint_engine_async.cpp): rank 1's vote on the
         # first two saves, forged; committing on a forged "ok" would record a checkpoint not written.
