@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Two builds of accel, A and B, measured interleaved (A, B, A, B, ...) on the same sizes, so a machine
 shared with others' builds slows both alike: `accel bench comm` busbw per collective and size, and
-`accel bench launch` (launcher start until every worker is ready to train). Prints medians and spreads
+`accel bench launch` (launcher start until every worker is ready to train; its wall time and the CPU time
+of the launcher and its workers). Prints medians and spreads
 and writes one JSON. Used for issue 48 (the job secret and MACs): A the commit before the security
 work, B today's.
 
@@ -12,6 +13,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -19,15 +21,23 @@ import tempfile
 import time
 
 
+def children_cpu_s():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def run_json(accel, args, workdir):
+    """The command's JSON and the CPU seconds it and its processes (launcher, workers) used."""
     out = os.path.join(workdir, "out.json")
     if os.path.exists(out):
         os.unlink(out)
+    cpu = children_cpu_s()
     p = subprocess.run([accel, *args, "--json", out], cwd=workdir, capture_output=True, text=True, timeout=600)
+    cpu = children_cpu_s() - cpu
     if p.returncode != 0:
         sys.exit(f"{accel} {' '.join(args)} failed ({p.returncode}):\n{p.stderr[-3000:]}")
     with open(out) as f:
-        return json.load(f)
+        return json.load(f), cpu
 
 
 def spread(values):
@@ -56,15 +66,18 @@ def main():
     builds = {a.label_a: a.a, a.label_b: a.b}
     busbw = {label: {} for label in builds}   # label -> "collective size" -> [GB/s per pair]
     ready = {label: [] for label in builds}   # label -> [slowest rank's ready time, ms]
+    start_cpu = {label: [] for label in builds}  # label -> [CPU ms of the whole bench launch]
     loads = []
     with tempfile.TemporaryDirectory(prefix="accel_ab_") as workdir:
         for pair in range(a.pairs):
             loads.append(os.getloadavg()[0])
             for label, accel in builds.items():
-                for r in run_json(accel, comm_args, workdir)["results"]:
+                for r in run_json(accel, comm_args, workdir)[0]["results"]:
                     key = f"{r['collective']} {int(r['size_bytes']) >> 20} MiB"
                     busbw[label].setdefault(key, []).append(r["busbw_gbps"])
-                ready[label].append(run_json(accel, launch_args, workdir)["slowest_ready_ms"])
+                launched, cpu = run_json(accel, launch_args, workdir)
+                ready[label].append(launched["slowest_ready_ms"])
+                start_cpu[label].append(cpu * 1000)
             print(f"pair {pair + 1}/{a.pairs}: ready ms " +
                   ", ".join(f"{label} {ready[label][-1]:.1f}" for label in builds), flush=True)
             time.sleep(0.2)
@@ -73,6 +86,9 @@ def main():
     summary = {"busbw_gbps": {}, "ready_ms": {la: spread(ready[la]), lb: spread(ready[lb])}}
     # The paired difference (B - A within a pair) cancels the load both saw in that pair.
     summary["ready_ms"]["b_minus_a_per_pair"] = spread([y - x for x, y in zip(ready[la], ready[lb])])
+    # CPU time is less sensitive than wall time to what else the machine runs.
+    summary["start_cpu_ms"] = {la: spread(start_cpu[la]), lb: spread(start_cpu[lb]),
+                               "b_minus_a_per_pair": spread([y - x for x, y in zip(start_cpu[la], start_cpu[lb])])}
     for key in busbw[la]:
         ratios = [y / x for x, y in zip(busbw[la][key], busbw[lb][key])]
         summary["busbw_gbps"][key] = {la: spread(busbw[la][key]), lb: spread(busbw[lb][key]),
@@ -84,7 +100,7 @@ def main():
         "a": {"label": la, "binary": a.a}, "b": {"label": lb, "binary": a.b},
         "load_average_1min_per_pair": loads,
         "summary": summary,
-        "raw": {"busbw_gbps": busbw, "ready_ms": ready},
+        "raw": {"busbw_gbps": busbw, "ready_ms": ready, "start_cpu_ms": start_cpu},
     }
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
@@ -93,6 +109,10 @@ def main():
     print(f"ready ms median {la} {summary['ready_ms'][la]['median']:.1f}, {lb} {summary['ready_ms'][lb]['median']:.1f}; "
           f"per-pair {lb}-{la} median {summary['ready_ms']['b_minus_a_per_pair']['median']:+.1f} ms "
           f"(min {summary['ready_ms']['b_minus_a_per_pair']['min']:+.1f}, max {summary['ready_ms']['b_minus_a_per_pair']['max']:+.1f})")
+    c = summary["start_cpu_ms"]
+    print(f"start CPU ms median {la} {c[la]['median']:.0f}, {lb} {c[lb]['median']:.0f}; per-pair {lb}-{la} median "
+          f"{c['b_minus_a_per_pair']['median']:+.0f} ms (min {c['b_minus_a_per_pair']['min']:+.0f}, "
+          f"max {c['b_minus_a_per_pair']['max']:+.0f})")
     for key, s in summary["busbw_gbps"].items():
         print(f"{key:24s} busbw median {la} {s[la]['median']:.2f} [{s[la]['min']:.2f}, {s[la]['max']:.2f}]  "
               f"{lb} {s[lb]['median']:.2f} [{s[lb]['min']:.2f}, {s[lb]['max']:.2f}]  "

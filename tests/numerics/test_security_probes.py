@@ -336,10 +336,10 @@ class SegmentLeak(_ProbeBase):
     sent, and once the launcher has exited no segment of it is left. A SIGKILLed launcher can remove
     nothing itself (its workers die with it): the next launch on the host removes what it left."""
 
-    def launch_into_window(self, job_path, shutdown_tries=20):
+    def launch_into_window(self, job_path, tries=20):
         """Starts `accel launch` and freezes rank 0 while its segment is still named in /dev/shm; the
         launcher, rank 0's pid and the segment's name. Retries a launch that slipped past the window."""
-        for _ in range(shutdown_tries):
+        for _ in range(tries):
             proc = subprocess.Popen([ts.ACCEL, "launch", job_path], cwd=os.path.dirname(job_path), env=ts.clean_env(),
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             seen, rank0 = [], None
@@ -357,7 +357,7 @@ class SegmentLeak(_ProbeBase):
                     os.kill(rank0, signal.SIGCONT)
             proc.kill()
             proc.communicate()
-        self.fail(f"no launch of {shutdown_tries} was caught between creating and unlinking its segment")
+        self.fail(f"no launch of {tries} was caught between creating and unlinking its segment")
 
     def test_signals_inside_the_create_unlink_window_leave_no_segment(self):
         d = self.tmpdir()
