@@ -106,9 +106,9 @@ def main():
     with open(a.out, "w") as f:
         json.dump(record, f, indent=1)
         f.write("\n")
-    print(f"ready ms median {la} {summary['ready_ms'][la]['median']:.1f}, {lb} {summary['ready_ms'][lb]['median']:.1f}; "
-          f"per-pair {lb}-{la} median {summary['ready_ms']['b_minus_a_per_pair']['median']:+.1f} ms "
-          f"(min {summary['ready_ms']['b_minus_a_per_pair']['min']:+.1f}, max {summary['ready_ms']['b_minus_a_per_pair']['max']:+.1f})")
+    r, d = summary["ready_ms"], summary["ready_ms"]["b_minus_a_per_pair"]
+    print(f"ready ms median {la} {r[la]['median']:.1f}, {lb} {r[lb]['median']:.1f}; per-pair {lb}-{la} median "
+          f"{d['median']:+.1f} ms (min {d['min']:+.1f}, max {d['max']:+.1f})")
     c = summary["start_cpu_ms"]
     print(f"start CPU ms median {la} {c[la]['median']:.0f}, {lb} {c[lb]['median']:.0f}; per-pair {lb}-{la} median "
           f"{c['b_minus_a_per_pair']['median']:+.0f} ms (min {c['b_minus_a_per_pair']['min']:+.0f}, "

@@ -143,7 +143,8 @@ TEST_CASE("dry-run and config validate warn of a missing or refused secret file 
     const auto missing = run_command(accel_cmd(command + job));
     INFO(missing.output);
     CHECK(missing.exit_code == 0);
-    CHECK_THAT(missing.output, Catch::Contains("would refuse this job (exit 2)") || Catch::Contains("would stop here (exit 2)"));
+    CHECK_THAT(missing.output,
+               Catch::Contains("would refuse this job (exit 2)") || Catch::Contains("would stop here (exit 2)"));
     CHECK_THAT(missing.output, Catch::Contains("ACCEL_SECRET_FILE is not set") && Catch::Contains("umask 077"));
     const auto refused = run_command(accel_cmd(command + job, "ACCEL_SECRET_FILE=" + shell_quote(shared.string())));
     INFO(refused.output);
