@@ -36,6 +36,7 @@ set(ACCEL_CONFIG_SOURCES
   runtime/config/model_section.cpp
   runtime/config/machine_range.cpp
   runtime/config/elastic_rules.cpp
+  runtime/config/rdzv_endpoint.cpp
   runtime/hf/hf_family.cpp
   runtime/hf/hf_folder.cpp
   runtime/hf/hf_config.cpp

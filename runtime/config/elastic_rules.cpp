@@ -1,5 +1,7 @@
 #include "runtime/config/elastic_rules.hpp"
 
+#include "runtime/config/rdzv_endpoint.hpp"
+
 #include <limits>
 #include <numeric>
 #include <string>
@@ -25,7 +27,39 @@ long long smallest_elastic_accumulation(int min_machines, int max_machines) {
   return need;
 }
 
+namespace {
+
+// rdzv_backend and rdzv_endpoint (docs/design/0034): etcd needs endpoints that parse and an elastic
+// job; endpoints without etcd would silently run without failover, so they are refused too.
+void check_rendezvous_backend(const JobConfig& job, JobChecker& c) {
+  constexpr const char* kForm = "host:port[,host:port...]";
+  const bool etcd = job.rdzv_backend == RdzvBackend::etcd;
+  if (!etcd) {
+    if (!job.rdzv_endpoint.empty())
+      c.error("rdzv_endpoint", "is set but rdzv_backend is static (machine 0 hosts the rendezvous itself)", "",
+              "set rdzv_backend: etcd to keep the rendezvous in the etcd cluster at rdzv_endpoint, or remove "
+              "rdzv_endpoint; " + c.about("rdzv_backend"));
+    return;
+  }
+  if (job.rdzv_endpoint.empty()) {
+    c.error("rdzv_backend", "etcd needs rdzv_endpoint, the etcd cluster's client addresses", kForm,
+            "set rdzv_endpoint, e.g. 10.0.0.5:2379,10.0.0.6:2379,10.0.0.7:2379, or rdzv_backend: static");
+    return;
+  }
+  std::string problem;
+  if (!parse_rdzv_endpoints(job.rdzv_endpoint, &problem))
+    c.error("rdzv_endpoint", problem, kForm, "write each etcd member's client address, e.g. 10.0.0.5:2379");
+  // A warning, as for elastic_batch: an elastic job's workers load the job at their round's fixed world.
+  if (!is_elastic(job))
+    c.warning("rdzv_backend", "has no effect: etcd keeps an elastic job's rendezvous, and this job's world is fixed",
+              "make the job elastic (num_machines: MIN:MAX, e.g. 1:2, with max_restarts) or set rdzv_backend: "
+              "static; " + c.about("num_machines"));
+}
+
+}  // namespace
+
 void check_elastic(const JobConfig& job, JobChecker& c) {
+  check_rendezvous_backend(job, c);
   if (job.min_machines > job.num_machines) {
     c.error("min_machines", "is more than num_machines", "0 .. " + std::to_string(job.num_machines),
             c.about("num_machines") + "; num_machines is the most machines the job runs on (MIN:MAX sets both)");

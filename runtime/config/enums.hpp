@@ -32,6 +32,7 @@ enum class OptimizerName { adamw, sgd };
 enum class FusedKernel { auto_, yes, no };
 enum class SchedulerName { cosine, constant };
 enum class ElasticBatch { keep_global, keep_micro };
+enum class RdzvBackend { static_, etcd };
 enum class ExportFormat { safetensors, hf };
 enum class ExportDtype { fp32, bf16, fp16 };
 
@@ -74,6 +75,7 @@ ACCEL_ENUM_TABLE(OptimizerName, {OptimizerName::adamw, "adamw"}, {OptimizerName:
 ACCEL_ENUM_TABLE(FusedKernel, {FusedKernel::auto_, "auto"}, {FusedKernel::yes, "true"}, {FusedKernel::no, "false"})
 ACCEL_ENUM_TABLE(SchedulerName, {SchedulerName::cosine, "cosine"}, {SchedulerName::constant, "constant"})
 ACCEL_ENUM_TABLE(ElasticBatch, {ElasticBatch::keep_global, "keep_global"}, {ElasticBatch::keep_micro, "keep_micro"})
+ACCEL_ENUM_TABLE(RdzvBackend, {RdzvBackend::static_, "static"}, {RdzvBackend::etcd, "etcd"})
 ACCEL_ENUM_TABLE(ExportFormat, {ExportFormat::safetensors, "safetensors"}, {ExportFormat::hf, "hf"})
 ACCEL_ENUM_TABLE(ExportDtype, {ExportDtype::fp32, "fp32"}, {ExportDtype::bf16, "bf16"}, {ExportDtype::fp16, "fp16"})
 

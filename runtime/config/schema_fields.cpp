@@ -137,7 +137,7 @@ std::vector<FieldSpec> build_schema() {
       field(KEY(min_machines), "Elastic jobs: the fewest machines the job runs on. When a machine is lost and "
                                "max_restarts allows, the others restart from the last checkpoint at the smaller "
                                "world (resharded), down to this many; a machine that comes back joins at the next "
-                               "restart. Machine 0 hosts the rendezvous and must stay. 0 (or num_machines): a "
+                               "restart. Machine 0 hosts the rendezvous and must stay (rdzv_backend etcd lifts that). 0 (or num_machines): a "
                                "fixed world.")
           .range(0, 1024),
       field(KEY(machine_rank), "This machine's index, 0 .. num_machines-1. Machine 0 hosts the rendezvous.")
@@ -161,6 +161,13 @@ std::vector<FieldSpec> build_schema() {
       field(KEY(elastic_join_window_s), "Elastic jobs: once min_machines launchers have joined a start or restart "
                                         "round, seconds to wait for the others before the round starts without them.")
           .range(0, 3600),
+      field(KEY(rdzv_backend), "Elastic jobs: where the launchers' rendezvous lives. static: machine 0's launcher "
+                               "hosts it, and losing machine 0 ends the job. etcd: the etcd cluster at "
+                               "rdzv_endpoint holds who hosts it, under leases; when that machine is lost the "
+                               "survivors elect another, which hosts the rendezvous and the store, and the job "
+                               "resumes from the last checkpoint (docs/design/0034)."),
+      field(KEY(rdzv_endpoint), "rdzv_backend etcd: the etcd cluster's client addresses, host:port[,host:port...] "
+                                "(plain http), e.g. 10.0.0.5:2379,10.0.0.6:2379,10.0.0.7:2379."),
       field(KEY(program), "Run this program (and arguments) as each worker instead of accel's built-in trainer, "
                           "e.g. [./my_trainer, --lr, \"3e-4\"]. It receives the launch environment (RANK, "
                           "WORLD_SIZE, MASTER_ADDR, ACCEL_JOB, ...). A relative path resolves against the job file's directory "

@@ -84,8 +84,20 @@ ElasticHost::ElasticHost(int port, const std::string& address, const RoundLimits
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
+constexpr char kStop = 1, kAbandon = 2;
+
+void ElasticHost::abandon(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(abandon_mutex_);
+    abandon_why_ = why;
+  }
+  char byte = kAbandon;
+  while (write(wake_[1], &byte, 1) < 0 && errno == EINTR) {
+  }
+}
+
 ElasticHost::~ElasticHost() {
-  char byte = 1;
+  char byte = kStop;
   while (write(wake_[1], &byte, 1) < 0 && errno == EINTR) {
   }
   if (thread_.joinable()) thread_.join();
@@ -123,7 +135,15 @@ void ElasticHost::serve() {
     for (const auto& [fd, _] : connections) fds.push_back({fd, POLLIN, 0});
     const int ready = poll(fds.data(), fds.size(), wait_ms);
     if (ready < 0 && errno != EINTR) break;
-    if (fds[0].revents) break;  // the launcher is done with the rendezvous
+    if (fds[0].revents) {
+      char byte = kStop;
+      if (read(wake_[0], &byte, 1) == 1 && byte == kAbandon) {
+        std::lock_guard<std::mutex> lock(abandon_mutex_);
+        rounds.end_job(1, abandon_why_);
+        continue;  // the end goes out at the top of the loop
+      }
+      break;  // the launcher is done with the rendezvous
+    }
     if (ready > 0 && fds[1].revents & POLLIN) {
       sockaddr_storage peer{};
       socklen_t peer_len = sizeof peer;

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -33,6 +34,9 @@ class ElasticHost {
   ElasticHost& operator=(const ElasticHost&) = delete;
 
   int port() const { return listener_.port(); }
+  // Ends the job for every launcher with exit code 1 and `why` (safe from any thread): a host elected
+  // in etcd whose lease may lapse stops serving before another can be elected (docs/design/0034).
+  void abandon(const std::string& why);
 
  private:
   void serve();
@@ -51,7 +55,9 @@ class ElasticHost {
   RendezvousListener listener_;
   RoundLimits limits_;
   secret::JobSecret secret_;
-  int wake_[2] = {-1, -1};
+  int wake_[2] = {-1, -1};  // a byte: kStop (the destructor) or kAbandon (abandon())
+  std::mutex abandon_mutex_;
+  std::string abandon_why_;
   std::thread thread_;
 };
 

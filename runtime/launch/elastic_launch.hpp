@@ -5,6 +5,9 @@
 // (machines renumbered densely, RANK = new machine rank x workers per machine + local rank,
 // ACCEL_RESTART_COUNT = the round), and reports how its group ended. A machine lost, or a group
 // that failed, ends the round for all; the next round gathers the launchers that rejoin.
+// With rdzv_backend etcd (plan.rdzv_etcd, docs/design/0034) the host is named in etcd under its
+// lease instead: machine 0 at the start, and when the host is lost the survivors elect another
+// (etcd_rendezvous.hpp), which hosts the rounds and the store from the next round on.
 // Invariant: as run_launch(): every worker of a round is reaped before the next round or the return.
 #pragma once
 

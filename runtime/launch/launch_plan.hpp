@@ -56,6 +56,9 @@ struct LaunchPlan {
   std::chrono::milliseconds rendezvous_timeout{300000};  // how long a round may gather
   std::function<RoundJob(int machines, int machine_rank)> round_job;  // none: the job is unchanged
   std::function<std::string()> resume_point;  // where restarted workers resume ("checkpoint step 4")
+  // rdzv_backend etcd (docs/design/0034): rdzv_endpoint, the etcd cluster that elects the launcher
+  // hosting the rounds and the store; "" (rdzv_backend static): machine 0's launcher hosts them.
+  std::string rdzv_etcd;
   // The job secret (launch_secret.hpp, docs/design/0033). A job spread over several launchers needs
   // ACCEL_SECRET_FILE; without it the launch is refused (exit 2) unless allow_unauthenticated (the
   // job key of that name), which runs it unauthenticated with a warning.

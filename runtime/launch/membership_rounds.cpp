@@ -19,7 +19,8 @@ std::string seconds_text(std::chrono::milliseconds t) {
 
 }  // namespace
 
-MembershipRounds::MembershipRounds(const RoundLimits& limits, Clock::time_point now) : limits_(limits), opened_at_(now) {}
+MembershipRounds::MembershipRounds(const RoundLimits& limits, Clock::time_point now)
+    : limits_(limits), round_(limits.first_round), opened_at_(now), cause_(limits.first_cause), previous_(limits.previous) {}
 
 std::string MembershipRounds::name(const Launcher& l) {
   return "machine " + std::to_string(l.machine) + (l.host.empty() ? "" : " (" + l.host + ")");
@@ -125,7 +126,7 @@ void MembershipRounds::try_close(Clock::time_point now) {
   for (const auto& [client, l] : launchers_) {
     if (l.state == State::Joined) {
       ++joined;
-      with_zero = with_zero || l.machine == 0;
+      with_zero = with_zero || l.machine == limits_.host_machine;
       present.push_back(l.machine);
     }
     pending = pending || l.state == State::Pending;
@@ -143,14 +144,18 @@ void MembershipRounds::try_close(Clock::time_point now) {
                  (present.empty() ? std::string("no machine") : "machine" + std::string(present.size() > 1 ? "s " : " ") +
                                                                   machines_text(present)) +
                  " joined; the job needs min_machines " + std::to_string(limits_.min_machines) +
-                 ", machine 0 among them. Start `accel launch` on the missing machines, or lower min_machines");
+                 ", machine " + std::to_string(limits_.host_machine) +
+                 " among them. Start `accel launch` on the missing machines, or lower min_machines");
 }
 
 void MembershipRounds::close_round() {
   std::vector<std::pair<int, int>> members;  // (machine, client)
   for (const auto& [client, l] : launchers_)
     if (l.state == State::Joined) members.emplace_back(l.machine, client);
-  std::sort(members.begin(), members.end());
+  // The host's machine first (rank 0: its rank 0 holds the store), the others by machine_rank.
+  std::sort(members.begin(), members.end(), [host = limits_.host_machine](const auto& a, const auto& b) {
+    return std::make_pair(a.first != host, a.first) < std::make_pair(b.first != host, b.first);
+  });
   ElasticMessage m;
   m.kind = ElasticKind::Round;
   m.round = round_;

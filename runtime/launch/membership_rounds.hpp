@@ -31,6 +31,12 @@ struct RoundLimits {
   std::chrono::milliseconds join_window{10000};     // elastic_join_window_s
   std::chrono::milliseconds gather_timeout{300000};  // rendezvous_timeout_s: how long a round may gather
   int worker_port = 0;                               // the workers' store port on machine 0
+  // A host elected in etcd after the last one was lost (docs/design/0034): its machine is rank 0 of
+  // every round in place of machine 0, and its rounds go on from the lost host's numbering.
+  int host_machine = 0;          // the machine_rank of the launcher that hosts (and must be in a round)
+  int first_round = 0;           // the first round's number (the lost host's last round + 1)
+  std::string first_cause;       // why the first round starts ("" for the job's round 0)
+  std::vector<int> previous;     // the machines of the lost host's last round
 };
 
 class MembershipRounds {
@@ -52,6 +58,10 @@ class MembershipRounds {
   std::optional<Clock::time_point> deadline() const;
   std::vector<Outgoing> take_outgoing();
   bool over() const { return phase_ == Phase::Over; }
+  // Ends the job for every launcher with `exit_code` and `why` (the host can no longer serve).
+  void end_job(int exit_code, const std::string& why) {
+    if (phase_ != Phase::Over) end_all(exit_code, why);
+  }
   int round() const { return round_; }
 
  private:

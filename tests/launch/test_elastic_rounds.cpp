@@ -213,3 +213,36 @@ TEST_CASE("no restart left, a stale report and a machine_rank in use") {
   CHECK(out[0].message.exit_code == 1);
   CHECK_THAT(out[0].message.text, Catch::EndsWith("; no restart left (max_restarts 0)"));
 }
+
+TEST_CASE("rounds of a host elected in etcd: its machine is rank 0 and must be in, numbering goes on") {
+  // Machine 2 was elected after machine 0 (the host of rounds 0-1) was lost (docs/design/0034).
+  RoundLimits l = limits(1, 3, 3);
+  l.host_machine = 2;
+  l.first_round = 2;
+  l.first_cause = "machine 0, which hosted the rendezvous, was lost";
+  l.previous = {0, 1, 2};
+  const auto t0 = RoundClock::now();
+  MembershipRounds rounds(l, t0);
+  rounds.received(11, join(1), t0);  // machine 1 alone: not enough without the host's machine
+  rounds.tick(t0 + milliseconds(5000));
+  CHECK(sent(rounds).empty());
+  rounds.received(12, join(2), t0 + milliseconds(5000));
+  rounds.tick(t0 + milliseconds(6001));  // the join window after the host's machine joined
+  auto out = sent(rounds);
+  REQUIRE(out.size() == 2);
+  CHECK(out[12].kind == ElasticKind::Round);
+  CHECK(out[12].round == 2);
+  CHECK(out[12].rank == 0);  // the host's machine holds the store
+  CHECK(out[11].rank == 1);
+  CHECK(out[12].machines == std::vector<int>{2, 1});
+  CHECK(out[12].left == std::vector<int>{0});
+  CHECK(out[12].text == "machine 0, which hosted the rendezvous, was lost");
+  // The host ends the job for everyone (its lease could not be kept).
+  rounds.end_job(1, "lease lost");
+  out = sent(rounds);
+  REQUIRE(out.size() == 2);
+  CHECK(out[11].kind == ElasticKind::End);
+  CHECK(out[11].exit_code == 1);
+  CHECK(out[11].text == "lease lost");
+  CHECK(rounds.over());
+}
