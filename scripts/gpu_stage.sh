@@ -59,8 +59,8 @@ ldd "$build/accel" "$build/accel-worker" "$build/tests/gpu/test_cuda_communicato
 strip --strip-debug -o "$stage/lib/libaccel_cuda.so" "$build/api/libaccel_cuda.so"
 
 # A library over 1 MiB travels xz-compressed (ICU's data, 31 MiB, which the tokenizer's
-# normalization links; libcurl's TLS, LDAP and Kerberos tree, which the etcd client links, is 15 MiB
-# more); gpu_run.sh unpacks them beside the others. The device call carries 64 MiB in all.
+# normalization links; libcrypto, 4.6 MiB); gpu_run.sh unpacks them beside the others. The device
+# call carries 64 MiB in all.
 find "$stage/lib" -type f -size +1M -exec xz -T0 -6 {} \;
 
 "$python" -c 'import torch; print(torch.__version__, torch.version.git_version)' >"$stage/torch_build.txt"
