@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "cli/launch_support.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/common/safe_file.hpp"
 #include "runtime/config/dump.hpp"
@@ -146,6 +147,8 @@ void add_config_command(CLI::App& app) {
     std::cout << "ok: " << o->file << " is a valid " << config::to_string(loaded.format) << " (" << summary(loaded)
               << ")\n";
     print_translation(std::cout, loaded);
+    if (const std::string problem = launch_secret_problem(loaded); !problem.empty())
+      std::cerr << "warning: `accel launch` in this environment would refuse this job (exit 2): " << problem << "\n";
   });
 
   auto* import = cmd->add_subcommand("import", "Translate an Accelerate config or DeepSpeed JSON into a native job\n\n"

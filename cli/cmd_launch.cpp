@@ -309,6 +309,8 @@ std::shared_ptr<std::vector<std::string>> add_launch_command(CLI::App& app) {
               << config::to_string(j.device) << ", mixed precision " << config::to_string(j.mixed_precision) << "\n";
     if (j.program.empty()) prepare_text_data(j.data, o->dry_run);
     if (o->dry_run) {
+      if (const std::string problem = launch_secret_problem(loaded); !problem.empty())
+        std::cerr << "accel launch: warning: the launch itself would stop here (exit 2): " << problem << "\n";
       std::cout << config::dump_job(j, loaded.sources, config::DumpStyle::WithSources);
       return;
     }

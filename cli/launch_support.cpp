@@ -72,11 +72,13 @@ std::string write_resolved_job(const config::LoadedJob& loaded) {
 
 }  // namespace
 
-void launch_job(const config::LoadedJob& loaded, const std::vector<std::string>& worker_argv,
-                const std::map<std::string, std::string>& extra_env) {
+namespace {
+
+// This launcher's share of the job: its ranks, the elastic keys, and the layout srun/mpirun chose
+// (`cluster`, the scheduler's description, is set when one did).
+launch::LaunchPlan plan_of_this_launcher(const config::LoadedJob& loaded, std::string* cluster_description) {
   const auto& j = loaded.job;
   launch::LaunchPlan plan;
-  plan.worker_argv = worker_argv;
   plan.world_size = j.num_processes;
   plan.num_machines = j.num_machines;
   plan.machine_rank = j.machine_rank;
@@ -88,11 +90,7 @@ void launch_job(const config::LoadedJob& loaded, const std::vector<std::string>&
   plan.flight_dir = (fs::absolute(j.training.output_dir) / "flight").string();
   plan.max_restarts = j.max_restarts;
   plan.shutdown_grace = std::chrono::milliseconds(int64_t(j.shutdown_grace_s * 1000));
-  plan.extra_env = extra_env;
-  // How workers show the progress of long work (runtime/common/progress.hpp): drawn in place when
-  // the launcher's stdout is a terminal (the relay redraws their status lines), else a start and
-  // an end line. A value the user set is kept.
-  if (!std::getenv("ACCEL_PROGRESS")) plan.extra_env["ACCEL_PROGRESS"] = isatty(STDOUT_FILENO) == 1 ? "tty" : "lines";
+  plan.allow_unauthenticated = j.allow_unauthenticated;
   fill_elastic_plan(loaded, plan);
 
   // Under srun or mpirun the scheduler chose the layout: follow it (or say why it cannot work).
@@ -105,11 +103,36 @@ void launch_job(const config::LoadedJob& loaded, const std::vector<std::string>&
                        std::string(launch::scheduler_name(cluster->scheduler)) +
                        " started one task per process; start one task per machine (e.g. srun --ntasks-per-node=1)");
     launch::apply_cluster_adjustment(*cluster, plan);
-    std::cerr << "accel launch: " << cluster->description << "\n";
+    if (cluster_description) *cluster_description = cluster->description;
   }
+  return plan;
+}
+
+}  // namespace
+
+std::string launch_secret_problem(const config::LoadedJob& loaded) {
+  try {
+    (void)launch::launch_secret(plan_of_this_launcher(loaded, nullptr), launch::environment_map(environ));
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void launch_job(const config::LoadedJob& loaded, const std::vector<std::string>& worker_argv,
+                const std::map<std::string, std::string>& extra_env) {
+  const auto& j = loaded.job;
+  std::string cluster;
+  launch::LaunchPlan plan = plan_of_this_launcher(loaded, &cluster);
+  if (!cluster.empty()) std::cerr << "accel launch: " << cluster << "\n";
+  plan.worker_argv = worker_argv;
+  plan.extra_env = extra_env;
+  // How workers show the progress of long work (runtime/common/progress.hpp): drawn in place when
+  // the launcher's stdout is a terminal (the relay redraws their status lines), else a start and
+  // an end line. A value the user set is kept.
+  if (!std::getenv("ACCEL_PROGRESS")) plan.extra_env["ACCEL_PROGRESS"] = isatty(STDOUT_FILENO) == 1 ? "tty" : "lines";
   // The job secret, before anything is written or listened on: a multi-launcher job without
   // ACCEL_SECRET_FILE (unless allow_unauthenticated) or a refused file ends here with exit 2.
-  plan.allow_unauthenticated = j.allow_unauthenticated;
   plan.secret = launch::launch_secret(plan, launch::environment_map(environ)).secret;
   // Held until the launch ends: no other launch that runs one of this launcher's ranks writes into
   // this output_dir (a scheduler's tasks of one job each hold their own rank).

@@ -4,7 +4,7 @@
 # scripts/gpu_run.sh). The folder holds
 #   bin/   accel, accel-worker, test_cuda_communicators, accel_example_llama (debug info stripped)
 #   lib/   libaccel.so.*, libaccel_cuda.so (accel's CUDA plugin, which the programs load on a GPU), and
-#          the non-torch shared libraries they link (yaml-cpp, spdlog, fmt, ...; one over 8 MiB as .xz,
+#          the non-torch shared libraries they link (yaml-cpp, spdlog, fmt, ...; those over 1 MiB as .xz,
 #          which gpu_run.sh unpacks)
 #   torch_build.txt   the torch version and git revision the binaries were built against
 #   manifest.txt      every file and its size
@@ -58,9 +58,10 @@ ldd "$build/accel" "$build/accel-worker" "$build/tests/gpu/test_cuda_communicato
 
 strip --strip-debug -o "$stage/lib/libaccel_cuda.so" "$build/api/libaccel_cuda.so"
 
-# A library over 8 MiB (ICU's data, 31 MiB, which the tokenizer's normalization links) travels
-# xz-compressed; gpu_run.sh unpacks it beside the others. The device call carries 64 MiB in all.
-find "$stage/lib" -type f -size +8M -exec xz -T0 -6 {} \;
+# A library over 1 MiB travels xz-compressed (ICU's data, 31 MiB, which the tokenizer's
+# normalization links; libcrypto, 4.6 MiB); gpu_run.sh unpacks them beside the others. The device
+# call carries 64 MiB in all.
+find "$stage/lib" -type f -size +1M -exec xz -T0 -6 {} \;
 
 "$python" -c 'import torch; print(torch.__version__, torch.version.git_version)' >"$stage/torch_build.txt"
 (cd "$stage" && find . -type f -printf '%s %p\n' | sort -k2 >manifest.txt)

@@ -6,9 +6,10 @@ benchmark's bench_gpu.json and `accel bench comm`'s bench_comm.json. Writes
   machine      the GPU, driver and torch as the logs show them;
   steps        each step's exit code, status (passed, failed, timed out, skipped: no GPU) and seconds,
                and the end of the log of each one that did not pass;
-  accuracy     every comparison the engine tests printed: the run, what it was compared with, max
-               |dloss|, max relative grad-norm difference, max |dw| with the tensor it came from
-               (the attention key biases apart);
+  accuracy     every comparison the engine tests printed: the run, what it was compared with, its
+               largest relative loss and grad-norm differences and the weight difference nearest
+               its bound (tensor named), each with the bound derived in the test, its largest weight
+               difference and its case / noise ratio;
   benchmark    per contender tokens/s, step time, MFU, peak memory, and ratios to FSDP2 and eager;
                the goals (accel zero 3 at >= 1.1x FSDP2's tokens/s, >= 45% MFU) and whether they hold;
   memory       `accel estimate-memory`'s step peak against each job's measured GPU peak
@@ -62,37 +63,23 @@ def read_steps(logs, rehearse):
 
 
 def engine_figures(logs):
-    """The comparisons test_cuda_engine.py prints, from every engine_*.log."""
+    """The comparisons test_cuda_engine.py prints, from every engine_*.log: a header "[run] vs
+    <against>..." then reordering_noise.row's line (each figure against its derived bound)."""
     figures = []
+    row = (rf"\[([^\]\n]+)\] vs (the CPU reference \(fp32\)|accel \w+ on the CPU)[^\n]*\n"
+           rf"\s+.+? loss {FLOAT} / {FLOAT}, grad norm {FLOAT} / {FLOAT}, weight {FLOAT} / {FLOAT} \((\S+)\), "
+           rf"largest weight difference {FLOAT}; case/noise {FLOAT}")
     for name in sorted(os.listdir(logs)):
         if not (name.startswith("engine_") and name.endswith(".log")):
             continue
-        text = read(os.path.join(logs, name))
-        # "[run] vs the CPU reference:" then compare_runs.py's lines.
-        for m in re.finditer(r"\[(\S+)\] vs the CPU reference:\n((?:(?:metrics|weights|OK|DIFFERENT|step \d+).*\n?)*)",
-                             text):
-            block = m.group(2)
-            f = {"test": name[:-4], "run": m.group(1), "against": "the CPU reference (fp32)"}
-            mm = re.search(rf"max \|dloss\| {FLOAT}, max \|dlr\| {FLOAT}, max grad_norm rel diff {FLOAT}", block)
-            if mm:
-                f.update(max_dloss=float(mm.group(1)), max_grad_norm_rel=float(mm.group(3)))
-            mk = re.search(rf"key biases apart .*max \|dw\| {FLOAT} \((\S+)\), bound {FLOAT}", block)
-            if mk:
-                f.update(key_bias_max_dw=float(mk.group(1)), key_bias_tensor=mk.group(2),
-                         key_bias_bound=float(mk.group(3)))
-            mw = re.search(rf"weights: \d+ tensors, max \|dw\| {FLOAT} \((\S+)\)", block)
-            if mw:
-                f.update(max_dw=float(mw.group(1)), max_dw_tensor=mw.group(2))
-            f["within_bounds"] = "OK" in block.split("\n")
-            figures.append(f)
-        # "[bf16 run] vs accel bf16 on the CPU: max |dloss| X, grad norm rel Y" (fp16: no norm).
-        for m in re.finditer(rf"\[(\w+) (\S+)\] vs accel (\w+) on the CPU: max \|dloss\| {FLOAT}"
-                             rf"(?:, grad norm rel {FLOAT})?", text):
-            f = {"test": name[:-4], "run": f"{m.group(1)} {m.group(2)}", "against": f"accel {m.group(3)} on the CPU",
-                 "max_dloss": float(m.group(4))}
-            if m.group(5):
-                f["max_grad_norm_rel"] = float(m.group(5))
-            figures.append(f)
+        for m in re.finditer(row, read(os.path.join(logs, name))):
+            g = m.groups()
+            loss, loss_bound, norm, norm_bound, w, w_bound = (float(x) for x in g[2:8])
+            figures.append({"test": name[:-4], "run": g[0], "against": g[1], "max_loss_rel": loss,
+                            "loss_bound": loss_bound, "max_grad_norm_rel": norm, "grad_norm_bound": norm_bound,
+                            "weight_nearest_its_bound": w, "its_bound": w_bound, "tensor": g[8],
+                            "max_dw": float(g[9]), "case_noise": float(g[10]),
+                            "within_bounds": loss <= loss_bound and norm <= norm_bound and w <= w_bound})
     return figures
 
 

@@ -332,16 +332,51 @@ at::Tensor SafetensorsReader::read(const std::string& name) const {
 at::Tensor SafetensorsReader::read_range(const std::string& name, int64_t begin, int64_t count) const {
   const Info* info = find(name);
   if (!info) fail(path_, "has no tensor '" + name + "'");
-  if (begin < 0 || count < 0 || begin > info->numel || count > info->numel - begin)  // no overflow
+  if (count < 0 || count > info->numel)  // before allocating: read_range_into checks the rest
     fail(path_, "tensor '" + name + "': " + std::to_string(count) + " elements from " + std::to_string(begin) +
                     " are outside its " + std::to_string(info->numel));
   at::Tensor t = at::empty({count}, at::TensorOptions(info->dtype));
+  read_range_into(name, begin, t);
+  return t;
+}
+
+void SafetensorsReader::read_range_into(const std::string& name, int64_t begin, const at::Tensor& dst) const {
+  const Info* info = find(name);
+  if (!info) fail(path_, "has no tensor '" + name + "'");
+  const int64_t count = dst.numel();
+  if (begin < 0 || begin > info->numel || count > info->numel - begin)  // no overflow
+    fail(path_, "tensor '" + name + "': " + std::to_string(count) + " elements from " + std::to_string(begin) +
+                    " are outside its " + std::to_string(info->numel));
+  if (dst.scalar_type() != info->dtype || !dst.is_contiguous() || !dst.device().is_cpu())
+    fail(path_, "tensor '" + name + "': read into a tensor that is not contiguous " +
+                    std::string(c10::toString(info->dtype)) + " on the CPU");
   const uint64_t elem = c10::elementSize(info->dtype);
-  read_bytes(t.data_ptr(), data_start_ + offsets_[index_.at(name)] + uint64_t(begin) * elem, uint64_t(count) * elem,
+  read_bytes(dst.data_ptr(), data_start_ + offsets_[index_.at(name)] + uint64_t(begin) * elem, uint64_t(count) * elem,
              "the data of tensor '" + name + "'");
   data_bytes_read_ += uint64_t(count) * elem;
   thread_bytes_read += uint64_t(count) * elem;
-  return t;
+}
+
+void SafetensorsReader::read_range_converted(const std::string& name, int64_t begin, const at::Tensor& out,
+                                             at::ScalarType via, int64_t piece) const {
+  const Info* info = find(name);
+  if (!info) fail(path_, "has no tensor '" + name + "'");
+  if (out.dim() != 1 || piece < 1) fail(path_, "tensor '" + name + "': a converted read needs a 1-D destination");
+  const int64_t count = out.numel();
+  // stored -> via -> out is one conversion when `via` equals either end; only a third dtype in the
+  // middle (fp32 stored, bf16 via, fp32 out) rounds through it.
+  const bool through_via = via != info->dtype && via != out.scalar_type();
+  if (!through_via && out.scalar_type() == info->dtype && out.is_contiguous() && out.device().is_cpu()) {
+    read_range_into(name, begin, out);
+    return;
+  }
+  at::Tensor staging = at::empty({std::min(count, piece)}, at::TensorOptions(info->dtype));
+  for (int64_t done = 0; done < count; done += piece) {
+    const int64_t n = std::min(piece, count - done);
+    at::Tensor values = staging.narrow(0, 0, n);
+    read_range_into(name, begin + done, values);
+    out.narrow(0, done, n).copy_(through_via ? values.to(via) : values);
+  }
 }
 
 uint64_t SafetensorsReader::data_bytes_read_on_this_thread() { return thread_bytes_read; }

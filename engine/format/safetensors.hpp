@@ -91,6 +91,17 @@ class SafetensorsReader {
   at::Tensor read(const std::string& name) const;
   // Elements [begin, begin + count) of the flattened tensor `name`, as a 1-D tensor of its dtype.
   at::Tensor read_range(const std::string& name, int64_t begin, int64_t count) const;
+  // The same dst.numel() elements from `begin` straight into `dst` (contiguous, the tensor's stored
+  // dtype, on the CPU; RunError otherwise): a caller reading in pieces needs no tensor per piece.
+  void read_range_into(const std::string& name, int64_t begin, const at::Tensor& dst) const;
+  // out.numel() elements from `begin` into `out` (1-D, any dtype and stride), each value converted
+  // to `via` and then to out's dtype (as a parameter of dtype `via` would hold it), in pieces of at
+  // most `piece` elements: the stored dtype's piece is all it holds beside `out`, where reading the
+  // range whole and converting it held two more copies of it. No piece when `out` can take the
+  // bytes as stored.
+  static constexpr int64_t kDefaultPiece = int64_t(1) << 20;  // 2 MiB of bf16
+  void read_range_converted(const std::string& name, int64_t begin, const at::Tensor& out, at::ScalarType via,
+                            int64_t piece = kDefaultPiece) const;
   // Bytes of tensor data read so far (the header not counted): what a sliced load costs.
   uint64_t data_bytes_read() const { return data_bytes_read_; }
   // The same, by every reader on the calling thread (a rank's, where ranks are threads): what a

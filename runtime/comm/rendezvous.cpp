@@ -18,6 +18,8 @@
 #include "runtime/comm/flight_registry.hpp"
 #include "runtime/common/errors.hpp"
 #include "runtime/common/job_secret.hpp"
+#include "runtime/common/log.hpp"
+#include "runtime/common/sealed_value.hpp"
 #include "runtime/launch/rendezvous_listener.hpp"
 
 extern char** environ;
@@ -141,7 +143,10 @@ Rendezvous::Rendezvous(const WorldInfo& world, std::chrono::milliseconds timeout
   for (int r = 0; r < world.world_size; ++r) keys.push_back(prefix() + "arrived/" + std::to_string(r));
   char host[256] = "?";
   gethostname(host, sizeof host - 1);
-  store_->set(keys[world.rank], std::vector<uint8_t>(host, host + std::strlen(host)));
+  // Sealed like every value accel reads back (runtime/common/sealed_value.hpp): a host another
+  // process wrote is never used to name a rank's host in a diagnosis (see below).
+  const std::string sealed_host = secret::seal(keys[world.rank], host);
+  store_->set(keys[world.rank], std::vector<uint8_t>(sealed_host.begin(), sealed_host.end()));
   try {
     store_->wait(keys, timeout);
   } catch (const std::exception& wait_error) {
@@ -172,7 +177,21 @@ Rendezvous::Rendezvous(const WorldInfo& world, std::chrono::milliseconds timeout
   // Every rank's host, for the flight records: a launcher that cannot read another machine's
   // records still names the host of the ranks it has none from. One request for all of them.
   std::vector<std::string> hosts;
-  for (const std::vector<uint8_t>& value : store_->multiGet(keys)) hosts.push_back(printable_host(value));
+  const std::vector<std::vector<uint8_t>> values = store_->multiGet(keys);
+  for (size_t r = 0; r < values.size(); ++r) {
+    // The host only labels diagnoses, and every rank has arrived: a forged one is dropped with a
+    // warning naming the key and the job goes on. Ending the job here would let rank 0 (the store's
+    // host) exit while the others still read from its store (PyTorch's raw error and stack trace).
+    try {
+      const std::string host = secret::unseal(keys[r], std::string(values[r].begin(), values[r].end()));
+      hosts.push_back(printable_host(std::vector<uint8_t>(host.begin(), host.end())));
+    } catch (const RunError&) {
+      logging::warn("the rendezvous store's key " + keys[r] + " does not carry this job's MAC: a process outside "
+                    "the job wrote it (the store accepts writes from anyone who reaches its port; SECURITY.md). "
+                    "Diagnoses show rank " + std::to_string(r) + "'s host as '?'");
+      hosts.push_back("?");
+    }
+  }
   set_flight_world_hosts(std::move(hosts));
 }
 

@@ -20,6 +20,7 @@
 
 #include "runtime/comm/shard_layout.hpp"
 #include "runtime/common/job_secret.hpp"
+#include "runtime/common/shm_segment_name.hpp"
 
 namespace accel::comm {
 namespace {
@@ -129,7 +130,7 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(int world, std::chrono::m
   // rank left when it was killed before unlinking it (runtime/launch/shm_sweep.hpp).
   uint64_t token = 0;
   while (token == 0) secret::random_bytes(&token, sizeof token);
-  const std::string name = "/accel-shm-" + std::to_string(getppid()) + "-" + secret::random_hex(16);
+  const std::string name = "/" + shm_name::segment_prefix(getppid()) + secret::random_hex(16);
   const size_t bytes = segment_bytes(world);
   const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW, 0600);
   if (fd < 0) throw std::runtime_error(system_error("shm_open " + name, errno));

@@ -1,6 +1,7 @@
 #include "runtime/launch/etcd_client.hpp"
 
-#include <curl/curl.h>
+#include "runtime/launch/curl_library.hpp"
+
 #include <openssl/evp.h>
 
 #include <memory>
@@ -79,10 +80,10 @@ size_t collect(char* data, size_t size, size_t count, void* user) {
 }
 
 struct CurlDeleter {
-  void operator()(CURL* c) const { curl_easy_cleanup(c); }
+  void operator()(CURL* c) const { curl_library().easy_cleanup(c); }
 };
 struct HeaderListDeleter {
-  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
+  void operator()(curl_slist* l) const { curl_library().slist_free_all(l); }
 };
 
 // The gRPC codes for which another member may answer: Unavailable, DeadlineExceeded.
@@ -103,8 +104,7 @@ std::string error_words(const std::string& body) {
 
 EtcdClient::EtcdClient(std::vector<config::RdzvEndpoint> endpoints, std::chrono::milliseconds request_timeout)
     : endpoints_(std::move(endpoints)), timeout_(request_timeout) {
-  static std::once_flag once;  // before any thread of the client runs a request
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  curl_library();  // loaded and initialised before any thread of the client runs a request
   if (endpoints_.empty()) throw EtcdError("no etcd endpoint given (rdzv_endpoint)");
 }
 
@@ -129,37 +129,38 @@ std::string EtcdClient::call(const std::string& what, const std::string& path, c
   for (size_t tried = 0; tried < endpoints_.size(); ++tried) {
     const size_t index = (start + tried) % endpoints_.size();
     const auto& endpoint = endpoints_[index];
-    std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
-    std::unique_ptr<curl_slist, HeaderListDeleter> headers(curl_slist_append(nullptr, "Content-Type: application/json"));
+    const CurlLibrary& lib = curl_library();
+    std::unique_ptr<CURL, CurlDeleter> curl(lib.easy_init());
+    std::unique_ptr<curl_slist, HeaderListDeleter> headers(lib.slist_append(nullptr, "Content-Type: application/json"));
     if (!curl || !headers) throw EtcdError("cannot start an HTTP request to etcd (libcurl is out of memory)");
     const std::string url = "http://" + endpoint.text() + path;
     std::string answer;
     char curl_error[CURL_ERROR_SIZE] = {};
-    curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
-    curl_easy_setopt(curl.get(), CURLOPT_HTTPHEADER, headers.get());
-    curl_easy_setopt(curl.get(), CURLOPT_POSTFIELDS, body.c_str());
-    curl_easy_setopt(curl.get(), CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-    curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(curl.get(), CURLOPT_WRITEDATA, &answer);
-    curl_easy_setopt(curl.get(), CURLOPT_ERRORBUFFER, curl_error);
-    curl_easy_setopt(curl.get(), CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_.count()));
-    curl_easy_setopt(curl.get(), CURLOPT_NOSIGNAL, 1L);  // launchers run threads: no SIGALRM for DNS timeouts
-    curl_easy_setopt(curl.get(), CURLOPT_PROXY, "");     // etcd is reached directly, whatever http_proxy says
-    curl_easy_setopt(curl.get(), CURLOPT_PROTOCOLS_STR, "http");
-    const CURLcode rc = curl_easy_perform(curl.get());
+    lib.easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
+    lib.easy_setopt(curl.get(), CURLOPT_HTTPHEADER, headers.get());
+    lib.easy_setopt(curl.get(), CURLOPT_POSTFIELDS, body.c_str());
+    lib.easy_setopt(curl.get(), CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+    lib.easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, collect);
+    lib.easy_setopt(curl.get(), CURLOPT_WRITEDATA, &answer);
+    lib.easy_setopt(curl.get(), CURLOPT_ERRORBUFFER, curl_error);
+    lib.easy_setopt(curl.get(), CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_.count()));
+    lib.easy_setopt(curl.get(), CURLOPT_NOSIGNAL, 1L);  // launchers run threads: no SIGALRM for DNS timeouts
+    lib.easy_setopt(curl.get(), CURLOPT_PROXY, "");     // etcd is reached directly, whatever http_proxy says
+    lib.easy_setopt(curl.get(), CURLOPT_PROTOCOLS_STR, "http");
+    const CURLcode rc = lib.easy_perform(curl.get());
     if (rc != CURLE_OK) {
-      last_error = endpoint.text() + ": " + (curl_error[0] ? curl_error : curl_easy_strerror(rc));
+      last_error = endpoint.text() + ": " + (curl_error[0] ? curl_error : lib.easy_strerror(rc));
       continue;
     }
     long status = 0;
-    curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &status);
+    lib.easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &status);
     if (status != 200) {
       last_error = endpoint.text() + ": HTTP " + std::to_string(status) + ": " + error_words(answer);
       if (worth_another_member(status, json::parse(answer, nullptr, false))) continue;
       throw EtcdError("etcd refused " + what + ": " + last_error);
     }
     char* local = nullptr;
-    curl_easy_getinfo(curl.get(), CURLINFO_LOCAL_IP, &local);
+    lib.easy_getinfo(curl.get(), CURLINFO_LOCAL_IP, &local);
     std::lock_guard<std::mutex> lock(mutex_);
     preferred_ = index;
     if (local) local_address_ = local;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "runtime/common/errors.hpp"
+#include "runtime/common/safe_file.hpp"
 
 namespace fs = std::filesystem;
 
@@ -31,6 +32,7 @@ int open_lock_directory(const std::string& path) {
   if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
     throw RunError("cannot create " + path + ": " + std::strerror(errno));
   int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && files::is_symlink(path)) throw UsageError(files::link_refusal(path));  // exit 2, naming it
   if (fd < 0)
     throw RunError("cannot open " + path + ": " + std::strerror(errno) +
                    (errno == ELOOP || errno == ENOTDIR ? " (it must be a directory, not a link or a file)" : ""));
@@ -51,9 +53,8 @@ OutputDirLock::OutputDirLock(const std::string& output_dir, int first_rank, int 
       const std::string path = directory_ + "/" + name;
       // O_CLOEXEC: workers do not inherit it, so the lock lives exactly as long as this launcher.
       int fd = ::openat(dir_fd, name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-      if (fd < 0)
-        throw RunError("cannot open " + path + ": " + std::strerror(errno) +
-                       (errno == ELOOP ? " (a link in its place is never followed; remove it)" : ""));
+      if (fd < 0 && files::is_symlink(path)) throw UsageError(files::link_refusal(path));  // exit 2, naming it
+      if (fd < 0) throw RunError("cannot open " + path + ": " + std::strerror(errno));
       if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
         const int err = errno;
         std::string holder = read_holder(fd);

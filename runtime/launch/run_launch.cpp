@@ -14,6 +14,7 @@
 #include "runtime/launch/launch_summary.hpp"
 #include "runtime/launch/rank_logs.hpp"
 #include "runtime/launch/rendezvous_listener.hpp"
+#include "runtime/launch/shm_sweep.hpp"
 #include "runtime/launch/signal_guard.hpp"
 #include "runtime/launch/worker_env.hpp"
 #include "runtime/launch/worker_group.hpp"
@@ -68,6 +69,7 @@ LaunchResult run_launch(const LaunchPlan& plan) {
     const secret::JobSecret secret = plan.secret ? *plan.secret : launch_secret(plan, setup.base_env).secret;
     secret_fd.emplace(secret);
     setup.secret_fd = secret_fd->fd();
+    remove_segments_of_gone_launchers();  // what the workers of a SIGKILLed launcher left in /dev/shm
     if (is_elastic(plan)) return run_elastic_launch(plan, std::move(setup), guard, secret);
   } catch (const UsageError& e) {  // a refused ACCEL_SECRET_FILE, or none for a multi-launcher job
     return failed(e.what(), 0, 2);

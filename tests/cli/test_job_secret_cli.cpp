@@ -129,3 +129,33 @@ TEST_CASE("a bad secret file is refused with exit 2, naming the file and the fix
   CHECK_FALSE(fs::exists(dir.path() / "out" / "job.resolved.yaml"));
   CHECK_FALSE(fs::exists(dir.path() / "started_0"));
 }
+
+// `launch --dry-run` and `config validate` say beforehand what the launch would refuse (a warning:
+// the environment they run in may not be the launchers'), and say nothing once the file is right.
+TEST_CASE("dry-run and config validate warn of a missing or refused secret file of a multi-launcher job") {
+  TempDir dir;
+  const std::string job = two_machine_job(dir, reserve_port());
+  const fs::path good = write_secret_file(dir.path() / "good");
+  const fs::path shared = write_secret_file(dir.path() / "shared");
+  chmod(shared.c_str(), 0644);
+  for (const std::string command : {"launch --dry-run ", "config validate "}) {
+    INFO(command);
+    const auto missing = run_command(accel_cmd(command + job));
+    INFO(missing.output);
+    CHECK(missing.exit_code == 0);
+    CHECK_THAT(missing.output,
+               Catch::Contains("would refuse this job (exit 2)") || Catch::Contains("would stop here (exit 2)"));
+    CHECK_THAT(missing.output, Catch::Contains("ACCEL_SECRET_FILE is not set") && Catch::Contains("umask 077"));
+    const auto refused = run_command(accel_cmd(command + job, "ACCEL_SECRET_FILE=" + shell_quote(shared.string())));
+    INFO(refused.output);
+    CHECK(refused.exit_code == 0);
+    CHECK_THAT(refused.output, Catch::Contains("ACCEL_SECRET_FILE=" + shared.string()) &&
+                                   Catch::Contains("its mode is 0644, wider than 0600"));
+    const auto fine = run_command(accel_cmd(command + job, "ACCEL_SECRET_FILE=" + shell_quote(good.string())));
+    INFO(fine.output);
+    CHECK(fine.exit_code == 0);
+    CHECK_THAT(fine.output, !Catch::Contains("ACCEL_SECRET_FILE") && !Catch::Contains("warning"));
+  }
+  CHECK_FALSE(fs::exists(dir.path() / "out" / "job.resolved.yaml"));
+  CHECK_FALSE(fs::exists(dir.path() / "started_0"));
+}

@@ -36,9 +36,11 @@ std::string tiny_trainer_job(const TempDir& dir) {
 
 TEST_CASE("a symbolic link planted in output_dir is never followed: exit 2 naming it, its target unchanged") {
   // Each name a launch writes: the launcher's rank log (truncated at start), the metrics (staged
-  // beside, then renamed), the run report (written in place) and the weights export (renamed).
+  // beside, then renamed), the run report (written in place), the weights export (renamed), and the
+  // launch lock (issue 48: opened O_RDWR|O_CREAT and truncated) and its directory.
   const std::string name = GENERATE(as<std::string>{}, "logs/rank_0.log", "metrics.jsonl", "metrics.jsonl.tmp",
-                                    "report/rank_0.json", "weights.safetensors");
+                                    "report/rank_0.json", "weights.safetensors", ".accel-launch/rank0.lock",
+                                    ".accel-launch");
   INFO(name);
   TempDir dir;
   const std::string job = tiny_trainer_job(dir);

@@ -17,6 +17,7 @@
 
 #include "runtime/comm/shard_layout.hpp"
 #include "runtime/comm/shm_collectives.hpp"
+#include "runtime/common/shm_segment_name.hpp"
 
 using accel::comm::shard_range;
 using accel::comm::ShmCollectives;
@@ -148,8 +149,9 @@ TEST_CASE("shm: attach refuses a segment that is not this user's and private, be
   auto root = ShmCollectives::create(2, 5s);
   const std::string good = root->descriptor();
   const std::string name = good.substr(0, good.find(' '));
-  CHECK(name.rfind("/accel-shm-" + std::to_string(getppid()) + "-", 0) == 0);  // the launcher sweeps these
-  CHECK(name.size() == std::string("/accel-shm-").size() + std::to_string(getppid()).size() + 1 + 32);
+  const std::string prefix = "/" + accel::shm_name::segment_prefix(getppid());
+  CHECK(name.rfind(prefix, 0) == 0);  // the launcher sweeps these
+  CHECK(name.size() == prefix.size() + 32);  // then 128 random bits, as hex
   const int fd = shm_open(name.c_str(), O_RDWR | O_NOFOLLOW, 0);
   REQUIRE(fd >= 0);
   REQUIRE(fchmod(fd, 0666) == 0);

@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -23,11 +24,13 @@
 #include "runtime/common/errors.hpp"
 #include "runtime/common/job_secret.hpp"
 #include "runtime/common/sealed_value.hpp"
+#include "runtime/common/shm_segment_name.hpp"
 #include "runtime/launch/elastic_client.hpp"
 #include "runtime/launch/elastic_host.hpp"
 #include "runtime/launch/elastic_messages.hpp"
 #include "runtime/launch/membership_auth.hpp"
 #include "runtime/launch/rendezvous_listener.hpp"
+#include "runtime/launch/shm_sweep.hpp"
 #include "runtime/launch/signal_guard.hpp"
 #include "launch_test_support.hpp"
 #include "runtime/launch/launch_plan.hpp"
@@ -260,7 +263,9 @@ TEST_CASE("listeners bind the job's address only: loopback is not reachable from
 TEST_CASE("a segment a killed rank left in /dev/shm is removed when its group ends") {
   TempDir dir;
   LaunchPlan plan = script_plan(dir,
-                                "if [ \"$RANK\" = 0 ]; then head -c 4096 /dev/zero > /dev/shm/accel-shm-$PPID-${RANK}feedface && "
+                                "if [ \"$RANK\" = 0 ]; then "
+                                "seg=/dev/shm/accel-shm-$PPID-$(stat -Lc %i /proc/self/ns/pid)-0feedface && "
+                                "head -c 4096 /dev/zero > $seg && echo $seg > \"$OUT_DIR/segment\" && "
                                 "echo $PPID > \"$OUT_DIR/launcher\" && kill -9 $$; fi\nsleep 30\n",
                                 2);
   LaunchResult result = run_launch(plan);
@@ -269,7 +274,34 @@ TEST_CASE("a segment a killed rank left in /dev/shm is removed when its group en
   std::string pid;
   launcher_pid >> pid;
   REQUIRE(pid == std::to_string(getpid()));  // the segment was made; run_launch() is the launcher here
-  CHECK_FALSE(std::filesystem::exists("/dev/shm/accel-shm-" + pid + "-0feedface"));
+  std::ifstream segment_name(dir.path() / "segment");
+  std::string segment;
+  segment_name >> segment;
+  REQUIRE(!segment.empty());
+  CHECK_FALSE(std::filesystem::exists(segment));
+}
+
+// A SIGKILLed launcher's workers die with it, so no process of its job can remove a segment left in
+// the create-unlink window: the next launch removes the segments of this namespace's gone launchers.
+TEST_CASE("a launch removes the segments of launchers that are gone, and only those") {
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  REQUIRE(waitpid(gone, nullptr, 0) == gone);
+  const std::string ns = std::to_string(accel::shm_name::pid_namespace_id());
+  auto plant = [](const std::string& name) {
+    std::ofstream("/dev/shm/" + name) << "x";
+    return "/dev/shm/" + name;
+  };
+  const std::string of_gone = plant(accel::shm_name::segment_prefix(gone) + "0feedface");
+  const std::string of_live = plant(accel::shm_name::segment_prefix(getppid()) + "0feedface");
+  const std::string other_ns = plant("accel-shm-" + std::to_string(gone) + "-1" + ns + "-0feedface");
+  const std::string old_name = plant("accel-shm-" + std::to_string(gone) + "-0feedface");
+  CHECK(accel::launch::remove_segments_of_gone_launchers() >= 1);
+  CHECK_FALSE(std::filesystem::exists(of_gone));
+  for (const std::string& kept : {of_live, other_ns, old_name}) {
+    CHECK(std::filesystem::exists(kept));
+    std::filesystem::remove(kept);
+  }
 }
 
 TEST_CASE("a one-machine launch hands every worker the same secret by memfd, never in argv or a value") {

@@ -75,32 +75,6 @@ def largest_relative_diff(metrics, ref_metrics, key, what):
     return largest_diff((abs(a[key] - b[key]) / abs(b[key]) for a, b in zip(metrics, ref_metrics)), what)
 
 
-def weight_rnorm(weights, ref):
-    """||weights - ref|| / ||ref|| over every tensor of the dict `ref` (summed in float64)."""
-    num = sum(((weights[k].astype(np.float64) - ref[k]) ** 2).sum().item() for k in ref)
-    return (num / sum((ref[k].astype(np.float64) ** 2).sum().item() for k in ref)) ** 0.5
-
-
-def check_bf16_against_world1(test, worst, name, metrics, weights, ref_metrics, ref_weights):
-    """One bf16 run against the same program's bf16 run at world 1: records in worst[name] its largest
-    relative loss difference, relative grad-norm difference and relative weight-difference norm, and
-    asserts each within the test's LOSS_RTOL, GRAD_NORM_RTOL and WEIGHT_RNORM."""
-    losses, ref_losses = [r["loss"] for r in metrics], [r["loss"] for r in ref_metrics]
-    worst[name] = (largest_diff((abs(a - b) / b for a, b in zip(losses, ref_losses)), name),
-                   largest_relative_diff(metrics, ref_metrics, "grad_norm", f"{name}: grad norm"),
-                   weight_rnorm(weights, ref_weights))
-    test.assertLessEqual(worst[name][0], test.LOSS_RTOL, f"{losses} vs {ref_losses}")
-    test.assertLessEqual(worst[name][1], test.GRAD_NORM_RTOL)
-    test.assertLessEqual(worst[name][2], test.WEIGHT_RNORM)
-
-
-def print_bf16_table(worst, width):
-    print("\nbf16: largest relative loss difference / relative grad-norm difference / relative "
-          "weight-difference norm against bf16 at world 1:")
-    for name, (l, g, w) in worst.items():
-        print(f"  {name:{width}s} {l:.3g} {g:.3g} {w:.3g}")
-
-
 def read_run(out):
     """The Run (metrics.jsonl records, model.safetensors as numpy arrays) a program left in `out`."""
     return Run(read_metrics(out), read_safetensors_arrays(os.path.join(out, "model.safetensors")))

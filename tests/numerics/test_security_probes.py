@@ -11,6 +11,12 @@ ends at once with a message naming what was wrong (never a hang, a silent fallba
   real machine 1 joins and the job trains at world 4.
 - PlantedLogLink: a link planted at a rank log's name is an exit-2 error naming it; the victim
   file is untouched.
+- SegmentLeak: a signal to rank 0 or the launcher while rank 0 is inside the window between creating
+  its shared-memory segment and unlinking it (5 kinds) leaves nothing in /dev/shm.
+- SecretNeverShown: the job secret (raw or hex) is in no argv, environment, file of the run or byte
+  sent over loopback (the store's keys and values) during a 2-process job.
+The store forgeries also write garbage under the segment descriptor's key (issue 48's silent TCP
+fallback) and a non-numeric "done" (its stack trace).
 The cross-user part (the attacker's segment) needs a second uid: it runs through `setpriv
 --reuid=nobody` where the test runs as root, and skips (exit 77) otherwise.
 
@@ -18,6 +24,7 @@ Run: ACCEL_BINARY=build/accel ACCEL_PYTHON=... python -m unittest -v test_securi
 """
 import os
 import re
+import signal
 import socket
 import struct
 import subprocess
@@ -119,10 +126,10 @@ print(f"forged {writes} writes", flush=True)
 
 
 class _ProbeBase(_Base):
-    def small_job(self, d, port, world=2, steps=4, **extra):
+    def small_job(self, d, port, world=2, steps=4, training=None, **extra):
         tokens = ts.make_tokens(os.path.join(d, "tok.bin"))
         job = ts.job(os.path.join(d, "run"), data_path=tokens, world=world, micro=2, accum=1, steps=steps,
-                     eval_every=0)
+                     eval_every=0, **(training or {}))
         job.update({"main_process_ip": "127.0.0.1", "main_process_port": port, "collective_timeout_s": 30})
         job.update(extra)
         return ts.write_job(os.path.join(d, "job.yaml"), job)
@@ -132,8 +139,8 @@ class _ProbeBase(_Base):
             self.assertNotIn(marker, proc.stderr, f"a stack trace or the store's raw error\n{ts.describe(proc)}")
 
     def launch_with_forger(self, job_path, port, pairs):
-        """`accel launch` while FORGE_KEYS writes `pairs` into its store; the completed launch and the
-        forger's output."""
+        """`accel launch` while FORGE_KEYS writes `pairs` into its store; the completed launch, its
+        seconds and the forger's count of writes."""
         forger = subprocess.Popen([ts.PY, "-c", FORGE_KEYS, str(port), *[f"{k}={v}" for k, v in pairs]],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
@@ -145,7 +152,7 @@ class _ProbeBase(_Base):
             out, _ = forger.communicate("", timeout=60)
         writes = re.search(r"forged (\d+) writes", out)
         self.assertTrue(writes and int(writes.group(1)) > 0, f"the forger never reached the store:\n{out[-2000:]}")
-        return proc, took, out
+        return proc, took, writes.group(0)
 
 
 class ListenersBound(_ProbeBase):
@@ -181,7 +188,7 @@ class StoreForgery(_ProbeBase):
         port = reserve_port()
         job_path = self.small_job(d, port, steps=20)
         proc, took, forged = self.launch_with_forger(job_path, port, [(SEGMENT_KEY, f"{name} {FORGED_TOKEN} 2")])
-        print(f"\nforged segment: exit {proc.returncode} after {took:.1f} s; {forged.strip()}", file=sys.stderr)
+        print(f"\nforged segment: exit {proc.returncode} after {took:.1f} s; {forged}", file=sys.stderr)
         with open(path, "rb") as f:
             f.seek(HEADER_BYTES)
             written = any(f.read(2 * SLOT_BYTES))
@@ -194,16 +201,64 @@ class StoreForgery(_ProbeBase):
         else:  # rank 0's own value won every read: the job trained as usual
             self.assertNotIn("timed out", proc.stderr)
 
+    def test_bogus_segment_descriptor_never_falls_back_to_tcp_silently(self):
+        # Issue 48: garbage under the descriptor's key made the job fall back to TCP without a word.
+        d = self.tmpdir()
+        port = reserve_port()
+        job_path = self.small_job(d, port, steps=20)
+        proc, took, forged = self.launch_with_forger(job_path, port, [(SEGMENT_KEY, "bogus")])
+        print(f"\nbogus segment descriptor: exit {proc.returncode} after {took:.1f} s; {forged}", file=sys.stderr)
+        self.assertNoStackTrace(proc)
+        if proc.returncode != 0:
+            self.assertLaunch(proc, 1, "a job whose segment descriptor was garbage")
+            self.assertIn(f"the rendezvous store's key {SEGMENT_KEY} does not carry this job's MAC", proc.stderr)
+            self.assertLess(took, 30, "the job must end at once, not at the collective timeout")
+        else:  # rank 0's own value won every read: the job went on over shared memory, not TCP
+            self.assertIn("collectives over gloo (shared memory)", proc.stdout + proc.stderr)
+
     def test_forged_done_flags_end_the_job_naming_the_key(self):
         d = self.tmpdir()
         port = reserve_port()
         job_path = self.small_job(d, port, steps=20)
         proc, took, forged = self.launch_with_forger(job_path, port, [("accel/0/done", "x"), ("accel/0/done/1", "x")])
-        print(f"\nforged done: exit {proc.returncode} after {took:.1f} s; {forged.strip()}", file=sys.stderr)
+        print(f"\nforged done: exit {proc.returncode} after {took:.1f} s; {forged}", file=sys.stderr)
         self.assertNoStackTrace(proc)
         if proc.returncode != 0:
             self.assertLaunch(proc, 1, "a job whose done flags were forged")
             self.assertIn("the rendezvous store's key accel/0/done/1 does not carry this job's MAC", proc.stderr)
+
+
+    def test_forged_arrivals_are_named_and_never_shown_as_a_host(self):
+        # Each rank's arrival carries its host, which only labels diagnoses (the flight recorder): a
+        # forged one would blame a host that is not the rank's. It is dropped with a warning naming
+        # the key, and the job goes on. Both ranks' are forged, so the last reader sees a forged one.
+        d = self.tmpdir()
+        port = reserve_port()
+        job_path = self.small_job(d, port, steps=4)
+        arrivals = [(f"accel/0/arrived/{r}", "blamed-host") for r in range(2)]
+        proc, took, forged = self.launch_with_forger(job_path, port, arrivals)
+        print(f"\nforged arrivals: exit {proc.returncode} after {took:.1f} s; {forged}", file=sys.stderr)
+        self.assertNoStackTrace(proc)
+        self.assertLaunch(proc, 0, "a job whose arrivals were forged")
+        self.assertRegex(proc.stdout + proc.stderr,
+                         r"the rendezvous store's key accel/0/arrived/[01] does not carry this job's MAC")
+        self.assertNotIn("blamed-host", proc.stderr + proc.stdout)
+
+    def test_forged_commit_votes_end_the_job_naming_the_key(self):
+        # The asynchronous checkpoint's votes (api/checkpoint_engine_async.cpp): rank 1's vote on the
+        # first two saves, forged; committing on a forged "ok" would record a checkpoint not written.
+        d = self.tmpdir()
+        port = reserve_port()
+        job_path = self.small_job(d, port, steps=8, training={"checkpoint_every": 2, "async_checkpoint": True})
+        votes = [(f"accel/0/async_checkpoint/{n}/rank/1", "ok") for n in range(2)]
+        proc, took, forged = self.launch_with_forger(job_path, port, votes)
+        print(f"\nforged commit votes: exit {proc.returncode} after {took:.1f} s; {forged}", file=sys.stderr)
+        self.assertNoStackTrace(proc)
+        if proc.returncode != 0:
+            self.assertLaunch(proc, 1, "a job whose checkpoint votes were forged")
+            self.assertRegex(proc.stderr, r"the rendezvous store's key accel/0/async_checkpoint/[01]/rank/1 does not "
+                                          r"carry this job's MAC")
+            self.assertLess(took, 30, "the job must end at once, not at the collective timeout")
 
 
 class ElasticSlotHijack(_ProbeBase):
@@ -225,6 +280,8 @@ class ElasticSlotHijack(_ProbeBase):
             while not listening_addresses(port) and time.monotonic() < deadline and machine0.proc.poll() is None:
                 time.sleep(0.02)
             self.assertTrue(listening_addresses(port), "machine 0 never listened:\n" + "".join(machine0.err)[-3000:])
+            self.assertTrue(all(is_loopback(a) for a in listening_addresses(port)),
+                            f"the membership listener listens on {listening_addresses(port)}, not main_process_ip")
             fake = socket.create_connection(("127.0.0.1", port), timeout=10)
             fake.sendall(b"join\t1\t\x1b[2Jfake-host\nfailed\t0\t\x1b[2Jboom\n")
             time.sleep(1)  # the fake had its chance to join first
@@ -248,6 +305,179 @@ class ElasticSlotHijack(_ProbeBase):
             self.assertNotIn("\x1b", p.stderr + p.stdout, "a peer's control bytes were printed raw")
         self.assertIn("machines 0 and 1 of 2 joined, world 4", p0.stderr)
         self.assertNotIn("elastic restart", p0.stderr, "the fake's failure report used up a restart")
+
+
+def child_with_rank(launcher, rank):
+    """The pid of `launcher`'s child whose environment says RANK=`rank`, or None."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            if ppid != launcher:
+                continue
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if f"RANK={rank}".encode() in f.read().split(b"\0"):
+                    return int(entry)
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
+def segments_of(launcher):
+    """The names in /dev/shm of the segments of `launcher`'s workers (runtime/launch/shm_sweep.hpp)."""
+    return [n for n in os.listdir("/dev/shm") if n.startswith(f"accel-shm-{launcher}-")]
+
+
+class SegmentLeak(_ProbeBase):
+    """Issue 48: a signal in the milliseconds between rank 0 creating its segment and unlinking it left
+    8 MiB in /dev/shm, 5 times of 5. Here rank 0 is frozen (SIGSTOP) inside that window, the signal is
+    sent, and once the launcher has exited no segment of it is left. A SIGKILLed launcher can remove
+    nothing itself (its workers die with it): the next launch on the host removes what it left."""
+
+    def launch_into_window(self, job_path, tries=20):
+        """Starts `accel launch` and freezes rank 0 while its segment is still named in /dev/shm; the
+        launcher, rank 0's pid and the segment's name. Retries a launch that slipped past the window."""
+        for _ in range(tries):
+            proc = subprocess.Popen([ts.ACCEL, "launch", job_path], cwd=os.path.dirname(job_path), env=ts.clean_env(),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            seen, rank0 = [], None
+            deadline = time.monotonic() + 120
+            while proc.poll() is None and time.monotonic() < deadline and not seen:
+                seen = segments_of(proc.pid)
+            if seen:
+                rank0 = child_with_rank(proc.pid, 0)
+                if rank0:
+                    os.kill(rank0, signal.SIGSTOP)
+                # Rank 0 cannot unlink it now, and the launcher removes it only once the group ended.
+                if rank0 and segments_of(proc.pid) == seen:
+                    return proc, rank0, seen[0]
+                if rank0:
+                    os.kill(rank0, signal.SIGCONT)
+            proc.kill()
+            proc.communicate()
+        self.fail(f"no launch of {tries} was caught between creating and unlinking its segment")
+
+    def test_signals_inside_the_create_unlink_window_leave_no_segment(self):
+        d = self.tmpdir()
+        job_path = self.small_job(d, 0, steps=4, shutdown_grace_s=1)
+        kinds = [("rank 0", signal.SIGKILL), ("rank 0", signal.SIGTERM), ("launcher", signal.SIGTERM),
+                 ("launcher", signal.SIGINT), ("launcher", signal.SIGKILL)]
+        left = []
+        for who, sig in kinds:
+            proc, rank0, name = self.launch_into_window(job_path)
+            os.kill(rank0 if who == "rank 0" else proc.pid, sig)
+            if who == "rank 0" and sig != signal.SIGKILL:
+                os.kill(rank0, signal.SIGCONT)  # a stopped process takes SIGTERM only once it runs
+            _, err = proc.communicate(timeout=120)
+            if who == "launcher" and sig == signal.SIGKILL:
+                # Nothing of the job can act any more (its workers got SIGKILL with it): the next launch
+                # of this user on the host removes segments of launchers that are gone.
+                self.assertEqual(proc.returncode, -signal.SIGKILL)
+                deadline = time.monotonic() + 10
+                while os.path.exists(f"/proc/{rank0}") and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                self.assertLaunch(ts.launch(job_path), 0, "the launch after a SIGKILLed one")
+            else:
+                self.assertNotEqual(proc.returncode, 0, f"{who} {sig.name}: the job should have ended\n{err[-2000:]}")
+            print(f"\n{who} {sig.name} inside the window of {name}: launcher exit {proc.returncode}, "
+                  f"left {os.path.exists('/dev/shm/' + name)}", file=sys.stderr)
+            if os.path.exists("/dev/shm/" + name):
+                left.append(f"{who} {sig.name}")
+                os.unlink("/dev/shm/" + name)
+        self.assertEqual(left, [], "segments left in /dev/shm by a signal inside the create-unlink window")
+
+
+class LoopbackCapture:
+    """Every TCP payload on the loopback interface while it runs (a raw AF_PACKET socket: root only)."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))  # ETH_P_ALL
+        self.sock.bind(("lo", 0))
+        self.sock.settimeout(0.2)
+        self.payloads, self.stopped = [], threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stopped.is_set():
+            try:
+                frame = self.sock.recv(1 << 17)
+            except socket.timeout:
+                continue
+            ip = frame[14:]  # the loopback device's frames carry a zeroed Ethernet header
+            if len(ip) < 20:
+                continue
+            if ip[0] >> 4 == 4 and ip[9] == 6:
+                tcp = ip[(ip[0] & 15) * 4:]
+            elif ip[0] >> 4 == 6 and ip[6] == 6:
+                tcp = ip[40:]
+            else:
+                continue
+            if len(tcp) >= 20:
+                self.payloads.append(tcp[(tcp[12] >> 4) * 4:])
+
+    def stop(self):
+        self.stopped.set()
+        self.thread.join()
+        self.sock.close()
+        return b"".join(self.payloads)
+
+
+def launcher_secret(launcher):
+    """The job secret, read as root from the sealed memfd `launcher` hands its workers."""
+    for fd in os.listdir(f"/proc/{launcher}/fd"):
+        try:
+            if os.readlink(f"/proc/{launcher}/fd/{fd}").startswith("/memfd:accel-job-secret"):
+                with open(f"/proc/{launcher}/fd/{fd}", "rb") as f:
+                    return f.read()
+        except OSError:
+            continue
+    return None
+
+
+class SecretNeverShown(_ProbeBase):
+    def test_the_secret_is_in_no_argv_environment_log_or_store_traffic(self):
+        """Issue 48 item 2: a one-machine job's generated secret, raw or as hex, is in no process's argv
+        or environment while the job runs, in no log or output line, and in nothing sent over loopback
+        (the rendezvous store's keys and values, Gloo's pairs)."""
+        if os.geteuid() != 0:
+            raise unittest.SkipTest("needs root to capture loopback traffic and read the launcher's memfd")
+        d = self.tmpdir()
+        port = reserve_port()
+        job_path = self.small_job(d, port, steps=12, training={"checkpoint_every": 4})
+        capture = LoopbackCapture()
+        proc = subprocess.Popen([ts.ACCEL, "launch", job_path], cwd=d, env=ts.clean_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        secret, argv_env = None, []
+        try:
+            while proc.poll() is None:
+                secret = secret or launcher_secret(proc.pid)
+                for entry in os.listdir("/proc"):
+                    for what in ("cmdline", "environ"):
+                        try:
+                            with open(f"/proc/{entry}/{what}", "rb") as f:
+                                argv_env.append(f.read())
+                        except OSError:
+                            pass
+                time.sleep(0.05)
+            out, err = proc.communicate()
+        finally:
+            traffic = capture.stop()
+        self.assertEqual(proc.returncode, 0, err[-3000:])
+        self.assertIsNotNone(secret, "the launcher's secret memfd was never seen")
+        self.assertEqual(len(secret), 32)
+        self.assertIn(b"accel/0/", traffic, "the capture saw none of the store's traffic")
+        files = {os.path.join(root, n) for root, _, names in os.walk(os.path.join(d, "run")) for n in names}
+        self.assertIn(os.path.join(d, "run", "logs", "rank_1.log"), files)
+        written = b"".join(open(f, "rb").read() for f in sorted(files))
+        places = {"argv or environment": b"".join(argv_env), "files of the run (logs, checkpoints)": written,
+                  "launcher output": (out + err).encode(), "loopback traffic": traffic}
+        forms = {"raw": secret, "hex": secret.hex().encode(), "HEX": secret.hex().upper().encode()}
+        for place, text in places.items():
+            for form, needle in forms.items():
+                self.assertFalse(needle in text, f"the job secret ({form}) is in the {place}")
 
 
 class PlantedLogLink(_ProbeBase):

@@ -78,7 +78,7 @@ class _ReferenceBase(_Base):
     # BLAS blocking) and AdamW carries that into the weights, undamped where a gradient is near zero;
     # a split's rounding error is of the reference's size, so it differs from the reference by about
     # twice the noise at most (measured: see FACTOR). They were fixed, tuned on one CPU: |dloss| 1e-4,
-    # |dw| 1e-4 over all tensors, grad norm 1e-4 relative (ts.GRAD_NORM_RTOL), |deval| 1e-4. Derived
+    # |dw| 1e-4 over all tensors, grad norm 1e-4 relative, |deval| 1e-4. Derived
     # (8-row references, 3 CPU kernel sets): loss ~7e-7..1.4e-6 relative, grad norm 9e-7..3e-6, eval
     # 4.8e-7, weights 3e-8..7.4e-5 per tensor. One tensor's is wider than before: h.1.mlp.c_fc.weight
     # against the 6-row (world 3) reference, 2.0e-4..3.6e-4, where that reference's own fp32 rounding

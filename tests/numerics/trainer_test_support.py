@@ -187,24 +187,6 @@ def reference_train(job_path, out_dir, init_weights, world, micro, accum):
     return out_dir
 
 
-# compare_runs's users: tests/gpu (the GPU against the CPU reference). The CPU numerics tests derive
-# their bounds from the reference's own rounding instead (reordering_noise.reference_rounding).
-# Relative grad-norm bound of compare_runs in fp32: the runs compared sum the same terms in other
-# orders, which moves a norm by ~1e-7..1e-6 relative (measured <= 3.3e-7 at world 4 under zero_stage
-# 3 against the reference); a gradient off by any factor that matters (a missing divisor, a weight
-# summed twice) misses it by orders of magnitude.
-GRAD_NORM_RTOL = 1e-4
-
-
-def compare_runs(a, b, loss_tol, weight_tol, grad_norm_rtol=GRAD_NORM_RTOL, key_bias_tol=None):
-    """scripts/reference/compare_runs.py over two run directories: per-step loss, lr and grad norm,
-    and final weights (a missing weights file fails); the attention key biases at key_bias_tol apart
-    when given (compare_runs.py --key-bias-tol)."""
-    extra = [] if key_bias_tol is None else ["--key-bias-tol", repr(key_bias_tol)]
-    return run([PY, os.path.join(REF, "compare_runs.py"), a, b, "--loss-tol", repr(loss_tol),
-                "--weight-tol", repr(weight_tol), "--grad-norm-rtol", repr(grad_norm_rtol)] + extra)
-
-
 def largest_diff(diffs, what="difference"):
     """The largest of `diffs` (numbers, e.g. a generator of per-step or per-tensor differences).
     Raises AssertionError, a test failure, when one is NaN or infinite or when there is none: plain

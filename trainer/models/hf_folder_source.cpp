@@ -30,9 +30,11 @@ void HfFolderSource::fill(const std::string& name, const at::Tensor& param, int6
   const Place& place = it->second;
   at::Tensor out = dest.view(-1);
   const int64_t count = out.numel();
+  // As the parameter would hold it (its dtype), then the engine's buffer, in pieces: reading a
+  // whole bf16 tensor and converting it at once held 375 MiB beside the buffer for a 32000 x 2048
+  // embedding, the start-up peak of a 1B Llama under zero 3 (docs/bench/hf_llama_*).
   if (!place.map.transposed) {
-    // As the parameter would hold it (its dtype), then the engine's buffer.
-    out.copy_(place.reader->read_range(place.map.hf_name, begin, count).to(param.scalar_type()));
+    place.reader->read_range_converted(place.map.hf_name, begin, out, param.scalar_type());
     return;
   }
   // accel [O, I] element k = (o, i) is stored at i * O + o. For each stored row i the wanted o's
@@ -43,9 +45,9 @@ void HfFolderSource::fill(const std::string& name, const at::Tensor& param, int6
     const int64_t o_hi = end - 1 - i < 0 ? -1 : (end - 1 - i) / I;
     if (o_hi < o_lo) continue;
     const int64_t n = o_hi - o_lo + 1;
-    at::Tensor run = place.reader->read_range(place.map.hf_name, i * O + o_lo, n).to(param.scalar_type());
     const int64_t first = o_lo * I + i - begin;  // its first element's place in dest
-    out.slice(0, first, first + (n - 1) * I + 1, I).copy_(run);
+    place.reader->read_range_converted(place.map.hf_name, i * O + o_lo, out.slice(0, first, first + (n - 1) * I + 1, I),
+                                       param.scalar_type());
   }
 }
 

@@ -119,6 +119,48 @@ TEST_CASE("SafetensorsReader reads single tensors and element ranges without the
   CHECK_THROWS_WITH(reader.read("nope"), Catch::Contains("has no tensor 'nope'"));
 }
 
+TEST_CASE("SafetensorsReader reads ranges into a buffer and converts them in pieces", "[safetensors]") {
+  accel::test::TempDir dir;
+  const auto path = (dir.path() / "c.safetensors").string();
+  // Values bf16 cannot hold (so a rounding step shows), stored fp32 and bf16.
+  at::Tensor f32 = at::arange(50, at::TensorOptions(at::kFloat)) * 1.0009765625 + 0.33;
+  at::Tensor b16 = f32.to(at::kBFloat16);
+  save_safetensors(path, {{"f32", f32}, {"b16", b16}});
+  accel::engine::SafetensorsReader reader(path);
+
+  at::Tensor into = at::empty({9}, at::kFloat);
+  reader.read_range_into("f32", 5, into);
+  CHECK(at::equal(into, f32.narrow(0, 5, 9)));
+  CHECK_THROWS_WITH(reader.read_range_into("f32", 45, into), Catch::Contains("outside its 50") && Catch::Contains(path));
+  CHECK_THROWS_WITH(reader.read_range_into("b16", 0, into), Catch::Contains("not contiguous BFloat16"));
+  CHECK_THROWS_WITH(reader.read_range_into("f32", 0, at::empty({20}, at::kFloat).slice(0, 0, 20, 2)),
+                    Catch::Contains("not contiguous Float"));
+
+  // Pieces of 7 over 43 elements (the last one short), into a strided fp32 destination: each value
+  // equals the whole range converted at once, through the parameter's dtype.
+  for (int64_t piece : {int64_t(7), int64_t(43), int64_t(1000)})
+    for (const char* name : {"f32", "b16"})
+      for (at::ScalarType via : {at::kFloat, at::kBFloat16, at::kHalf}) {
+        CAPTURE(piece, name, via);
+        const at::Tensor expected = reader.read_range(name, 4, 43).to(via).to(at::kFloat);
+        at::Tensor wide = at::full({86}, -1.0f);
+        reader.read_range_converted(name, 4, wide.slice(0, 0, 86, 2), via, piece);
+        CHECK(at::equal(wide.slice(0, 0, 86, 2), expected));
+        CHECK(at::equal(wide.slice(0, 1, 86, 2), at::full({43}, -1.0f)));  // nothing written between
+        at::Tensor dense = at::empty({43}, at::kDouble);
+        reader.read_range_converted(name, 4, dense, via, piece);
+        CHECK(at::equal(dense, reader.read_range(name, 4, 43).to(via).to(at::kDouble)));
+      }
+  // The rounding through a third dtype is kept (fp32 stored, bf16 parameter, fp32 buffer).
+  at::Tensor out = at::empty({50}, at::kFloat);
+  reader.read_range_converted("f32", 0, out, at::kBFloat16, 7);
+  CHECK(at::equal(out, b16.to(at::kFloat)));
+  CHECK_FALSE(at::equal(out, f32));
+  const uint64_t before = reader.data_bytes_read();
+  reader.read_range_converted("b16", 10, at::empty({30}, at::kFloat), at::kFloat, 4);
+  CHECK(reader.data_bytes_read() - before == 30 * 2);  // exactly the range's bytes, piece by piece
+}
+
 TEST_CASE("save_safetensors replaces a file atomically and leaves no temporary", "[safetensors]") {
   accel::test::TempDir dir;
   const auto path = (dir.path() / "w.safetensors").string();
