@@ -248,6 +248,20 @@ class Cluster:
             t.start()
         return m
 
+    def launch_until_fault(self, accel, env, fault, faulty, timeout):
+        """`accel launch /mnt/job.yaml` on every machine, machine `faulty` with ACCEL_FAULT=`fault`
+        (machine 0 last, as an operator would start the host); returns once that machine printed its
+        ACCEL_FAULT line (True), or ended or `timeout` passed without it (False)."""
+        for k in reversed(range(len(self.machines))):
+            self.start(k, [accel, "launch", "/mnt/job.yaml", "--set", f"machine_rank={k}"],
+                       {**env, "ACCEL_FAULT": fault} if k == faulty else env)
+        m = self.machines[faulty]
+        deadline = time.monotonic() + timeout
+        fired = lambda: any("ACCEL_FAULT:" in line for line in list(m.err))  # noqa: E731
+        while not fired() and m.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return fired()
+
     def _record_pid_namespace(self, m):
         try:
             with open(os.path.join(m.root, ".pid-namespace")) as f:

@@ -128,13 +128,8 @@ class EtcdAcrossNamespaces(NetnsBase):
                             rdzv_endpoint=etcd.endpoints)
             self.put_job(cluster, job)
             env = ts.clean_env({"OMP_NUM_THREADS": "1", "ACCEL_SECRET_FILE": "/mnt/secret"})
-            cluster.start(1, [ts.ACCEL, "launch", "/mnt/job.yaml", "--set", "machine_rank=1"], {**env, "ACCEL_FAULT": FAULT})
-            cluster.start(0, [ts.ACCEL, "launch", "/mnt/job.yaml", "--set", "machine_rank=0"], env)
-            deadline = time.monotonic() + ts.PROC_TIMEOUT_S
-            while (not any("ACCEL_FAULT:" in line for line in list(m1.err)) and m1.proc.poll() is None
-                   and time.monotonic() < deadline):
-                time.sleep(0.05)
-            self.assertTrue(any("ACCEL_FAULT:" in line for line in m1.err), "the fault never fired:\n" + "".join(m1.err)[-3000:])
+            fired = cluster.launch_until_fault(ts.ACCEL, env, FAULT, faulty=1, timeout=ts.PROC_TIMEOUT_S)
+            self.assertTrue(fired, "the fault never fired:\n" + "".join(m1.err)[-3000:])
             keys = etcd.get_prefix(b"/accel/")
             self.assertEqual(sorted(k.rsplit(b"/", 1)[1] for k in keys), [b"host", b"round"],
                              f"the job's keys in etcd while it runs: {keys}")

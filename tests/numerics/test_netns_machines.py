@@ -204,14 +204,8 @@ class ElasticHostNames(_Base):
         job["training"].update({"checkpoint_every": 4})
         self.put_job(cluster, job)
         env = ts.clean_env({"OMP_NUM_THREADS": "1", "ACCEL_SECRET_FILE": "/mnt/secret"})
-        cluster.start(1, [ts.ACCEL, "launch", "/mnt/job.yaml", "--set", "machine_rank=1"],
-                      {**env, "ACCEL_FAULT": "2:hang_in_collective:6"})
-        cluster.start(0, [ts.ACCEL, "launch", "/mnt/job.yaml", "--set", "machine_rank=0"], env)
-        deadline = time.monotonic() + ts.PROC_TIMEOUT_S
-        while (not any("ACCEL_FAULT:" in line for line in list(m1.err)) and m1.proc.poll() is None
-               and time.monotonic() < deadline):
-            time.sleep(0.05)
-        self.assertTrue(any("ACCEL_FAULT:" in line for line in m1.err), "the fault never fired:\n" + "".join(m1.err)[-3000:])
+        fired = cluster.launch_until_fault(ts.ACCEL, env, "2:hang_in_collective:6", faulty=1, timeout=ts.PROC_TIMEOUT_S)
+        self.assertTrue(fired, "the fault never fired:\n" + "".join(m1.err)[-3000:])
         cluster.kill(1)  # machine 1 loses power: its launcher and workers at once
         p = cluster.wait(0, ts.PROC_TIMEOUT_S)
         self.assertEqual(p.returncode, 0, ts.describe(p))
