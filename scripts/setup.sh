@@ -15,7 +15,7 @@ packages=(
   build-essential cmake ninja-build ccache git pkg-config
   libyaml-cpp-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
   libssl-dev              # OpenSSL's libcrypto: HMAC-SHA256 of the job secret (SECURITY.md)
-  libcurl4-openssl-dev    # the etcd rendezvous's HTTP client (docs/design/0034)
+  libcurl4-openssl-dev    # the etcd rendezvous's HTTP client: headers at build time, libcurl4 loaded when an etcd job runs (docs/design/0034)
   libgloo-dev             # Gloo's headers only, for c10d's ProcessGroupGloo.hpp (the wheel ships none); never linked
   catch2                  # test framework, run through ctest (CMake configures the tests with the rest)
   python3-venv            # the Python environment below
@@ -31,7 +31,7 @@ test_packages=(
   slurmctld slurmd slurm-client munge  # a one-node SLURM cluster the same test starts: srun, sbatch, scancel
   iproute2                # ip netns, veth, bridge, tc: machines as namespaces (tests/numerics/test_netns_machines.py)
   etcd-server etcd-client  # the etcd rendezvous backend's tests start a real etcd (docs/design/0034)
-  xz-utils                # the GPU stage compresses a library over 8 MiB (scripts/gpu_stage.sh; ctest gpu_rehearsal)
+  xz-utils                # the GPU stage compresses each library over 1 MiB (scripts/gpu_stage.sh; ctest gpu_rehearsal)
 )
 if [ "${1:-}" = "--tests" ]; then packages+=("${test_packages[@]}"); fi
 

@@ -241,11 +241,14 @@ def row(name, diffs, bounds, width=20):
             f"largest weight difference {max(weights.values()):.3g}{ratio}")
 
 
-def report_agreement(test, worst, ref, bounds, width=20):
+def report_agreement(test, worst, ref, bounds, width=20, label="against world 1", low_precision=False):
     """Prints each case's row against world 1 under the CPU kernels in use, and asserts and prints
-    the controls (check_controls)."""
-    print(f"\nagainst world 1 (ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', 'unset')}), "
+    the controls (check_controls; a bf16/fp16 comparison's with LOW_PRECISION_*)."""
+    print(f"\n{label} (ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', 'unset')}), "
           f"{bounds.describe()}:")
     for name, diffs in worst.items():
         print(row(name, diffs, bounds, width))
-    print(check_controls(test, ref, bounds))
+    if low_precision:
+        print(check_controls(test, ref, bounds, LOW_PRECISION_CONTROL_MIN_USAGE, LOW_PRECISION_UNSEEN))
+    else:
+        print(check_controls(test, ref, bounds))

@@ -21,8 +21,8 @@ import unittest
 import numpy as np
 
 from api_test_support import ONE_THREAD, check_against_reference, largest_relative_diff, program_job, read_run
-from reordering_noise import (LOW_PRECISION_CONTROL_MIN_USAGE, LOW_PRECISION_NOISE_CEILING_RTOL,
-                              LOW_PRECISION_UNSEEN, check_controls, derive, differences, rms, row)
+from reordering_noise import (LOW_PRECISION_NOISE_CEILING_RTOL, check_controls, derive, differences, report_agreement,
+                              rms, row)
 from trainer_test_support import ACCEL, describe, largest_diff, read_metrics, run, write_job, ROOT
 
 EXAMPLE = os.environ.get("ACCEL_EXAMPLE_CNN") or os.path.join(ROOT, "build", "examples", "cnn", "accel_example_cnn")
@@ -224,11 +224,7 @@ class CnnBf16(unittest.TestCase):
                     self.assertEqual(got.metrics[0]["loss"], ref_losses[0])
                     worst[name] = differences(got, ref, name, weight_stat=rms)
                     bounds.check(self, name, worst[name])
-            print(f"\nbf16 against bf16 at world 1 (ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', 'unset')}), "
-                  f"{bounds.describe()}:")
-            for name, diffs in worst.items():
-                print(row(name, diffs, bounds, 12))
-            print(check_controls(self, ref, bounds, LOW_PRECISION_CONTROL_MIN_USAGE, LOW_PRECISION_UNSEEN))
+            report_agreement(self, worst, ref, bounds, 12, label="bf16 against bf16 at world 1", low_precision=True)
             with self.subTest("plain BatchNorm2d refused"):
                 proc, out = self.run_bf16(tmp, "local_bn", 2, 4, DDP, args=["--local-bn"])
                 self.assertEqual(proc.returncode, 1, describe(proc))

@@ -29,8 +29,7 @@ import numpy as np
 
 from api_test_support import (NOISE_SHAPES, ONE_THREAD, check_against_reference, largest_relative_diff,
                               program_job, read_run, read_safetensors_arrays, world1_runs)
-from reordering_noise import (LOW_PRECISION_CONTROL_MIN_USAGE, LOW_PRECISION_NOISE_CEILING_RTOL,
-                              LOW_PRECISION_UNSEEN, check_controls, derive, differences, report_agreement, rms, row)
+from reordering_noise import (LOW_PRECISION_NOISE_CEILING_RTOL, derive, differences, report_agreement, rms, row)
 from reserved_ports import reserve_port
 from trainer_test_support import (ACCEL, ROOT, clean_env, describe, largest_diff, read_metrics, run, secret_env,
                                   write_job)
@@ -270,11 +269,7 @@ class LlamaBf16(unittest.TestCase):
                     self.assertIn("compute BFloat16", proc.stdout + proc.stderr)
                     worst[name] = differences(read_run(out), ref, name, weight_stat=rms)
                     bounds.check(self, name, worst[name])
-            print(f"\nbf16 against bf16 at world 1 (ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', 'unset')}), "
-                  f"{bounds.describe()}:")
-            for name, diffs in worst.items():
-                print(row(name, diffs, bounds, 18))
-            print(check_controls(self, ref, bounds, LOW_PRECISION_CONTROL_MIN_USAGE, LOW_PRECISION_UNSEEN))
+            report_agreement(self, worst, ref, bounds, 18, label="bf16 against bf16 at world 1", low_precision=True)
 
 
 if __name__ == "__main__":
