@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <random>
 #include <stdexcept>
 #include <utility>
 
@@ -71,7 +72,10 @@ void check_output_dir_writable(const config::LoadedJob& loaded) {
   const std::string checkpoints = checkpoint::checkpoints_root(out);
   for (const std::string& dir : {out, checkpoints}) {
     if (!problem.empty() || !fs::is_directory(dir, ec)) continue;
-    const std::string probe = dir + "/.accel-write-probe." + std::to_string(::getpid());
+    // pid and a random part: launchers of other machines (or containers) on a shared output_dir may
+    // have the same pid, and all probe at once.
+    const std::string probe = dir + "/.accel-write-probe." + std::to_string(::getpid()) + "." +
+                              std::to_string(std::random_device{}());
     const int fd = ::open(probe.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
     bool ok = fd >= 0 && ::write(fd, "x", 1) == 1 && ::fsync(fd) == 0;
     const int err = errno;

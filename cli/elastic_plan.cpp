@@ -70,9 +70,13 @@ void fill_elastic_plan(const config::LoadedJob& loaded, launch::LaunchPlan& plan
   if (!config::is_elastic(j)) return;
   plan.min_machines = j.min_machines;
   plan.join_window = std::chrono::milliseconds(int64_t(j.elastic_join_window_s * 1000));
+  plan.peer_timeout = std::chrono::seconds(j.elastic_peer_timeout_s);
   plan.rendezvous_timeout = std::chrono::milliseconds(int64_t(j.rendezvous_timeout_s) * 1000);
   plan.round_job = [j](int machines, int machine_rank) { return round_job(j, machines, machine_rank); };
-  if (j.rdzv_backend == config::RdzvBackend::etcd) plan.rdzv_etcd = j.rdzv_endpoint;
+  if (j.rdzv_backend == config::RdzvBackend::etcd) {
+    plan.rdzv_etcd = j.rdzv_endpoint;
+    plan.rdzv_lease_s = j.rdzv_lease_s;
+  }
   const std::string output_dir = std::filesystem::absolute(j.training.output_dir).string();
   plan.resume_point = [output_dir, resume = j.training.resume](int machines) {
     return resume_point(output_dir, resume, machines);

@@ -2,6 +2,7 @@
 
 #include "runtime/config/rdzv_endpoint.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <numeric>
 #include <string>
@@ -39,6 +40,9 @@ void check_rendezvous_backend(const JobConfig& job, JobChecker& c) {
       c.error("rdzv_endpoint", "is set but rdzv_backend is static (machine 0 hosts the rendezvous itself)", "",
               "set rdzv_backend: etcd to keep the rendezvous in the etcd cluster at rdzv_endpoint, or remove "
               "rdzv_endpoint; " + c.about("rdzv_backend"));
+    if (c.is_set("rdzv_lease_s"))
+      c.warning("rdzv_lease_s", "has no effect: rdzv_backend is static (no lease: machine 0 hosts the rendezvous)",
+                "set rdzv_backend: etcd with rdzv_endpoint, or remove rdzv_lease_s; " + c.about("rdzv_backend"));
     return;
   }
   if (job.rdzv_endpoint.empty()) {
@@ -46,6 +50,15 @@ void check_rendezvous_backend(const JobConfig& job, JobChecker& c) {
             "set rdzv_endpoint, e.g. 10.0.0.5:2379,10.0.0.6:2379,10.0.0.7:2379, or rdzv_backend: static");
     return;
   }
+  // A survivor waits up to two leases to tell a lost host from a live one (docs/design/0034), and
+  // gives up on the election after rendezvous_timeout_s: the second must outlast the first.
+  if (2 * job.rdzv_lease_s >= job.rendezvous_timeout_s)
+    c.error("rdzv_lease_s", std::to_string(job.rdzv_lease_s) + " s: a survivor waits up to two leases (" +
+                                std::to_string(2 * job.rdzv_lease_s) + " s) before it elects a host or goes back "
+                                "to the one it lost, and gives up after rendezvous_timeout_s (" +
+                                std::to_string(job.rendezvous_timeout_s) + " s)",
+            "1 .. " + std::to_string(std::max(1, (job.rendezvous_timeout_s - 1) / 2)),
+            "lower rdzv_lease_s (5, the default, suits most clusters) or raise rendezvous_timeout_s");
   std::string problem;
   if (!parse_rdzv_endpoints(job.rdzv_endpoint, &problem))
     c.error("rdzv_endpoint", problem, kForm, "write each etcd member's client address, e.g. 10.0.0.5:2379");
@@ -66,7 +79,7 @@ void check_elastic(const JobConfig& job, JobChecker& c) {
     return;
   }
   if (!is_elastic(job)) {
-    for (const char* key : {"elastic_batch", "elastic_join_window_s"})
+    for (const char* key : {"elastic_batch", "elastic_join_window_s", "elastic_peer_timeout_s"})
       if (c.is_set(key))
         c.warning(key, "has no effect: the job's world is fixed", c.about("min_machines") +
                                                                      "; set it below num_machines, or num_machines: "

@@ -159,8 +159,10 @@ struct JobConfig {
   int max_restarts = 0;
   ElasticBatch elastic_batch = ElasticBatch::keep_global;  // what a smaller elastic world keeps
   double elastic_join_window_s = 10.0;                      // a restart round's wait for more machines
+  int elastic_peer_timeout_s = 15;  // a launcher connection unanswered this long: its peer is lost
   RdzvBackend rdzv_backend = RdzvBackend::static_;  // who hosts an elastic job's rendezvous (docs/design/0034)
   std::string rdzv_endpoint;                        // etcd: host:port[,host:port...]
+  int rdzv_lease_s = 5;                             // etcd: the host's lease TTL, how soon a lost host is replaced
   std::vector<std::string> program;
   int rendezvous_timeout_s = 300;
   int collective_timeout_s = 1800;  // 30 min: covers checkpoint writes between barriers (docs/design/0002)

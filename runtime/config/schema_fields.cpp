@@ -161,6 +161,14 @@ std::vector<FieldSpec> build_schema() {
       field(KEY(elastic_join_window_s), "Elastic jobs: once min_machines launchers have joined a start or restart "
                                         "round, seconds to wait for the others before the round starts without them.")
           .range(0, 3600),
+      field(KEY(elastic_peer_timeout_s), "Elastic jobs: seconds a launcher's connection to the rendezvous host "
+                                         "(and the host's to each launcher) may go unanswered before the other "
+                                         "side is taken for lost: a machine that lost power or is cut off. The host "
+                                         "then goes on without that machine; a launcher that lost its host exits "
+                                         "(rdzv_backend static) or asks etcd who hosts now. Longer rides out longer "
+                                         "network outages (a machine cut off for less rejoins at the next restart); "
+                                         "shorter notices a dead machine sooner.")
+          .range(2, 3600),
       field(KEY(rdzv_backend), "Elastic jobs: where the launchers' rendezvous lives. static: machine 0's launcher "
                                "hosts it, and losing machine 0 ends the job. etcd: the etcd cluster at "
                                "rdzv_endpoint holds who hosts it, under leases; when that machine is lost the "
@@ -168,6 +176,12 @@ std::vector<FieldSpec> build_schema() {
                                "resumes from the last checkpoint (docs/design/0034)."),
       field(KEY(rdzv_endpoint), "rdzv_backend etcd: the etcd cluster's client addresses, host:port[,host:port...] "
                                 "(plain http), e.g. 10.0.0.5:2379,10.0.0.6:2379,10.0.0.7:2379."),
+      field(KEY(rdzv_lease_s), "rdzv_backend etcd: seconds of the lease the host's key lives under, renewed every "
+                               "third of it. A lost host is replaced after at most this (plus "
+                               "elastic_join_window_s); a host whose renewals stall this long (etcd slow or "
+                               "without quorum) ends the job. Below etcd's shortest lease (1.5 election "
+                               "timeouts: 2 s for etcd's defaults) the launch is refused.")
+          .range(1, 600),
       field(KEY(program), "Run this program (and arguments) as each worker instead of accel's built-in trainer, "
                           "e.g. [./my_trainer, --lr, \"3e-4\"]. It receives the launch environment (RANK, "
                           "WORLD_SIZE, MASTER_ADDR, ACCEL_JOB, ...). A relative path resolves against the job file's directory "

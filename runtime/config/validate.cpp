@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <random>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -96,7 +97,9 @@ bool creatable_dir(const fs::path& dir, std::string& why) {
       why = "exists and is not a directory";
       return false;
     }
-    const std::string probe = (dir / (".accel-validate-probe." + std::to_string(::getpid()))).string();
+    // A random part too: on a shared file system other machines' processes may have this pid.
+    const std::string probe = (dir / (".accel-validate-probe." + std::to_string(::getpid()) + "." +
+                                      std::to_string(std::random_device{}()))).string();
     const int fd = ::open(probe.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
     const int err = errno;
     if (fd < 0) {

@@ -45,7 +45,7 @@ int try_connect(const std::string& addr, int port) {
 }  // namespace
 
 ElasticClient::ElasticClient(const std::string& addr, int port, std::chrono::milliseconds timeout, SignalGuard& guard,
-                             const secret::JobSecret& secret)
+                             const secret::JobSecret& secret, std::chrono::seconds peer_timeout)
     : address_(addr + ":" + std::to_string(port)) {
   const auto deadline = Clock::now() + timeout;
   for (;;) {
@@ -60,7 +60,7 @@ ElasticClient::ElasticClient(const std::string& addr, int port, std::chrono::mil
     pollfd p{guard.wake_fd(), POLLIN, 0};
     if (poll(&p, 1, static_cast<int>(kRetry.count())) > 0) guard.drain();
   }
-  enable_keepalive(fd_);
+  enable_keepalive(fd_, peer_timeout);
   authenticate(secret, guard);
 }
 

@@ -21,8 +21,9 @@ class ElasticClient {
   // returns unconnected (connected() false) when SIGINT/SIGTERM arrives meanwhile.
   // Then proves `secret` to the host and checks the host's proof (membership_auth.hpp); throws
   // std::runtime_error saying so when either fails.
+  // `peer_timeout`: elastic_peer_timeout_s (enable_keepalive).
   ElasticClient(const std::string& addr, int port, std::chrono::milliseconds timeout, SignalGuard& guard,
-                const secret::JobSecret& secret);
+                const secret::JobSecret& secret, std::chrono::seconds peer_timeout = std::chrono::seconds(15));
   ~ElasticClient();
   ElasticClient(const ElasticClient&) = delete;
   ElasticClient& operator=(const ElasticClient&) = delete;

@@ -61,8 +61,9 @@ class ElasticHost {
   std::thread thread_;
 };
 
-// TCP keepalive on a launcher connection: a machine that loses power (no FIN) is noticed as a
-// closed connection within about 15 s.
-void enable_keepalive(int fd);
+// TCP keepalive on a launcher connection: a machine that loses power (no FIN), or a network that
+// stops carrying the connection, is noticed as a closed connection within about `peer_timeout`
+// (elastic_peer_timeout_s).
+void enable_keepalive(int fd, std::chrono::seconds peer_timeout);
 
 }  // namespace accel::launch

@@ -97,6 +97,7 @@ struct HostSide {
     limits.max_machines = plan.num_machines;
     limits.max_restarts = plan.max_restarts;
     limits.join_window = plan.join_window;
+    limits.peer_timeout = plan.peer_timeout;
     limits.gather_timeout = plan.rendezvous_timeout;
     limits.worker_port = store_port->port();
     host.emplace(port, address, limits, secret);
@@ -125,21 +126,31 @@ std::optional<HostChoice> elect(const LaunchPlan& plan, EtcdRendezvous& etcd, Ho
   std::string last_error;
   // A lost host whose lease is still renewed after two TTLs is alive (this machine was cut off from
   // it, not it from etcd): go back to it, as a launcher that joins while a round runs.
-  const auto alive_after = std::chrono::steady_clock::now() + std::chrono::seconds(2 * HostLease::kTtlSeconds);
+  const int two_leases = 2 * plan.rdzv_lease_s;
+  const auto alive_after = std::chrono::steady_clock::now() + std::chrono::seconds(two_leases);
+  const std::string me = "machine " + std::to_string(plan.machine_rank);
   for (;;) {
     if (guard.interrupt_signal()) return std::nullopt;
     try {
       const auto h = etcd.host();
       const bool the_lost_one = h && lost && h->address == lost->address && h->rendezvous_port == lost->rendezvous_port;
-      if (h && (!the_lost_one || std::chrono::steady_clock::now() >= alive_after))
+      if (h && (!the_lost_one || std::chrono::steady_clock::now() >= alive_after)) {
+        if (the_lost_one)
+          say(me + ": machine " + std::to_string(h->machine) + "'s lease in etcd is still renewed " +
+              std::to_string(two_leases) + " s after the connection broke: the host is alive (the network between "
+              "the machines broke, not the host); going back to it, no host is elected");
+        else if (lost)
+          say("machine " + std::to_string(h->machine) + " at " + h->rendezvous() +
+              " hosts the job's rendezvous now, elected in etcd; " + me + " joins it");
         return HostChoice{h->address, h->rendezvous_port, h->machine};
+      }
       if (!h && (plan.machine_rank == 0 || lost)) {
         const std::string address = etcd.etcd().local_address();  // routes to etcd, so the others route to it
         limits.host_machine = plan.machine_rank;
         side.start(plan, address, 0, limits, secret);
         ElasticHost* host = &*side.host;
         const std::string endpoints = etcd.etcd().endpoints_text();
-        side.lease.emplace(etcd.etcd(), [host, endpoints](const std::string& why) {
+        side.lease.emplace(etcd.etcd(), plan.rdzv_lease_s, [host, endpoints](const std::string& why) {
           host->abandon("the etcd rendezvous at " + endpoints + " did not keep the host's lease: " + why +
                         "; the job stops rather than risk two hosts. Rerun `accel launch` on every machine when etcd "
                         "is healthy: the job resumes from the last checkpoint");
@@ -186,7 +197,7 @@ LaunchResult run_elastic_launch(const LaunchPlan& plan, GroupSetup setup, Signal
   std::optional<EtcdRendezvous> etcd;
   if (!plan.rdzv_etcd.empty()) {
     try {
-      etcd.emplace(plan.rdzv_etcd, secret, plan.master_port);
+      etcd.emplace(plan.rdzv_etcd, secret, plan.master_port, plan.rdzv_lease_s);
     } catch (const std::runtime_error& e) {
       return ended(1, me + ": " + e.what(), 0);
     }
@@ -238,9 +249,9 @@ LaunchResult run_elastic_launch(const LaunchPlan& plan, GroupSetup setup, Signal
     try {
       // With etcd a host that does not answer is a stale record: back to the election after 2 TTLs.
       const auto connect_timeout =
-          etcd ? std::min<std::chrono::milliseconds>(plan.rendezvous_timeout, std::chrono::seconds(2 * HostLease::kTtlSeconds))
+          etcd ? std::min<std::chrono::milliseconds>(plan.rendezvous_timeout, std::chrono::seconds(2 * plan.rdzv_lease_s))
                : plan.rendezvous_timeout;
-      client.emplace(chosen.address, chosen.port, connect_timeout, guard, secret);
+      client.emplace(chosen.address, chosen.port, connect_timeout, guard, secret, plan.peer_timeout);
     } catch (const std::runtime_error& e) {
       if (etcd && !side.host) {
         lost = HostRecord{chosen.machine, chosen.address, chosen.port, 0};
@@ -339,7 +350,8 @@ LaunchResult run_elastic_launch(const LaunchPlan& plan, GroupSetup setup, Signal
         case GroupEnd::WorkerFailed: {
           const std::string failure = describe_failure_line(group);
           last_failure = launch_summary(here, group, round.round);
-          say(me + ": " + failure + "; machine 0 decides on a restart round");
+          // The host decides: machine 0, or the machine elected in its place (etcd).
+          say(me + ": " + failure + "; machine " + std::to_string(chosen.machine) + " decides on a restart round");
           client->send(elastic_message(ElasticKind::Failed, round.round, failure));
           break;
         }
@@ -358,9 +370,12 @@ LaunchResult run_elastic_launch(const LaunchPlan& plan, GroupSetup setup, Signal
                    rounds_run);
     lost_cause = "machine " + std::to_string(chosen.machine) + ", which hosted the rendezvous, was lost: its launcher's "
                  "connection closed and its lease in etcd expired";
+    // Whether the host died or only this machine's connection to it broke, etcd tells: its lease
+    // lapses, or it is still renewed two leases later (elect() says which it was).
     say(me + ": lost the job's rendezvous host, machine " + std::to_string(chosen.machine) + " at " + client->address() +
-        "; electing the next host in etcd (after its lease of " + std::to_string(HostLease::kTtlSeconds) +
-        " s lapses)");
+        "; waiting to see whether its lease in etcd lapses (then the survivors elect the next host, within " +
+        std::to_string(plan.rdzv_lease_s) + " s) or is still renewed after " + std::to_string(2 * plan.rdzv_lease_s) +
+        " s (then the host is alive and this machine goes back to it)");
   }
 }
 

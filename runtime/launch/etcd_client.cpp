@@ -170,10 +170,11 @@ std::string EtcdClient::call(const std::string& what, const std::string& path, c
                   last_error + ")");
 }
 
-int64_t EtcdClient::grant(int ttl_s) {
+int64_t EtcdClient::grant(int ttl_s, int64_t* granted_ttl_s) {
   const json answer = parse("a lease grant", call("a lease grant", "/v3/lease/grant", json{{"TTL", ttl_s}}.dump()));
   const int64_t id = int64_field(answer, "ID");
   if (id == 0) throw EtcdError("etcd granted no lease: " + answer.dump().substr(0, 200));
+  if (granted_ttl_s) *granted_ttl_s = int64_field(answer, "TTL");
   return id;
 }
 

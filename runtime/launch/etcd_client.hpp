@@ -39,8 +39,9 @@ class EtcdClient {
 
   EtcdClient(std::vector<config::RdzvEndpoint> endpoints, std::chrono::milliseconds request_timeout);
 
-  // A lease of `ttl_s` seconds (etcd may raise a TTL below its minimum); its id.
-  int64_t grant(int ttl_s);
+  // A lease of `ttl_s` seconds (etcd raises a TTL below its minimum); its id, and in *granted_ttl_s
+  // (when given) the TTL etcd granted.
+  int64_t grant(int ttl_s, int64_t* granted_ttl_s = nullptr);
   // Renews `lease`; its remaining TTL in seconds, 0 when etcd no longer knows it (expired, revoked).
   int64_t keepalive(int64_t lease);
   void revoke(int64_t lease);

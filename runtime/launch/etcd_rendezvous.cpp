@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
@@ -11,7 +12,6 @@ namespace accel::launch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr std::chrono::milliseconds kRequestTimeout{1500};  // below TTL/3: a renewal's answer comes in time or never
 
 std::vector<std::string> fields(const std::string& text) {
   std::vector<std::string> out;
@@ -41,9 +41,27 @@ std::string etcd_job_prefix(const secret::JobSecret& secret, int port) {
   return "/accel/" + secret.mac("accel etcd rendezvous").substr(0, 16) + "-" + std::to_string(port) + "/";
 }
 
-HostLease::HostLease(EtcdClient& etcd, std::function<void(const std::string&)> on_lost)
-    : etcd_(etcd), on_lost_(std::move(on_lost)) {
-  id_ = etcd_.grant(kTtlSeconds);
+std::chrono::milliseconds etcd_request_timeout(int lease_s) {
+  return std::min(std::chrono::milliseconds(1500), std::chrono::milliseconds(lease_s * 1000 / 3));
+}
+
+HostLease::HostLease(EtcdClient& etcd, int ttl_s, std::function<void(const std::string&)> on_lost)
+    : etcd_(etcd), ttl_s_(ttl_s), on_lost_(std::move(on_lost)) {
+  int64_t granted = ttl_s;
+  id_ = etcd_.grant(ttl_s, &granted);
+  // etcd raises a TTL below its minimum (1.5 of its election timeouts, rounded up). The survivors
+  // time their wait for a lost host by rdzv_lease_s: a longer lease would read as a live host.
+  if (granted != ttl_s) {
+    try {
+      etcd_.revoke(id_);
+    } catch (const EtcdError&) {  // it lapses by itself
+    }
+    throw std::runtime_error("rdzv_lease_s: etcd at " + etcd_.endpoints_text() + " granted a lease of " +
+                             std::to_string(granted) + " s where rdzv_lease_s asks for " + std::to_string(ttl_s) +
+                             " s (etcd's shortest lease is 1.5 of its election timeouts, rounded up); set "
+                             "rdzv_lease_s: " + std::to_string(granted) + " or more, or lower etcd's "
+                             "--election-timeout");
+  }
   // Signals SignalGuard routes go to the launcher's main thread, not this one (as ElasticHost does).
   sigset_t block, old;
   sigemptyset(&block);
@@ -67,10 +85,12 @@ HostLease::~HostLease() {
 }
 
 void HostLease::renew() {
-  const auto period = std::chrono::milliseconds(kTtlSeconds * 1000 / 3);
+  const auto ttl = std::chrono::seconds(ttl_s_);
+  const auto period = std::chrono::milliseconds(ttl_s_ * 1000 / 3);
+  const auto request_timeout = etcd_request_timeout(ttl_s_);
   // etcd counts the TTL from when it handled the last renewal, which is after it was sent: a renewal
   // sent at t0 and acknowledged keeps the lease until at least t0 + TTL.
-  Clock::time_point safe_until = Clock::now() + std::chrono::seconds(kTtlSeconds);
+  Clock::time_point safe_until = Clock::now() + ttl;
   std::string last_error;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
@@ -79,14 +99,14 @@ void HostLease::renew() {
     const auto sent = Clock::now();
     std::string why;
     try {
-      const int64_t ttl = etcd_.keepalive(id_);
-      if (ttl > 0) safe_until = sent + std::chrono::seconds(kTtlSeconds);
+      const int64_t left = etcd_.keepalive(id_);
+      if (left > 0) safe_until = sent + ttl;
       else why = "etcd no longer knows this host's lease (it expired)";
     } catch (const EtcdError& e) {
       last_error = e.what();
     }
     // Another renewal may not come back before the lease could lapse: give up the host's role now.
-    if (why.empty() && Clock::now() + period + kRequestTimeout >= safe_until)
+    if (why.empty() && Clock::now() + period + request_timeout >= safe_until)
       why = "etcd did not renew this host's lease in time (etcd unreachable or without quorum: " + last_error + ")";
     lock.lock();
     if (!why.empty()) {
@@ -101,8 +121,8 @@ void HostLease::renew() {
   }
 }
 
-EtcdRendezvous::EtcdRendezvous(const std::string& endpoints, const secret::JobSecret& secret, int port)
-    : etcd_(parsed(endpoints), kRequestTimeout), secret_(secret), prefix_(etcd_job_prefix(secret, port)) {}
+EtcdRendezvous::EtcdRendezvous(const std::string& endpoints, const secret::JobSecret& secret, int port, int lease_s)
+    : etcd_(parsed(endpoints), etcd_request_timeout(lease_s)), secret_(secret), prefix_(etcd_job_prefix(secret, port)) {}
 
 std::string EtcdRendezvous::seal(const HostRecord& r) const {
   const std::string value = std::to_string(r.machine) + "\t" + r.address + "\t" + std::to_string(r.rendezvous_port) +

@@ -36,13 +36,18 @@ struct HostRecord {
   std::string rendezvous() const { return address + ":" + std::to_string(rendezvous_port); }
 };
 
+// How long one etcd request may take with a lease of `lease_s` (rdzv_lease_s): under a third of it,
+// so that a renewal's answer comes in time or never (1.5 s at most).
+std::chrono::milliseconds etcd_request_timeout(int lease_s);
+
 // The lease the host holds its key under, renewed every TTL/3 by a thread of its own.
 class HostLease {
  public:
-  static constexpr int kTtlSeconds = 5;
-  // Grants the lease (throws EtcdError). `on_lost(why)` is called once, from the lease's thread, when
-  // a renewal fails or etcd no longer knows the lease, before the lease can have lapsed at etcd.
-  HostLease(EtcdClient& etcd, std::function<void(const std::string&)> on_lost);
+  // Grants a lease of `ttl_s` seconds (rdzv_lease_s; throws EtcdError, and std::runtime_error naming
+  // the key when etcd grants a longer one: the survivors count on the TTL the job file says).
+  // `on_lost(why)` is called once, from the lease's thread, when a renewal fails or etcd no longer
+  // knows the lease, before the lease can have lapsed at etcd.
+  HostLease(EtcdClient& etcd, int ttl_s, std::function<void(const std::string&)> on_lost);
   ~HostLease();  // stops renewing and revokes the lease (its keys go at once)
   HostLease(const HostLease&) = delete;
   HostLease& operator=(const HostLease&) = delete;
@@ -52,6 +57,7 @@ class HostLease {
  private:
   void renew();
   EtcdClient& etcd_;
+  int ttl_s_;
   std::function<void(const std::string&)> on_lost_;
   int64_t id_ = 0;
   std::mutex mutex_;
@@ -62,8 +68,9 @@ class HostLease {
 
 class EtcdRendezvous {
  public:
-  // `endpoints`: rdzv_endpoint; `port`: main_process_port (part of the job's prefix).
-  EtcdRendezvous(const std::string& endpoints, const secret::JobSecret& secret, int port);
+  // `endpoints`: rdzv_endpoint; `port`: main_process_port (part of the job's prefix); `lease_s`:
+  // rdzv_lease_s (bounds each request's time, etcd_request_timeout).
+  EtcdRendezvous(const std::string& endpoints, const secret::JobSecret& secret, int port, int lease_s);
 
   EtcdClient& etcd() { return etcd_; }
   const std::string& prefix() const { return prefix_; }

@@ -53,6 +53,7 @@ struct LaunchPlan {
   // machines that joined (num_machines is then the most, world_size the world at num_machines).
   int min_machines = 0;                                  // 0: a fixed world
   std::chrono::milliseconds join_window{10000};          // a round's wait for more after min_machines
+  std::chrono::seconds peer_timeout{15};                 // elastic_peer_timeout_s: launcher connections
   std::chrono::milliseconds rendezvous_timeout{300000};  // how long a round may gather
   std::function<RoundJob(int machines, int machine_rank)> round_job;  // none: the job is unchanged
   // Where a restarted round of `machines` machines resumes ("checkpoint step 4 (<dir>)").
@@ -60,6 +61,7 @@ struct LaunchPlan {
   // rdzv_backend etcd (docs/design/0034): rdzv_endpoint, the etcd cluster that elects the launcher
   // hosting the rounds and the store; "" (rdzv_backend static): machine 0's launcher hosts them.
   std::string rdzv_etcd;
+  int rdzv_lease_s = 5;  // rdzv_lease_s: the host's lease in etcd, seconds
   // The job secret (launch_secret.hpp, docs/design/0033). A job spread over several launchers needs
   // ACCEL_SECRET_FILE; without it the launch is refused (exit 2) unless allow_unauthenticated (the
   // job key of that name), which runs it unauthenticated with a warning.

@@ -29,6 +29,7 @@ struct RoundLimits {
   int max_machines = 1;  // num_machines
   int max_restarts = 0;
   std::chrono::milliseconds join_window{10000};     // elastic_join_window_s
+  std::chrono::seconds peer_timeout{15};            // elastic_peer_timeout_s: a silent connection's life
   std::chrono::milliseconds gather_timeout{300000};  // rendezvous_timeout_s: how long a round may gather
   int worker_port = 0;                               // the workers' store port on machine 0
   // A host elected in etcd after the last one was lost (docs/design/0034): its machine is rank 0 of

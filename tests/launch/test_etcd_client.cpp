@@ -131,7 +131,7 @@ TEST_CASE("etcd rendezvous: the host record reads back only under the job's secr
   const auto secret = accel::secret::JobSecret::generate();
   const std::string endpoint = "127.0.0.1:" + std::to_string(g_client_port);
   const int port = 40000 + getpid() % 20000;
-  EtcdRendezvous job(endpoint, secret, port);
+  EtcdRendezvous job(endpoint, secret, port, 5);
   CHECK(job.prefix() == etcd_job_prefix(secret, port));
   CHECK(job.prefix().rfind("/accel/", 0) == 0);
   CHECK_FALSE(job.host());
@@ -143,7 +143,7 @@ TEST_CASE("etcd rendezvous: the host record reads back only under the job's secr
   CHECK(job.host() == mine);
 
   // Another job's secret: another prefix, and our record does not verify under it.
-  EtcdRendezvous other(endpoint, accel::secret::JobSecret::generate(), port);
+  EtcdRendezvous other(endpoint, accel::secret::JobSecret::generate(), port, 5);
   CHECK(other.prefix() != job.prefix());
   CHECK_FALSE(other.unseal(job.seal(mine)));
   // A record written by someone without the secret (an address changed, or a MAC made up).
@@ -153,6 +153,35 @@ TEST_CASE("etcd rendezvous: the host record reads back only under the job's secr
   CHECK_THROWS_WITH(job.host(), Catch::Contains("does not carry this job's MAC"));
   job.etcd().revoke(lease);
   CHECK_FALSE(job.host());
+}
+
+TEST_CASE("etcd rendezvous: the host's lease of rdzv_lease_s is renewed past its TTL; one below etcd's minimum is refused") {
+  EtcdClient etcd = client();
+  CHECK(etcd_request_timeout(5) == 1500ms);
+  CHECK(etcd_request_timeout(2) == 666ms);  // renewals every 667 ms, each answered within a third of the lease
+  std::atomic<int> lost{0};
+  const std::string key = prefix() + "leased-host";
+  {
+    HostLease lease(etcd, 2, [&](const std::string&) { ++lost; });
+    REQUIRE(etcd.create(key, "h", lease.id(), nullptr));
+    std::this_thread::sleep_for(3s);  // past the TTL: only the renewals keep the key
+    CHECK(etcd.get(key));
+    CHECK(lost == 0);
+  }
+  CHECK_FALSE(etcd.get(key));  // the lease is revoked with its holder
+
+  // etcd's defaults (election timeout 1 s) make its shortest lease ceil(1.5 s) = 2 s: a 1 s lease is
+  // granted as 2 s, which the survivors, counting 1 s, would take for a live host.
+  try {
+    HostLease too_short(etcd, 1, [](const std::string&) {});
+    FAIL("a lease etcd lengthened was kept");
+  } catch (const EtcdError&) {
+    FAIL("the refusal is not an etcd error: it names the key to change");
+  } catch (const std::runtime_error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("rdzv_lease_s: etcd at 127.0.0.1:" + std::to_string(g_client_port) +
+                                         " granted a lease of 2 s where rdzv_lease_s asks for 1 s"));
+    CHECK_THAT(e.what(), Catch::Contains("set rdzv_lease_s: 2 or more"));
+  }
 }
 
 int main(int argc, char* argv[]) {

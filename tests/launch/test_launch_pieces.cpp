@@ -5,12 +5,16 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
+#include <tuple>
 
+#include "runtime/launch/elastic_host.hpp"
 #include "runtime/launch/rendezvous_listener.hpp"
 #include "runtime/launch/line_relay.hpp"
 #include "runtime/launch/signal_names.hpp"
@@ -139,4 +143,24 @@ TEST_CASE("programs are found on PATH like execvp; a missing one is a SpawnError
   CHECK(resolve_program("/bin/sh", "") == "/bin/sh");
   CHECK_THROWS_AS(resolve_program("no-such-program-accel", "/bin:/usr/bin"), SpawnError);
   CHECK_THROWS_WITH(resolve_program("/nonexistent/prog", "/bin"), Catch::Contains("/nonexistent/prog"));
+}
+
+TEST_CASE("launcher connections give up on a silent peer after elastic_peer_timeout_s") {
+  auto option = [](int fd, int level, int name) {
+    int value = -1;
+    socklen_t len = sizeof value;
+    REQUIRE(getsockopt(fd, level, name, &value, &len) == 0);
+    return value;
+  };
+  using Case = std::tuple<int, int, int>;  // timeout, then the idle time and interval of the probes
+  for (const auto& [timeout_s, idle, interval] : {Case{15, 5, 2}, Case{5, 1, 1}, Case{60, 20, 10}}) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    accel::launch::enable_keepalive(fd, std::chrono::seconds(timeout_s));
+    CHECK(option(fd, IPPROTO_TCP, TCP_USER_TIMEOUT) == timeout_s * 1000);  // a message unacknowledged
+    CHECK(option(fd, SOL_SOCKET, SO_KEEPALIVE) == 1);                      // an idle connection
+    CHECK(option(fd, IPPROTO_TCP, TCP_KEEPIDLE) == idle);
+    CHECK(option(fd, IPPROTO_TCP, TCP_KEEPINTVL) == interval);
+    close(fd);
+  }
 }

@@ -15,7 +15,9 @@ are recognised and swept by the next one):
 - every process of machine k runs under `ip netns exec <ns> unshare --mount --pid --fork --mount-proc
   --uts`: a private /dev/shm and /tmp (empty tmpfs), /proc showing its own processes only, and its
   root directory `<tmp>/machine<k>` bind-mounted at /mnt (job file, data, output_dir): the test reads
-  it afterwards from the host, no machine sees another's.
+  it afterwards from the host, no machine sees another's. With `Cluster(n, dir, shared=True)` one
+  more directory, `<tmp>/shared`, is bind-mounted at /mnt/shared on every machine: a shared file
+  system (an output_dir every machine reads and writes).
 
 Teardown (close(), also on a failed test or an exception): every machine's PID namespace is ended
 by killing its init (the kernel kills every process in it), the namespaces are deleted, and
@@ -135,8 +137,9 @@ def skip_reason():
 # command (not exec'd: sh stays the namespace's init and reaps what is orphaned).
 MACHINE_SCRIPT = r"""
 set -e
-root="$1"; host="$2"; shift 2
+root="$1"; host="$2"; shared="$3"; shift 3
 mount --bind "$root" /mnt
+if [ "$shared" != - ]; then mount --bind "$shared" /mnt/shared; fi
 mount -t tmpfs -o mode=1777,size=512m machine-tmp /tmp
 mount -t tmpfs -o mode=1777,size=512m machine-shm /dev/shm
 mount --bind /mnt/.hosts /etc/hosts
@@ -173,8 +176,9 @@ class Machine:
 class Cluster:
     """`n` machines on one bridge in a hub namespace of the test's own (see the module's docstring)."""
 
-    def __init__(self, n, workdir):
+    def __init__(self, n, workdir, shared=False):
         sweep_stale()
+        self.shared = os.path.join(workdir, "shared") if shared else None
         self.tag = f"{PREFIX}{os.getpid()}"
         if any(name.startswith(self.tag) for name in _netns_names()):
             raise RuntimeError(f"namespaces {self.tag}* exist already: one Cluster per process at a time")
@@ -216,6 +220,9 @@ class Cluster:
             _run("ip", "-n", m.netns, "addr", "add", f"{m.address}/24", "dev", "eth0")
             _run("ip", "-n", m.netns, "link", "set", "eth0", "up")
             os.makedirs(m.root, exist_ok=True)
+            if self.shared:
+                os.makedirs(self.shared, exist_ok=True)
+                os.makedirs(os.path.join(m.root, "shared"), exist_ok=True)  # its mount point
             # As Debian's installer writes it: the machine's own name on 127.0.1.1, so nothing may
             # take the address peers reach from what the host name resolves to (bind_address.hpp).
             with open(os.path.join(m.root, ".hosts"), "w") as f:
@@ -228,10 +235,15 @@ class Cluster:
         m = self.machines[k]
         if m.proc is not None and m.proc.poll() is None:
             raise RuntimeError(f"machine {k} is still running {m.proc.args}")
+        if m.proc is not None:  # started again (a machine that lost power, healed): its last run's pipes
+            for t in m._readers:
+                t.join(10)
+            m.proc.stdout.close()
+            m.proc.stderr.close()
         m.out, m.err, m.times = [], [], []
         cmd = ["ip", "netns", "exec", m.netns, "unshare", "--mount", "--pid", "--fork", "--mount-proc", "--uts",
                "--propagation", "private", "--kill-child=SIGKILL", "sh", "-c", MACHINE_SCRIPT, "machine",
-               m.root, m.host, *command]
+               m.root, m.host, self.shared or "-", *command]
         m.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                   preexec_fn=_die_with_parent)
         m.started = time.monotonic()

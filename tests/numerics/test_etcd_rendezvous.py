@@ -21,6 +21,8 @@ asked for one of the two: the namespace case is the one issue 52 asks for and ch
 Run: ACCEL_BINARY=build/accel python -m unittest -v test_etcd_rendezvous (from tests/numerics).
 """
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -40,7 +42,11 @@ from test_netns_machines import _Base as NetnsBase, _Cut, small_job  # noqa: E40
 STEPS = 10
 CHECKPOINT_EVERY = 4
 JOIN_WINDOW_S = 2
-LEASE_TTL_S = 5  # HostLease::kTtlSeconds
+LEASE_TTL_S = 2  # rdzv_lease_s: etcd's shortest lease at its default election timeout (1 s x 1.5, rounded up)
+# What a launcher says when its connection to the host breaks: etcd tells a dead host from a live one.
+WAITS_FOR_THE_LEASE = (f"; waiting to see whether its lease in etcd lapses (then the survivors elect the next host, "
+                       f"within {LEASE_TTL_S} s) or is still renewed after {2 * LEASE_TTL_S} s (then the host is alive "
+                       f"and this machine goes back to it)")
 FAULT = "2:hang_in_collective:6"  # rank 2, machine 1's first, freezes as step 6 starts: latest is step 4
 
 
@@ -62,7 +68,7 @@ class EtcdQuorumLost(_Base):
             job = ts.job(out, data_path=tokens, world=4, micro=2, accum=1, steps=100000, eval_every=0, max_restarts=1)
             job.update({"num_machines": "1:2", "main_process_ip": "127.0.0.1", "main_process_port": reserve_port(),
                         "elastic_join_window_s": JOIN_WINDOW_S, "shutdown_grace_s": 2,
-                        "rdzv_backend": "etcd", "rdzv_endpoint": etcd.endpoints})
+                        "rdzv_backend": "etcd", "rdzv_endpoint": etcd.endpoints, "rdzv_lease_s": LEASE_TTL_S})
             job_path = ts.write_job(os.path.join(d, "elastic.yaml"), job)
             launchers = [Launcher(job_path, 0), Launcher(job_path, 1)]
             seen = set()
@@ -125,7 +131,7 @@ class EtcdAcrossNamespaces(NetnsBase):
         with EtcdCluster(self.dir, members=3, host=nm.HUB_ADDRESS, prefix=["ip", "netns", "exec", cluster.hub]) as etcd:
             job = small_job("/mnt/out", m0.address, steps=STEPS, num_machines="1:2", max_restarts=1,
                             elastic_join_window_s=JOIN_WINDOW_S, shutdown_grace_s=2, rdzv_backend="etcd",
-                            rdzv_endpoint=etcd.endpoints)
+                            rdzv_endpoint=etcd.endpoints, rdzv_lease_s=LEASE_TTL_S)
             self.put_job(cluster, job)
             env = ts.clean_env({"OMP_NUM_THREADS": "1", "ACCEL_SECRET_FILE": "/mnt/secret"})
             fired = cluster.launch_until_fault(ts.ACCEL, env, FAULT, faulty=1, timeout=ts.PROC_TIMEOUT_S)
@@ -148,7 +154,7 @@ class EtcdAcrossNamespaces(NetnsBase):
         self.assertIn(f"[launcher] machine 1: lost the job's rendezvous host, machine 0 at {m0.address}:", "\n".join(lines))
         self.assertIn(f"[launcher] machine 1 ({m1.host}) hosts the job's rendezvous now, elected in etcd", lines)
         self.assertIn("[launcher] elastic round 0: machines 0 and 1 of 2 joined, world 4 (ranks 2-3 here)", lines)
-        self.assertTrue(any("electing the next host in etcd" in line for line in lines), "\n".join(lines))
+        self.assertTrue(any(line.endswith(WAITS_FOR_THE_LEASE) for line in lines), "\n".join(lines))
         restart = [line for line in lines if line.startswith("[launcher] elastic restart")]
         self.assertEqual(len(restart), 1, "\n".join(lines))
         self.assertRegex(restart[0], r"^\[launcher\] elastic restart 1 of 1: machine 0, which hosted the rendezvous, was "
@@ -174,6 +180,98 @@ class EtcdAcrossNamespaces(NetnsBase):
         self.assertEqual(ts.without_timing(elastic), ts.without_timing(resumed), "metrics records differ")
 
 
+class EtcdHealedHostRejoins(NetnsBase):
+    """Machine 0, the host, loses power; machine 1 is elected host and goes on at world 2; then machine
+    0, healed, is started again with the same job file, as an operator would. It must find the host
+    elected in its place in etcd (not campaign, not wait for a machine 0 that is itself), join it while
+    its round runs, and be taken in at the next restart round (here: one of machine 1's workers
+    killed), where the world grows back to 4 with the elected host's machine as rank 0. The output_dir
+    is on a file system both machines share (/mnt/shared: what docs/design/0034 asks of an elastic
+    job that may lose machine 0), so the grown world resumes from the newest checkpoint, whichever
+    round wrote it; its steps are bit for bit a world-4 job (two launchers of two) resumed by hand from
+    that checkpoint. Needs root (else 77)."""
+
+    def test_a_healed_machine_0_joins_the_host_elected_in_its_place(self):
+        cluster = self.cluster(shared=True)
+        m0, m1 = cluster.machines
+        out = "/mnt/shared/out"
+        with EtcdCluster(self.dir, members=3, host=nm.HUB_ADDRESS, prefix=["ip", "netns", "exec", cluster.hub]) as etcd:
+            job = small_job(out, m0.address, steps=STEPS, num_machines="1:2", max_restarts=2,
+                            elastic_join_window_s=JOIN_WINDOW_S, shutdown_grace_s=2, rdzv_backend="etcd",
+                            rdzv_endpoint=etcd.endpoints, rdzv_lease_s=LEASE_TTL_S)
+            self.put_job(cluster, job)
+            env = ts.clean_env({"OMP_NUM_THREADS": "1", "ACCEL_SECRET_FILE": "/mnt/secret"})
+            fired = cluster.launch_until_fault(ts.ACCEL, env, FAULT, faulty=1, timeout=ts.PROC_TIMEOUT_S)
+            self.assertTrue(fired, "the fault never fired:\n" + "".join(m1.err)[-3000:] + "\n" + "".join(m0.err)[-3000:])
+            cluster.kill(0)  # machine 0 loses power: its launcher (the host) and its workers (rank 0: the store)
+
+            def said(m, text):
+                return next((t for t, line in zip(list(m.times), list(m.err)) if text in line), None)
+
+            def wait_for(what, timeout=ts.PROC_TIMEOUT_S):
+                """Until what() holds, `timeout` passes or machine 1's launcher ends; what() then."""
+                deadline = time.monotonic() + timeout
+                while not what() and time.monotonic() < deadline and m1.proc.poll() is None:
+                    time.sleep(0.05)
+                return what()
+
+            self.assertTrue(wait_for(lambda: said(m1, "[launcher] elastic restart 1 of 2")),
+                            "machine 1 did not go on:\n" + "".join(m1.err)[-3000:])
+            # Round 1's workers frozen, so that it is still running when machine 0 comes back.
+            self.assertTrue(wait_for(lambda: len(cluster.pids(1, "accel-worker")) == 2, 60), "round 1's workers")
+            workers = cluster.pids(1, "accel-worker")
+            for pid in workers:
+                os.kill(pid, signal.SIGSTOP)
+            cluster.start(0, [ts.ACCEL, "launch", "/mnt/job.yaml", "--set", "machine_rank=0"], env)  # healed
+            joined = lambda: said(m0, "joins the job at the next restart round")  # noqa: E731
+            self.assertTrue(wait_for(joined, 60), "machine 0 did not join:\n" + "".join(m0.err)[-3000:])
+            os.kill(workers[0], signal.SIGKILL)  # ends round 1: the next restart round takes machine 0 in
+            os.kill(workers[1], signal.SIGCONT)
+            p1, p0 = cluster.wait(1, ts.PROC_TIMEOUT_S), cluster.wait(0, ts.PROC_TIMEOUT_S)
+            left_in_etcd = etcd.get_prefix(b"/accel/")
+        lines0 = [line for line in p0.stderr.splitlines() if line.startswith("[launcher]")]
+        lines1 = [line for line in p1.stderr.splitlines() if line.startswith("[launcher]")]
+        print(f"\n--- {m1.host} (machine 1) ---\n" + "\n".join(lines1) +
+              f"\n--- {m0.host} (machine 0, started again) ---\n" + "\n".join(lines0), file=sys.stderr)
+        self.assertEqual(p1.returncode, 0, ts.describe(p1))
+        self.assertEqual(p0.returncode, 0, ts.describe(p0))
+        self.assertEqual(left_in_etcd, {}, "the job's keys left in etcd after it ended")
+        self.assertIn(f"[launcher] machine 1 ({m1.host}) hosts the job's rendezvous now, elected in etcd", lines1)
+        self.assertNotIn("hosts the job's rendezvous now", p0.stderr, "the healed machine 0 must join, not host")
+        self.assertIn("[launcher] machine 0 joined while round 1 runs without it: it joins the job at the next "
+                      "restart round", lines0)
+        self.assertIn("[launcher] machine 1: rank 0 (pid ", "\n".join(lines1))
+        self.assertTrue(any(line.endswith("; machine 1 decides on a restart round") for line in lines1), lines1)
+        # The host's machine is rank 0, so the round lists it first.
+        grown = r"elastic restart 2 of 2: .*; continuing on machines 1 and 0 \(2 of 2\), world "
+        self.assertRegex("\n".join(lines1), r"(?m)^\[launcher\] " + grown.replace("; continuing", "; machine 0 joined; "
+                                                                                    "continuing") +
+                         r"2 -> 4 \(ranks 0-1 here\)")
+        self.assertRegex("\n".join(lines0), r"(?m)^\[launcher\] " + grown + r"4 \(ranks 2-3 here\)")
+        # Shared storage: the newest checkpoint every machine holds is the latest there is.
+        resumed = re.search(r"(?m)^\[launcher\] elastic restart 2 of 2: .*, resuming from the newest checkpoint every "
+                            r"machine holds \(this machine's latest is checkpoint step (\d+) \(/mnt/shared/out/"
+                            r"checkpoints/step_\d{8}\)\)$", "\n".join(lines1))
+        self.assertIsNotNone(resumed, "\n".join(lines1))
+        step = int(resumed.group(1))
+        print(f"the grown world resumed from step {step}", file=sys.stderr)
+        elastic = [r for r in ts.read_metrics(os.path.join(cluster.shared, "out")) if r["step"] >= step]
+        self.assertEqual([r["step"] for r in elastic], list(range(step, STEPS)))
+
+        # By hand: the same job at world 4 (two launchers of two, loopback), resumed from that checkpoint.
+        ref_out = os.path.join(self.dir, "world4")
+        ref = small_job(ref_out, "127.0.0.1", steps=STEPS)
+        ref["training"]["resume"] = os.path.join(cluster.shared, "out", "checkpoints", f"step_{step:08d}")
+        procs = ts.launch_machines(ts.write_job(os.path.join(self.dir, "world4.yaml"), ref), 2,
+                                   env_extra={"OMP_NUM_THREADS": "1"})
+        for k, r in enumerate(procs):
+            self.assertEqual(r.returncode, 0, f"world-4 job by hand, machine {k}: " + ts.describe(r))
+        resumed_by_hand = ts.read_metrics(ref_out)
+        for a, b in zip(elastic, resumed_by_hand):
+            print(f"step {a['step']}: elastic loss {a['loss']!r}, world-4 job loss {b['loss']!r}", file=sys.stderr)
+        self.assertEqual(ts.without_timing(elastic), ts.without_timing(resumed_by_hand), "metrics records differ")
+
+
 class EtcdHostStillRenewed(NetnsBase):
     """Machine 1 loses its connection to the host, machine 0, which stays alive and keeps renewing its
     lease in etcd: what a partition between the two machines that healed looks like to machine 1.
@@ -194,7 +292,7 @@ class EtcdHostStillRenewed(NetnsBase):
         with EtcdCluster(self.dir, members=3, host=nm.HUB_ADDRESS, prefix=["ip", "netns", "exec", cluster.hub]) as etcd:
             job = small_job("/mnt/out", m0.address, steps=100000, num_machines="1:2", max_restarts=2,
                             elastic_join_window_s=JOIN_WINDOW_S, shutdown_grace_s=2, rdzv_backend="etcd",
-                            rdzv_endpoint=etcd.endpoints)
+                            rdzv_endpoint=etcd.endpoints, rdzv_lease_s=LEASE_TTL_S)
             self.put_job(cluster, job)
             env = ts.clean_env({"OMP_NUM_THREADS": "1", "ACCEL_SECRET_FILE": "/mnt/secret"})
             for m in (m1, m0):
@@ -214,7 +312,7 @@ class EtcdHostStillRenewed(NetnsBase):
             broken = time.monotonic()
             self.assertIn(f"{address.decode()}:{port.decode()}", killed.stdout, f"ss -K destroyed nothing: {killed.stdout}")
             joined = lambda: said(m1, "joins the job at the next restart round")  # noqa: E731
-            self.assertTrue(_Cut.wait_for(cluster, joined, 4 * LEASE_TTL_S), "machine 1 did not go back to machine 0:\n"
+            self.assertTrue(_Cut.wait_for(cluster, joined, 2 * LEASE_TTL_S + 10), "machine 1 did not go back to machine 0:\n"
                             + "".join(line for line in m1.err if line.startswith("[launcher]") or "error" in line))
             back = joined() - broken
             for m in (m0, m1):
@@ -224,6 +322,10 @@ class EtcdHostStillRenewed(NetnsBase):
         print(f"\n--- host-a (machine 0) ---\n{text0}--- host-b (machine 1) ---\n{text1}"
               f"machine 1 back {back:.2f} s after its connection broke", file=sys.stderr)
         self.assertIn(f"[launcher] machine 1: lost the job's rendezvous host, machine 0 at {m0.address}:", text1)
+        self.assertIn(WAITS_FOR_THE_LEASE, text1)
+        self.assertIn(f"[launcher] machine 1: machine 0's lease in etcd is still renewed {2 * LEASE_TTL_S} s after the "
+                      "connection broke: the host is alive (the network between the machines broke, not the host); "
+                      "going back to it, no host is elected", text1)
         self.assertNotIn("hosts the job's rendezvous now", text1 + text0, "no launcher may be elected: the host lives")
         self.assertRegex(text0, r"elastic restart 1 of 2: machine 1 \(host-b\) was lost: .*; machine 1 left the job; "
                                 r"continuing on machine 0 \(1 of 2\), world 4 -> 2 ")

@@ -69,8 +69,8 @@ class _Base(unittest.TestCase):
         self.dir = tempfile.mkdtemp(prefix="accel_netns_")
         self.addCleanup(shutil.rmtree, self.dir, True)
 
-    def cluster(self, n=2):
-        cluster = nm.Cluster(n, os.path.join(self.dir, "machines"))
+    def cluster(self, n=2, shared=False):
+        cluster = nm.Cluster(n, os.path.join(self.dir, "machines"), shared=shared)
         cluster.__enter__()
 
         def torn_down():
@@ -224,14 +224,15 @@ class _Cut(_Base):
     off. collective_timeout_s 3: the ranks see a cut 3 s in. rendezvous_timeout_s 7: how long a restart
     round waits for a member of the last one (silent behind the cut) before it goes on without it."""
 
-    def start_cut_job(self, steps, max_restarts, before_cut=25):
-        """Starts the job and returns (cluster, wire) once machine 0 recorded `before_cut` steps
-        (a checkpoint every 20: step 20 is on both machines' disks)."""
+    def start_cut_job(self, steps, max_restarts, before_cut=25, **extra):
+        """Starts the job (`extra`: more job keys) and returns (cluster, wire) once machine 0 recorded
+        `before_cut` steps (a checkpoint every 20: step 20 is on both machines' disks)."""
         cluster = self.cluster()
         m0, m1 = cluster.machines
         wire = cluster.wire(0)
         job = small_job("/mnt/out", m0.address, steps=steps, num_machines="1:2", max_restarts=max_restarts,
-                        elastic_join_window_s=2, shutdown_grace_s=2, collective_timeout_s=3, rendezvous_timeout_s=7)
+                        elastic_join_window_s=2, shutdown_grace_s=2, collective_timeout_s=3, rendezvous_timeout_s=7,
+                        **extra)
         job["training"].update({"checkpoint_every": 20})
         self.put_job(cluster, job)
         env = ts.clean_env({"OMP_NUM_THREADS": "1", "ACCEL_SECRET_FILE": "/mnt/secret"})
@@ -346,12 +347,14 @@ class Partition(_Cut):
 
 class PermanentPartition(_Cut):
     """Machine 1 cut off for good from an elastic job: machine 0 finishes at world 2, and machine 1's
-    launcher, whose last message to machine 0 is never acknowledged, gives up on its own."""
-    GIVE_UP_S = 60  # the launchers' connections give up 15 s after a message goes unacknowledged;
-    # before TCP_USER_TIMEOUT (elastic_host.cpp) machine 1 waited for TCP's own ~15 minutes.
+    launcher, whose last message to machine 0 is never acknowledged, gives up on its own
+    elastic_peer_timeout_s (here 5 s: Partition's default 15 s rides out its 15 s cut) after it."""
+    GIVE_UP_S = 60  # how long the test waits; before TCP_USER_TIMEOUT (elastic_host.cpp) machine 1
+    # waited for TCP's own ~15 minutes.
+    PEER_TIMEOUT_S = 5
 
     def test_a_machine_cut_off_for_good_gives_up_and_the_job_ends_without_it(self):
-        cluster, wire = self.start_cut_job(steps=120, max_restarts=1)
+        cluster, wire = self.start_cut_job(steps=120, max_restarts=1, elastic_peer_timeout_s=self.PEER_TIMEOUT_S)
         m0, m1 = cluster.machines
         wire.partition(1)
         cut = time.monotonic()

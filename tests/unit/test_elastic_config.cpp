@@ -99,11 +99,22 @@ TEST_CASE("min_machines above num_machines, and its warnings") {
   CHECK(no_restarts.warnings[0].key_path == "min_machines");
   CHECK_THAT(no_restarts.warnings[0].message, Catch::Contains("max_restarts 0 a lost machine ends the job"));
 
-  auto fixed = load(dir.write("f.yaml", "elastic_batch: keep_micro\nelastic_join_window_s: 2\n"));
-  REQUIRE(fixed.warnings.size() == 2);
+  auto fixed = load(dir.write("f.yaml", "elastic_batch: keep_micro\nelastic_join_window_s: 2\nelastic_peer_timeout_s: 5\n"));
+  REQUIRE(fixed.warnings.size() == 3);
   CHECK(fixed.warnings[0].key_path == "elastic_batch");
   CHECK(fixed.warnings[0].message == "has no effect: the job's world is fixed");
   CHECK(fixed.warnings[1].key_path == "elastic_join_window_s");
+  CHECK(fixed.warnings[2].key_path == "elastic_peer_timeout_s");
+}
+
+TEST_CASE("elastic_peer_timeout_s: 15 s by default, 2 s at least") {
+  TempDir dir;
+  auto file = dir.write("job.yaml", "num_processes: 4\nnum_machines: 1:2\nmax_restarts: 1\n");
+  CHECK(load(file).job.elastic_peer_timeout_s == 15);
+  CHECK(load(file, {"elastic_peer_timeout_s=5"}).job.elastic_peer_timeout_s == 5);
+  const std::string text = error_text([&] { load(file, {"elastic_peer_timeout_s=1"}); });
+  CHECK_THAT(text, Catch::Contains("error: elastic_peer_timeout_s:"));
+  CHECK_THAT(text, Catch::Contains("integer in [2, 3600]"));
 }
 
 TEST_CASE("elastic_batch keep_global: the accumulation at each machine count, refused when not whole") {

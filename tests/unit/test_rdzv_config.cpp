@@ -62,6 +62,35 @@ TEST_CASE("rdzv_backend etcd with endpoints on an elastic job loads; static is t
   auto from_env = load(dir.write("env.yaml", kElasticJob), {},
                        {{"ACCEL_RDZV_BACKEND", "etcd"}, {"ACCEL_RDZV_ENDPOINT", "127.0.0.1:2379"}});
   CHECK(from_env.job.rdzv_backend == RdzvBackend::etcd);
+  CHECK(etcd.job.rdzv_lease_s == 5);  // the default lease
+  auto leased = load(dir.write("lease.yaml", std::string(kElasticJob) + "rdzv_backend: etcd\n"
+                                             "rdzv_endpoint: 10.0.0.5:2379\nrdzv_lease_s: 2\n"));
+  CHECK(leased.job.rdzv_lease_s == 2);
+  CHECK(leased.warnings.empty());
+}
+
+TEST_CASE("rdzv_lease_s: a whole number of seconds from 1, below half rendezvous_timeout_s; no effect without etcd") {
+  TempDir dir;
+  auto file = dir.write("job.yaml", std::string(kElasticJob) + "rdzv_backend: etcd\nrdzv_endpoint: 10.0.0.5:2379\n"
+                                                               "rdzv_lease_s: 0\n");
+  std::string text = error_text([&] { load(file); });
+  CHECK_THAT(text, Catch::Contains(file + ":6:15: error: rdzv_lease_s:"));
+  CHECK_THAT(text, Catch::Contains("integer in [1, 600]"));
+
+  // A survivor waits up to two leases; it gives up after rendezvous_timeout_s.
+  file = dir.write("etcd.yaml", std::string(kElasticJob) + "rdzv_backend: etcd\nrdzv_endpoint: 10.0.0.5:2379\n");
+  text = error_text([&] { load(file, {"rdzv_lease_s=30", "rendezvous_timeout_s=60"}); });
+  CHECK_THAT(text, Catch::Contains("error: rdzv_lease_s: 30 s: a survivor waits up to two leases (60 s)"));
+  CHECK_THAT(text, Catch::Contains("gives up after rendezvous_timeout_s (60 s)"));
+  CHECK_THAT(text, Catch::Contains("1 .. 29"));
+  CHECK_THAT(text, Catch::Contains("lower rdzv_lease_s"));
+  CHECK(load(file, {"rdzv_lease_s=29", "rendezvous_timeout_s=60"}).job.rdzv_lease_s == 29);
+
+  auto stray = dir.write("stray.yaml", std::string(kElasticJob) + "rdzv_lease_s: 2\n");
+  auto loaded = load(stray);
+  REQUIRE(loaded.warnings.size() == 1);
+  CHECK(loaded.warnings[0].key_path == "rdzv_lease_s");
+  CHECK_THAT(loaded.warnings[0].message, Catch::Contains("has no effect: rdzv_backend is static"));
 }
 
 TEST_CASE("rdzv refusals: etcd without endpoint, a bad endpoint, an endpoint without etcd, etcd on a fixed world") {
