@@ -453,6 +453,30 @@ TEST_CASE("checkpoints move between runs with and without parameter files, also 
   CHECK(loaded_only.eval_loss[0] == saved.eval_loss[0]);
 }
 
+namespace {
+
+// The names of rank 0's gathered parameters (after a step and wait_parameters(): the kept units')
+// whose values differ from their masters rounded to the compute dtype, and how many were compared
+// (`gathered`); every rank calls it (the masters are gathered), rank 0's answer is the one.
+std::vector<std::string> kept_parameters_off_masters(PreparedBuiltin& model, int& gathered) {
+  auto& engine = model.engine();
+  engine.wait_parameters();
+  const auto full = engine.full_parameters();  // rank 0's; empty elsewhere
+  std::vector<std::string> off;
+  gathered = 0;
+  for (const auto& [name, p] : model.parameters()) {
+    if (p.storage().nbytes() == 0) continue;  // released: a partitioned unit
+    for (const auto& [n, master] : full)
+      if (n == name) {
+        ++gathered;
+        if (!at::equal(p, master.to(p.scalar_type()))) off.push_back(name);
+      }
+  }
+  return off;
+}
+
+}  // namespace
+
 TEST_CASE("a kept unit gathers in place from its slice: a load right after a step waits for that gather",
           "[offload][param_offload][reshard]") {
   // Stage 3's root stays gathered, and its compute shard is its own slice of the gathered buffer
@@ -461,7 +485,9 @@ TEST_CASE("a kept unit gathers in place from its slice: a load right after a ste
   // complete the gather first: else the gather, completing, writes the step's values back over the
   // loaded ones (a fake world's all-gather holds a copy of each rank's input from its issue), and
   // the next gather spreads them. Rank 1 issues its half of the step's gathers late (a sleep before
-  // its optimizer step), so rank 0's is still in flight when it loads.
+  // its optimizer step), so rank 0's is still in flight when it loads. After the first step and
+  // after the load, the root's parameters equal its masters (the step and the load reach them
+  // through the slice).
   for (bool nvme : {false, true}) {
     CAPTURE(nvme);
     Setup s;
@@ -471,6 +497,8 @@ TEST_CASE("a kept unit gathers in place from its slice: a load right after a ste
     auto job = tiny_job();
     accel::comm::FakeWorld world(s.world);
     std::vector<double> after_load(size_t(s.world));
+    int kept_compared = 0;
+    std::vector<std::string> kept_off;
     nlohmann::json layout;
     std::mutex mu;
     auto errors = accel::test::run_ranks(
@@ -483,6 +511,14 @@ TEST_CASE("a kept unit gathers in place from its slice: a load right after a ste
           });
           auto& engine = model.engine();
           train_step(model, r, 0);
+          // The step reached the root's gathered parameters through its shard (the slice).
+          int gathered = 0;
+          const auto off = kept_parameters_off_masters(model, gathered);
+          if (r == 0) {
+            std::lock_guard<std::mutex> lock(mu);
+            kept_compared = gathered;
+            kept_off = off;
+          }
           accel::engine::DirectFileSink files(ckpt.path().string());
           const nlohmann::json saved = engine.save_state(files, {});
           auto* hooks = engine.begin_micro_step(0, true);
@@ -492,12 +528,20 @@ TEST_CASE("a kept unit gathers in place from its slice: a load right after a ste
           if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
           engine.optimizer_step(1e-2);  // issues the root's re-gather
           engine.load_state(ckpt.path().string(), saved);
+          int gathered_after_load = 0;
+          const auto off_after_load = kept_parameters_off_masters(model, gathered_after_load);
           const double loss = eval_loss(model);
           std::lock_guard<std::mutex> lock(mu);
           after_load[size_t(r)] = loss;
-          if (r == 0) layout = saved;
+          if (r == 0) {
+            layout = saved;
+            kept_off.insert(kept_off.end(), off_after_load.begin(), off_after_load.end());
+            kept_compared += gathered_after_load;
+          }
         });
     REQUIRE(errors == std::vector<std::string>(size_t(s.world), ""));
+    CHECK(kept_compared == 2 * 4);  // wte, wpe and ln_f's weight and bias, after the step and the load
+    CHECK(kept_off.empty());
     // The same checkpoint loaded by a fresh engine (no gather in flight): the same eval loss.
     Observed fresh = run(s, 0, 1, ckpt.path(), layout);
     for (size_t r = 0; r < size_t(s.world); ++r) {
