@@ -17,7 +17,8 @@ namespace accel::train {
 class GptModule : public BuiltinModule {
  public:
   explicit GptModule(const config::ModelSection& section);
-  at::Tensor forward(const at::Tensor& idx) override;
+  at::Tensor hidden_states(const at::Tensor& idx, bool sparse_table_grad) override;
+  at::Tensor head_weight() const override;
 
  private:
   std::shared_ptr<TableLayer> wte_, wpe_;

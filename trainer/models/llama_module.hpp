@@ -21,7 +21,8 @@ namespace accel::train {
 class LlamaModule : public BuiltinModule {
  public:
   explicit LlamaModule(const config::ModelSection& section);
-  at::Tensor forward(const at::Tensor& idx) override;
+  at::Tensor hidden_states(const at::Tensor& idx, bool sparse_table_grad) override;
+  at::Tensor head_weight() const override;
 
  private:
   std::shared_ptr<TableLayer> embed_tokens_;
