@@ -5,10 +5,13 @@ peak memory and tokens/s of the built-in trainer's step with each, on the CPU or
 Each case is one `accel launch` of the built-in GPT at world 1 (ddp, synthetic data, AdamW), the same
 job but for training.loss_chunk_tokens (0: the plain path, [tokens, vocab] fp32 logits and log-softmax,
 and three [V, C] gradients of the tied table; N: chunks of N tokens, the tied table's lookup with a
-sparse gradient). Figures from metrics.jsonl: peak_mem_bytes (the resident peak on the CPU, the caching
+sparse gradient). SGD without weight decay, which updates in place, so that no optimizer temporaries set
+the peak. Figures from metrics.jsonl: peak_mem_bytes (the resident peak on the CPU, the caching
 allocator's peak allocated bytes on a GPU; the largest over the steps) and the median step time after
---warmup steps. Everything else in the job is equal, so the difference of the peaks is the head and
-loss step's; `analysis` in the JSON counts the [tokens, V] and [V, C] tensors each path holds at once.
+--warmup steps; on the CPU also the step's transient, that peak over the resident size after the run
+(report/rank_0.json: parameters, gradients and momentum held). Everything else in the job is equal, so
+the difference is the head and loss step's; `analysis` in the JSON counts the [tokens, V] and [V, C]
+tensors each path holds at once.
 
   scripts/python scripts/bench_chunked_loss.py --json docs/bench/chunked_loss_cpu_2core_loaded.json
   scripts/python scripts/bench_chunked_loss.py --gpu --json out.json   # GPT-2 124M, bf16, 16 x 1024 tokens
@@ -47,7 +50,9 @@ def job_for(a, precision, chunk, out):
             "model": {"name": "gpt", "n_layer": a.n_layer, "n_head": a.n_head, "n_embd": a.n_embd,
                       "vocab_size": a.vocab, "block_size": a.seq},
             "data": {"kind": "synthetic"},
-            "optimizer": {"name": "adamw", "lr": 6e-4},
+            # SGD without weight decay updates in place: no optimizer temporaries (the CPU's elementwise
+            # AdamW makes [V, C] ones for the table) to set the peak instead of the head and loss.
+            "optimizer": {"name": "sgd", "lr": 1e-2, "momentum": 0.9, "weight_decay": 0.0},
             "scheduler": {"name": "constant", "warmup_steps": 0},
             "training": {"max_steps": a.steps, "micro_batch_size": a.micro, "seq_len": a.seq, "output_dir": out,
                          "eval_every": 0, "checkpoint_every": 0, "checkpoint_at_end": False, "log_every": 1,
@@ -66,19 +71,26 @@ def run_case(a, precision, chunk, workdir):
     with open(os.path.join(out, "metrics.jsonl")) as f:
         rows = [json.loads(line) for line in f if line.strip()]
     step = statistics.median(r["step_time_s"] for r in rows[a.warmup:])
-    return {"precision": precision, "loss_chunk_tokens": chunk, "peak_mib": max(r["peak_mem_bytes"] for r in rows) / 2 ** 20,
-            "step_s": step, "tokens_per_s": a.micro * a.seq / step, "losses": [r["loss"] for r in rows]}
+    r = {"precision": precision, "loss_chunk_tokens": chunk, "peak_mib": max(x["peak_mem_bytes"] for x in rows) / 2 ** 20,
+         "step_s": step, "tokens_per_s": a.micro * a.seq / step, "losses": [x["loss"] for x in rows]}
+    if not a.gpu:  # the step's transients: its resident peak over the resident size after the run
+        with open(os.path.join(out, "report", "rank_0.json")) as f:
+            report = json.load(f)
+        r["steady_mib"] = report["rss_bytes_at_end"] / 2 ** 20
+        r["step_transient_mib"] = r["peak_mib"] - r["steady_mib"]
+    return r
 
 
 def analysis(a, chunk, precision):
-    """MiB of the [tokens, V] and [V, C] tensors each path holds at its fullest (see the module doc)."""
+    """MiB of the [tokens, V] and [V, C] tensors each path holds at once at its fullest (an analysis of
+    the ops, beside the measured peaks)."""
     n, v, c = a.micro * a.seq, a.vocab, a.n_embd
     w = 2 if precision == "bf16" else 4  # the head's compute dtype
     mib = 2 ** -20
-    if chunk == 0:  # logits (w), their fp32 copy, log-softmax (fp32) and its gradient (fp32); three [V, C]
-        return {"tokens_x_vocab_mib": n * v * (w + 12) * mib, "vocab_x_c_mib": 3 * v * c * w * mib}
-    k = min(chunk, n)  # a chunk's logits (w) and fp32 softmax, and its gradient cast (w) when w < 4
-    return {"tokens_x_vocab_mib": k * v * (w + 4 + (w if w < 4 else 0)) * mib, "vocab_x_c_mib": v * c * w * mib}
+    if chunk == 0:  # in backward: the saved fp32 log-softmax, the nll gradient and the log-softmax one
+        return {"tokens_x_vocab_mib": n * v * 12 * mib, "vocab_x_c_mib": 3 * v * c * w * mib}
+    k = min(chunk, n)  # a chunk's fp32 logits, and under bf16 its bf16 logits or gradient beside them
+    return {"tokens_x_vocab_mib": k * v * (4 + (w if w < 4 else 0)) * mib, "vocab_x_c_mib": v * c * w * mib}
 
 
 def main():
@@ -115,13 +127,16 @@ def main():
                       f"peak {r['peak_mib']:.0f} MiB, {r['tokens_per_s']:,.0f} tokens/s, losses {r['losses']}"),
                       flush=True)
     lines = [f"GPT L{a.n_layer} C{a.n_embd} V{a.vocab}, {a.micro} x {a.seq} tokens a step, world 1 on {a.where or where}",
-             "", "| precision | loss_chunk_tokens | peak MiB | tokens/s | [tokens, V] MiB | [V, C] MiB |", "|---|---|---|---|---|---|"]
+             "", "| precision | loss_chunk_tokens | peak MiB | step transient MiB | tokens/s | analysis: [tokens, V] MiB "
+             "| analysis: [V, C] MiB |", "|---|---|---|---|---|---|---|"]
     for r in cases:
         if "error" in r:
-            lines.append(f"| {r['precision']} | {r['loss_chunk_tokens']} | error | | | |")
+            lines.append(f"| {r['precision']} | {r['loss_chunk_tokens']} | error | | | | |")
         else:
-            lines.append(f"| {r['precision']} | {r['loss_chunk_tokens']} | {r['peak_mib']:.0f} | {r['tokens_per_s']:,.0f} | "
-                         f"{r['analysis']['tokens_x_vocab_mib']:.0f} | {r['analysis']['vocab_x_c_mib']:.0f} |")
+            transient = f"{r['step_transient_mib']:.0f}" if "step_transient_mib" in r else "-"
+            lines.append(f"| {r['precision']} | {r['loss_chunk_tokens']} | {r['peak_mib']:.0f} | {transient} | "
+                         f"{r['tokens_per_s']:,.1f} | {r['analysis']['tokens_x_vocab_mib']:.0f} | "
+                         f"{r['analysis']['vocab_x_c_mib']:.0f} |")
     print("\n".join(lines))
     if a.json:
         with open(a.json, "w") as f:

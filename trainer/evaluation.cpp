@@ -2,7 +2,6 @@
 
 #include <ATen/core/grad_mode.h>
 
-#include "trainer/models/builtin_ops.hpp"
 
 namespace accel::train {
 

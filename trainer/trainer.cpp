@@ -25,7 +25,6 @@
 #include "trainer/lr_schedule.hpp"
 #include "trainer/memory_probe.hpp"
 #include "trainer/models/builtin_module.hpp"
-#include "trainer/models/builtin_ops.hpp"
 #include "trainer/models/builtin_optimizer.hpp"
 #include "trainer/models/hf_folder_source.hpp"
 #include "trainer/models/model_weights.hpp"

@@ -18,14 +18,15 @@ engine::NamedTensors BuiltinModule::spec_parameters() const {
 }
 
 at::Tensor BuiltinModule::forward(const at::Tensor& idx) {
-  return unembed_tokens(head_weight(), hidden_states(idx, /*sparse_table_grad=*/false));
+  return unembed_tokens(head_weight(), hidden_states(idx, /*tied=*/{}));
 }
 
 at::Tensor BuiltinModule::loss(const at::Tensor& idx, const at::Tensor& targets, int64_t chunk_tokens,
                                double gradient_scale) {
   if (chunk_tokens == 0) return token_cross_entropy(forward(idx), targets);
-  return chunked_token_cross_entropy(hidden_states(idx, /*sparse_table_grad=*/true), head_weight(), targets,
-                                     ChunkedLossOptions{chunk_tokens, gradient_scale});
+  const TiedTableGradientPtr tied = ties_head() ? c10::make_intrusive<TiedTableGradient>() : TiedTableGradientPtr();
+  return chunked_token_cross_entropy(hidden_states(idx, tied), head_weight(), targets,
+                                     ChunkedLossOptions{chunk_tokens, gradient_scale, tied});
 }
 
 void BuiltinModule::initialize(uint64_t seed) { initialize_in_spec_order(spec_parameters(), n_layer_, seed); }

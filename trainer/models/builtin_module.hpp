@@ -23,15 +23,15 @@ class BuiltinModule : public torch::nn::Module {
   // idx [B, T] int64 -> logits [B, T, vocab]: hidden_states(idx) @ head_weight()^T.
   at::Tensor forward(const at::Tensor& idx);
   // idx [B, T] int64 -> the hidden states the head reads, [B, T, C] (after the final norm).
-  // `sparse_table_grad`: a token table tied with the head takes a sparse gradient from its lookup
-  // (embed_tokens), which autograd adds into the head's dense one in place: no [V, C] transient of
-  // its own, nor one for their sum.
-  virtual at::Tensor hidden_states(const at::Tensor& idx, bool sparse_table_grad) = 0;
-  // The head's weight [V, C]: the token table when the model ties them.
+  // `tied` (only when ties_head()): the token table's lookup adds its gradient into the chunked
+  // loss's head gradient (tied_table_gradient.hpp): no [V, C] of its own, nor one for their sum.
+  virtual at::Tensor hidden_states(const at::Tensor& idx, const TiedTableGradientPtr& tied) = 0;
+  // The head's weight [V, C]: the token table when the model ties them (ties_head()).
   virtual at::Tensor head_weight() const = 0;
+  virtual bool ties_head() const = 0;
   // The mean token cross-entropy of idx's next-token logits against targets [B, T] (fp32, 0-dim):
   // token_cross_entropy(forward(idx), targets) when chunk_tokens is 0 (training.loss_chunk_tokens),
-  // else chunked_token_cross_entropy over the hidden states with a sparse tied-table gradient.
+  // else chunked_token_cross_entropy over the hidden states, a tied table's gradient in one [V, C].
   at::Tensor loss(const at::Tensor& idx, const at::Tensor& targets, int64_t chunk_tokens, double gradient_scale = 1.0);
   // (spec name, parameter) in spec order.
   engine::NamedTensors spec_parameters() const;

@@ -29,7 +29,7 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& hidden, const at::Tensor& weight,
                             const at::Tensor& targets, int64_t chunk_tokens, double gradient_scale,
-                            bool want_hidden, bool want_weight) {
+                            bool want_hidden, bool want_weight, const TiedTableGradientPtr& tied) {
     const at::Tensor h = hidden.reshape({-1, hidden.size(-1)});
     const at::Tensor t = targets.reshape({-1});
     const int64_t tokens = h.size(0);
@@ -61,6 +61,7 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
     ctx->saved_data["grad_hidden"] = grad_hidden;
     ctx->saved_data["grad_weight"] = grad_weight;
     ctx->saved_data["gradient_scale"] = gradient_scale;
+    if (tied) ctx->saved_data["tied"] = c10::IValue::make_capsule(tied);
     return loss_sum.div_(double(tokens));
   }
 
@@ -78,7 +79,10 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
       if (grad_hidden.defined()) grad_hidden.mul_(factor);
       if (grad_weight.defined()) grad_weight.mul_(factor);
     }
-    return {grad_hidden, grad_weight, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    auto tied = ctx->saved_data.find("tied");
+    if (tied != ctx->saved_data.end() && grad_weight.defined())  // the lookup adds into it, then hands it on
+      c10::static_intrusive_pointer_cast<TiedTableGradient>(tied->second.toCapsule())->head_grad = grad_weight;
+    return {grad_hidden, grad_weight, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -102,7 +106,7 @@ at::Tensor chunked_token_cross_entropy(const at::Tensor& hidden, const at::Tenso
   // a graph (no grad mode, nothing requiring grad) has no edges to ask.
   const bool grad = at::GradMode::is_enabled();
   return ChunkedCrossEntropy::apply(hidden, weight, targets, options.chunk_tokens, options.gradient_scale,
-                                    grad && hidden.requires_grad(), grad && weight.requires_grad());
+                                    grad && hidden.requires_grad(), grad && weight.requires_grad(), options.tied_table);
 }
 
 }  // namespace accel::train

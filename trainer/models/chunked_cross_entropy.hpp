@@ -27,11 +27,16 @@
 
 #include <ATen/ATen.h>
 
+#include "trainer/models/tied_table_gradient.hpp"
+
 namespace accel::train {
 
 struct ChunkedLossOptions {
   int64_t chunk_tokens = 4096;  // rows of [chunk, V] logits formed at once; > 0
   double gradient_scale = 1.0;  // the incoming gradient backward is expected to get (see above); > 0
+  // The head is the token table, looked up through tied_table_lookup with this slot: the head's
+  // gradient is left there for the lookup to add its rows into (tied_table_gradient.hpp).
+  TiedTableGradientPtr tied_table;
 };
 
 // hidden [B, T, C] (the final norm's output), weight [V, C] (the head's, or the token table when

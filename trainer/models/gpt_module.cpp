@@ -15,8 +15,8 @@ GptModule::GptModule(const config::ModelSection& s) : BuiltinModule(s.n_layer) {
   ln_f_ = register_module("ln_f", std::make_shared<LayerNormLayer>(s.n_embd, dtype));
 }
 
-at::Tensor GptModule::hidden_states(const at::Tensor& idx, bool sparse_table_grad) {
-  at::Tensor x = embed_tokens(wte_->weight, wpe_->weight, idx, sparse_table_grad);
+at::Tensor GptModule::hidden_states(const at::Tensor& idx, const TiedTableGradientPtr& tied) {
+  at::Tensor x = embed_tokens(wte_->weight, wpe_->weight, idx, tied);
   for (auto& block : blocks_) x = block(x);
   return ln_f_->forward(x);
 }

@@ -24,9 +24,8 @@ LlamaModule::LlamaModule(const config::ModelSection& s) : BuiltinModule(s.n_laye
   inv_freq_ = rope_inverse_frequencies(s, shape.head_dim);
 }
 
-at::Tensor LlamaModule::hidden_states(const at::Tensor& idx, bool sparse_table_grad) {
-  // Only a table tied with the head may take a sparse gradient (embed_tokens).
-  at::Tensor x = embed_tokens(embed_tokens_->weight, /*wpe=*/at::Tensor(), idx, sparse_table_grad && !lm_head_);
+at::Tensor LlamaModule::hidden_states(const at::Tensor& idx, const TiedTableGradientPtr& tied) {
+  at::Tensor x = embed_tokens(embed_tokens_->weight, /*wpe=*/at::Tensor(), idx, tied);
   if (idx.size(1) > block_size_)
     throw std::invalid_argument("llama: sequence length " + std::to_string(idx.size(1)) +
                                 " exceeds model.block_size " + std::to_string(block_size_));

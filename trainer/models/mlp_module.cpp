@@ -13,8 +13,8 @@ MlpModule::MlpModule(const config::ModelSection& s) : BuiltinModule(s.n_layer) {
   register_module("layer", layer_);
 }
 
-at::Tensor MlpModule::hidden_states(const at::Tensor& idx, bool sparse_table_grad) {
-  at::Tensor x = embed_tokens(wte_->weight, at::Tensor(), idx, sparse_table_grad);
+at::Tensor MlpModule::hidden_states(const at::Tensor& idx, const TiedTableGradientPtr& tied) {
+  at::Tensor x = embed_tokens(wte_->weight, at::Tensor(), idx, tied);
   for (auto& layer : layers_) x = layer(x);
   return x;
 }

@@ -1,7 +1,7 @@
 // The chunked head and cross-entropy (trainer/models/chunked_cross_entropy.hpp) against the plain
 // path (token_cross_entropy of at::linear's logits): the loss and both gradients, fp32 and bf16, in
-// several chunkings; the gradient-scale hint; the built-in models' loss() with the tied table's
-// sparse gradient; no gradients under no-grad.
+// several chunkings; the gradient-scale hint; the tied table's lookup adding into the head's
+// gradient; the built-in models' loss(); no gradients under no-grad.
 //
 // Bounds: the chunked path computes the plain path's sums in other groupings (the loss over chunk
 // sums, the head's gradient over chunks of tokens; bf16 rounds the running [V, C] gradient once per
@@ -65,7 +65,7 @@ Result run(const Inputs& in, at::ScalarType dtype, int64_t chunk_tokens, double 
   else if (chunk_tokens == 0)
     loss = token_cross_entropy(at::linear(h, w), in.targets);
   else
-    loss = chunked_token_cross_entropy(h, w, in.targets, {chunk_tokens, hint});
+    loss = chunked_token_cross_entropy(h, w, in.targets, {chunk_tokens, hint, {}});
   (loss * backward_scale).backward();
   return {loss.item<double>(), h.grad().to(at::kDouble), w.grad().to(at::kDouble)};
 }
@@ -143,22 +143,49 @@ TEST_CASE("chunked loss: the gradient-scale hint changes rounding only", "[model
 TEST_CASE("chunked loss: under no grad only the loss, and bad arguments are named", "[model][chunked_loss]") {
   const Inputs in = inputs(2, 9, 16, 40, at::kFloat, 9);
   at::Tensor h = in.hidden.clone().requires_grad_(true);
-  const double with_grad = chunked_token_cross_entropy(h, in.weight, in.targets, {4, 1.0}).item<double>();
+  const double with_grad = chunked_token_cross_entropy(h, in.weight, in.targets, {4, 1.0, {}}).item<double>();
   {
     at::NoGradGuard no_grad;
-    at::Tensor loss = chunked_token_cross_entropy(h, in.weight, in.targets, {4, 1.0});
+    at::Tensor loss = chunked_token_cross_entropy(h, in.weight, in.targets, {4, 1.0, {}});
     CHECK_FALSE(loss.requires_grad());
     CHECK(loss.item<double>() == with_grad);  // the same ops on the same values
   }
-  CHECK_THROWS_WITH(chunked_token_cross_entropy(h, in.weight, in.targets.narrow(1, 0, 3), {4, 1.0}),
+  CHECK_THROWS_WITH(chunked_token_cross_entropy(h, in.weight, in.targets.narrow(1, 0, 3), {4, 1.0, {}}),
                     Catch::Contains("targets [B, T]"));
-  CHECK_THROWS_WITH(chunked_token_cross_entropy(h, in.weight.to(at::kBFloat16), in.targets, {4, 1.0}),
+  CHECK_THROWS_WITH(chunked_token_cross_entropy(h, in.weight.to(at::kBFloat16), in.targets, {4, 1.0, {}}),
                     Catch::Contains("one floating dtype"));
-  CHECK_THROWS_WITH(chunked_token_cross_entropy(h, in.weight, in.targets, {0, 1.0}), Catch::Contains("chunk_tokens"));
+  CHECK_THROWS_WITH(chunked_token_cross_entropy(h, in.weight, in.targets, {0, 1.0, {}}), Catch::Contains("chunk_tokens"));
   // The gradients formed in forward are handed on once.
-  at::Tensor loss = chunked_token_cross_entropy(h, in.weight, in.targets, {4, 1.0});
+  at::Tensor loss = chunked_token_cross_entropy(h, in.weight, in.targets, {4, 1.0, {}});
   loss.backward({}, /*retain_graph=*/true);
   CHECK_THROWS_WITH(loss.backward(), Catch::Contains("retain_graph"));
+}
+
+TEST_CASE("tied table lookup: its rows go into the head's gradient, or its own without one", "[model][chunked_loss]") {
+  // Integer-valued gradients: every sum is exact in any order, so the results are compared exactly.
+  at::Generator g = generator(13);
+  const at::Tensor table = at::randn({10, 4}, g, at::kFloat);
+  const at::Tensor idx = at::randint(10, {2, 6}, g, at::TensorOptions(at::kLong));  // repeats rows
+  const at::Tensor upstream = at::randint(-8, 8, {2, 6, 4}, g, at::TensorOptions(at::kFloat));
+  const at::Tensor head = at::randint(-8, 8, {10, 4}, g, at::TensorOptions(at::kFloat));
+  const at::Tensor dense = at::embedding_dense_backward(upstream, idx, 10, -1, false);
+  for (bool with_head : {false, true}) {
+    INFO("a head gradient in the slot: " << with_head);
+    auto tied = c10::make_intrusive<accel::train::TiedTableGradient>();
+    at::Tensor t = table.clone().requires_grad_(true);
+    at::Tensor x = accel::train::tied_table_lookup(t, idx, tied);
+    CHECK(at::equal(x, at::embedding(table, idx)));
+    at::Tensor into = head.clone();
+    if (with_head) tied->head_grad = into;
+    x.backward(upstream);
+    if (with_head) {
+      CHECK_FALSE(t.grad().defined());  // the rows went into the head's gradient, none of its own
+      CHECK(at::equal(into, head + dense));
+      CHECK_FALSE(tied->head_grad.defined());  // taken: autograd's reference is the only one again
+    } else {
+      CHECK(at::equal(t.grad(), dense));
+    }
+  }
 }
 
 namespace {
@@ -175,7 +202,6 @@ std::vector<std::pair<std::string, at::Tensor>> model_grads(accel::train::Builti
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (auto& [name, p] : model.spec_parameters()) {
     REQUIRE(p.grad().defined());
-    REQUIRE(p.grad().layout() == at::kStrided);  // the tied table's sparse lookup gradient was added into a dense one
     out.emplace_back(name, p.grad().to(at::kDouble));
   }
   return out;
@@ -185,7 +211,7 @@ std::vector<std::pair<std::string, at::Tensor>> model_grads(accel::train::Builti
 
 TEST_CASE("chunked loss: the built-in models' loss() agrees with the plain path in every parameter",
           "[model][chunked_loss]") {
-  // gpt and mlp tie their head with the token table (its lookup then takes a sparse gradient),
+  // gpt and mlp tie their head with the token table (its lookup then adds into the head's gradient),
   // llama ties it or not. The same model in fp64 is the exact value (llama's RMSNorm computes in
   // fp32 there too, as transformers' does: its rounding joins the noise, of the same size).
   for (const auto& [what, section] :
