@@ -14,8 +14,9 @@ folders are); accel starts from it (model.from_pretrained: each rank reads only 
 The setup peak is also broken down (rank 0's, "setup_breakdown_mib" in the JSON), each part measured
 or counted where it is held: the runtime's own (the setup peak of the same job on a tiny folder:
 libtorch, the communicator, thread pools, the placeholders), the model states kept (the estimate's),
-the kept units' compute-dtype shard (the engine's report, memory.param_shards: with the masters in
-files the root keeps a copy of its shard for its refresh gather), the largest layer, and the rest
+the compute-dtype shards held beside the kept units' gathered buffers (the engine's report,
+memory.param_shards: 0 since a kept unit gathers in place from its own slice; before, with the
+masters in files, the root kept a 125 MiB copy of its shard at 1.1B, world 4), the largest layer, and the rest
 (what setup held beside these: reading buffers, heap). The 300 MiB of the goal covers the runtime
 and the rest.
 With --nvme the optimizer states and parameters are offloaded to files (what lets 1.1B at world 4

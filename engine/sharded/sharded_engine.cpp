@@ -174,11 +174,18 @@ ShardedEngine::ShardedEngine(comm::Communicator& comm, std::vector<UnitSpec> spe
       rt.param_file = params_from_masters
                           ? param_store_->add_master_view(*optimizer_->nvme(), int(units_.size()), layout.shard_numel())
                           : param_store_->add_unit(rt.name, my_shard);
+    } else if (!optimizer_->offloaded() && compute == st.master.scalar_type() && st.master.device() == device_) {
+      rt.compute_shard = st.master;  // the gathers read the master itself
+    } else if (keeps && policy_.shard_params) {
+      // Stage 3's kept units (the root, persistent ones) never free their gathered buffer, and the
+      // all-gather puts this rank's shard at this very slice of it: the shard is that slice (a view
+      // of the same dtype), stepped into there, so no second copy. update_compute_shard waits for a
+      // gather in flight before writing it. Stages 1-2 keep their copy (docs/estimate-memory.md).
+      rt.compute_shard = full.narrow(0, int64_t(shard_rank()) * layout.shard_numel(), layout.shard_numel());
+      rt.shard_in_params = true;
     } else {
-      // With nvme offload the master lives in a file between steps: gathers need their own copy.
-      rt.compute_shard = (!optimizer_->offloaded() && compute == st.master.scalar_type() && st.master.device() == device_)
-                             ? st.master
-                             : unit_empty(layout.shard_numel(), compute, device_).copy_(my_shard);
+      // The master lives apart (a file, host memory) or in another dtype: gathers need their own copy.
+      rt.compute_shard = unit_empty(layout.shard_numel(), compute, device_).copy_(my_shard);
     }
     for (size_t k = 0; k < rt.params.size(); ++k) {
       at::Tensor& p = params_[size_t(rt.params[k])].second;
@@ -484,6 +491,9 @@ void ShardedEngine::masters_changed(bool copy_shards) {
 
 void ShardedEngine::update_compute_shard(int u, const at::Tensor& master) {
   UnitRuntime& rt = units_[size_t(u)];
+  // No gather may still read the shard this overwrites (nor, for a shard inside the gathered
+  // buffer, write its old values over the new ones when it completes).
+  if (rt.param_file < 0) buffers_->finish(u);
   if (rt.param_file >= 0 && host_params_) {
     host_params_->write(rt.param_file, master);
     return;

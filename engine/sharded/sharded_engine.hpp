@@ -132,10 +132,12 @@ class ShardedEngine final : public Backend, private UnitHooks, private BackwardL
     std::vector<int> params;  // indices into params_
     at::Tensor grad_flat;     // shard_grads == false: persistent [P]; the params' .grad are views
     at::Tensor grad_buffer;   // shard_grads: this micro-step's [P] gradients until reduced (.grad are views)
-    at::Tensor compute_shard; // this rank's shard in the compute dtype (the master itself in fp32);
-                              // undefined when the shard is in a file (param_file >= 0)
+    at::Tensor compute_shard; // this rank's shard in the compute dtype (the master itself in fp32, or
+                              // a view of the kept gathered buffer: shard_in_params); undefined
+                              // when the shard is in a file or host store (param_file >= 0)
     int param_file = -1;      // parameter offload: the unit's index in param_store_ or host_params_ (else -1)
     bool master_in_params = false;  // the master is this rank's slice of the kept fp32 parameters
+    bool shard_in_params = false;   // stage 3 kept unit: compute_shard is this rank's slice of its gathered buffer
     bool token_input = false; // holds the pinned member: kept gathered from its first use to the tied unembed
     int uses = 0, fired = 0, pre_fired = 0;
     int needed = 0;           // parameters that take gradients

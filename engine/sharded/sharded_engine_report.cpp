@@ -72,10 +72,14 @@ nlohmann::json ShardedEngine::memory_report() const {
     grad_shard += bytes(st.grad);
     if (!units_[u].master_in_params) master += bytes(st.master);
     states += bytes(st.exp_avg) + bytes(st.exp_avg_sq) + bytes(st.momentum);
-    if (!units_[u].compute_shard.is_same(st.master)) compute_shards += bytes(units_[u].compute_shard);
+    // A stage-3 kept unit's shard is a slice of its gathered buffer, counted in "params".
+    if (!units_[u].compute_shard.is_same(st.master) && !units_[u].shard_in_params)
+      compute_shards += bytes(units_[u].compute_shard);
   }
   nlohmann::json r = {{"params", buffers_->kept_bytes()},
-                      {"param_shards", compute_shards},  // compute-dtype shards gathers read (bf16, or fp32 beside nvme masters)
+                      // The compute-dtype shards gathers read, held beside the parameters: bf16, or fp32
+                      // beside masters that live apart (stages 1-2, stage 3's partitioned units).
+                      {"param_shards", compute_shards},
                       {"grads", grads},
                       {"grad_shard", grad_shard},
                       {"master", master},

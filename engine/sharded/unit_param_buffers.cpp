@@ -105,6 +105,10 @@ void UnitParamBuffers::wait(int u) {
   note(TraceEvent::gather_done, e);
 }
 
+void UnitParamBuffers::finish(int u) {
+  if (units_[size_t(u)].state == State::in_flight) wait(u);
+}
+
 void UnitParamBuffers::release(int u) {
   Entry& e = units_[size_t(u)];
   if (e.keeps_storage || e.state == State::released) return;

@@ -1,7 +1,8 @@
 // The gathered (full) parameter buffers of a sharding engine's units and their schedule: when a
 // unit's all-gather is issued, waited on and its storage freed, with prefetch and live limits.
 // Each unit's model parameters are views of its flat buffer `full` [P]; a gather fills it from every
-// rank's shard (`source`, this rank's [S] piece in the compute dtype). A unit is
+// rank's shard (`source`, this rank's [S] piece in the compute dtype; for a unit that keeps its
+// storage it may be this rank's slice of `full` itself, gathered in place). A unit is
 //   released  (not valid; storage freed unless the unit keeps its storage),
 //   in flight (all-gather issued, not waited on), or
 //   ready     (valid for compute).
@@ -56,6 +57,7 @@ class UnitParamBuffers {
 
   void issue(int u);       // starts the all-gather unless the unit is in flight or ready
   void wait(int u);        // makes the unit ready (issuing its gather first if needed)
+  void finish(int u);      // completes the unit's gather in flight, if any (issues none)
   void release(int u);     // frees the unit's storage (units that keep storage: no-op)
   void release_all();      // unpins and releases every unit
   void invalidate_all();   // after the optimizer step: every unit's content is stale

@@ -216,13 +216,15 @@ JobEstimate estimate_job(const config::JobConfig& job, const JobEstimateOptions&
     e.notes.push_back("offload_param_device cpu (zero-3 row): the masters, gradient shard and optimizer states "
                       "move to host memory as with optimizer offload, and each partitioned unit's shard in the "
                       "compute dtype lives in pinned host memory, copied to the device for each gather; units "
-                      "kept gathered (the token unit, persistent ones) keep their shard on the device.");
+                      "kept gathered (the token unit, persistent ones) gather from their own slice on the device, "
+                      "with no shard apart.");
   if (ds.offload_param_device == config::OffloadDevice::nvme)
     e.notes.push_back("offload_param_device nvme (zero-3 row): each unit's parameter shard in the compute dtype "
                       "is in a file (nvme column) and read for each gather into one of buffer_count host buffers; "
                       "with fp32 compute and offload_optimizer_device nvme the gathers read the master's file, "
                       "with fp32 compute and the masters in memory the file is a second copy that saves nothing. "
-                      "Units under stage3_param_persistence_threshold keep their shard in memory (not modelled).");
+                      "Units under stage3_param_persistence_threshold stay gathered in memory and gather from their "
+                      "own slice (counted with a replay, as parameters).");
 
   // The remaining fields (bounds, param_offload, step) keep their defaults until set below.
   auto plan = [](std::string name, Sharding sharding, int shards, Placement offload) {

@@ -75,12 +75,6 @@ int64_t nvme_pool_touched(const MemoryInput& in, int shards) {
   return touched;
 }
 
-// The kept units' part of the compute-dtype shards (the token unit, persistent ones): on the device
-// whatever parameter offload does with the others' (known from the replay; 0 without one).
-int64_t kept_units_shard(const StrategyPlan& plan, int param_bytes) {
-  return plan.step ? plan.step->kept_numel / plan.shards * param_bytes : 0;
-}
-
 // The step's peak (MemoryEstimate::peak): the replay's fullest backward moment against the
 // optimizer step, each on top of the model states held in memory.
 void add_step_peak(const MemoryInput& in, const UnitSizes& sizes, MemoryEstimate& e) {
@@ -94,10 +88,9 @@ void add_step_peak(const MemoryInput& in, const UnitSizes& sizes, MemoryEstimate
   // (offloaded states, the nvme staging buffers and the optimizer's host work are in host memory).
   const bool gpu = in.device_allocator;
   auto counted = [gpu](Placement where) { return gpu ? where == Placement::device : where != Placement::nvme; };
-  // The compute-dtype shards: where parameter offload puts them (host memory, files), but for the
-  // kept units'.
+  // The compute-dtype shards: where parameter offload puts them (host memory, files).
   const Placement shards = plan.sharding == Sharding::parameters ? plan.param_offload : Placement::device;
-  const int64_t param_shards = counted(shards) ? e.param_shard : kept_units_shard(plan, in.param_bytes);
+  const int64_t param_shards = counted(shards) ? e.param_shard : 0;
   const int64_t states = e.params + param_shards + e.grads +
                          (counted(plan.offload) ? e.grad_shard + e.master + e.optimizer_states : 0);
   int64_t param_staging = 0;
@@ -252,11 +245,13 @@ MemoryEstimate estimate_memory(const MemoryInput& in, const StrategyPlan& plan) 
   // Parameter files: fp32 with nvme masters reads the master's file; fp32 with the masters in
   // memory writes a file beside them.
   if (params_in_files && p == 4) e.param_shard = plan.offload == Placement::nvme ? 0 : shard_sum * 4;
+  // Stage 3's kept units (the token unit, persistent ones: known from the replay) gather in place
+  // from their own slice of `params` (sharded_engine.cpp): only the partitioned units' shards are
+  // held apart, wherever parameter offload puts them.
+  if (plan.sharding == Sharding::parameters && plan.step && e.param_shard > 0) e.param_shard -= plan.step->kept_numel / N * p;
   // Parameter offload to host memory: the partitioned units' shards are pinned host memory.
   const bool params_on_host = plan.sharding == Sharding::parameters && plan.param_offload == Placement::cpu;
-  const int64_t kept_shards = params_on_host ? kept_units_shard(plan, int(p)) : 0;
-  e.device = e.params + (params_in_files ? 0 : params_on_host ? kept_shards : e.param_shard) + e.grads +
-             e.live_params + e.live_grads;
+  e.device = e.params + (params_in_files || params_on_host ? 0 : e.param_shard) + e.grads + e.live_params + e.live_grads;
   switch (plan.offload) {
     case Placement::device: e.device += e.master + e.optimizer_states + e.grad_shard; break;
     case Placement::cpu: e.host = e.master + e.optimizer_states + e.grad_shard; break;
@@ -270,7 +265,7 @@ MemoryEstimate estimate_memory(const MemoryInput& in, const StrategyPlan& plan) 
       break;
     }
   }
-  if (params_on_host) e.host += e.param_shard - kept_shards;
+  if (params_on_host) e.host += e.param_shard;
   if (params_in_files) {
     // The shards in files; each gather stages one in a host buffer of the compute dtype.
     e.nvme += e.param_shard;

@@ -28,13 +28,13 @@
 // the compute dtype; fp32 compute with nvme-offloaded masters reads the master's file (no param_shard),
 // and fp32 compute with the masters in memory keeps a file beside them (param_shard 4*sum(S) in nvme).
 // Parameter offload to cpu (zero-3, FULL_SHARD / HYBRID_SHARD with offload_params) puts param_shard
-// in pinned host memory, copied to the device for each gather; with a replay, the kept units' part
-// of it stays on the device.
+// in pinned host memory, copied to the device for each gather.
 // With a replay of the step (StrategyPlan::step, step_replay.hpp; units known): stage 3's units that
 // stay gathered (the tied root, persistent units) are `params`, an fp32 one's master is its own
-// slice, and the live figures are the replay's, as the engine reports them; `peak` is the step's
-// fullest moment (see MemoryEstimate::peak). Offload in any precision keeps a compute-dtype copy of
-// the shard (param_shard) beside the masters that live apart.
+// slice, and each one's compute shard is its own slice too (it gathers in place), so param_shard
+// counts the partitioned units only; the live figures are the replay's, as the engine reports them;
+// `peak` is the step's fullest moment (see MemoryEstimate::peak). Offload in any precision keeps a
+// compute-dtype copy of the shard (param_shard) beside the masters that live apart.
 // Invariants: every figure is a whole number of bytes; with one shard no padding is added; the
 // components of a result add up to device + host + nvme (nvme staging buffers excepted).
 #pragma once
@@ -109,7 +109,8 @@ struct MemoryEstimate {
   int64_t params = 0;            // replicated compute parameters
   int64_t param_shard = 0;       // sharded strategies: the compute-dtype copy of the rank's shard
                                  // that gathers read (bf16/fp16 compute; fp32 beside nvme masters),
-                                 // in files with param_offload nvme, host memory with cpu
+                                 // in files with param_offload nvme, host memory with cpu; with a
+                                 // replay, stage 3's partitioned units' only (kept ones: in params)
   int64_t grads = 0;             // replicated gradients
   int64_t grad_shard = 0;        // fp32 gradient shard (receives the reduce-scatter)
   int64_t master = 0;            // fp32 master weights (a replicated copy or a shard)

@@ -18,6 +18,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "engine/sharded/flat_layout.hpp"
 #include "engine/sharded/nvme_param_store.hpp"
@@ -274,10 +275,12 @@ TEST_CASE("zero-3 with parameter files trains bit for bit like zero-3 without th
         CHECK(with.losses[0][2] != with.losses[0][0]);
 
         // No compute shard of a partitioned unit in memory; with bf16 (or fp32 beside nvme masters)
-        // there was one before. The root keeps its own (gathered through the step, no file).
-        const int64_t root_copy = (bf16 || optimizer_nvme) ? with.root_shard_bytes : 0;
-        CHECK(with.report.at("param_shards") == root_copy);
-        if (bf16 || optimizer_nvme) CHECK(without.report.at("param_shards") > root_copy);
+        // there was one before, each partitioned unit's. The root (gathered through the step, no
+        // file) has none beside its gathered buffer: its shard is its slice of it.
+        int64_t partitioned = 0;
+        for (int64_t b : with.shard_bytes) partitioned += b;
+        CHECK(with.report.at("param_shards") == 0);
+        CHECK(without.report.at("param_shards") == ((bf16 || optimizer_nvme) ? partitioned : 0));
         CHECK(with.report.at("param_nvme_staged_peak").get<int>() >= 1);
         CHECK(with.report.at("param_nvme_staged_peak").get<int>() <= 2);
         CHECK_THAT(with.described, Catch::Contains("parameter shards of " + std::to_string(with.shard_bytes.size()) + " units"));
@@ -325,12 +328,12 @@ TEST_CASE("zero-3 with parameter shards in host memory trains bit for bit like z
       Observed with = run(s, 3);
       check_same_training(with, without);
       CHECK(with.losses[0][2] != with.losses[0][0]);  // the write-back reached the gathers
-      // The root keeps its compute shard (bf16: a copy of the master's); no partitioned unit does.
-      const int64_t root_copy = bf16 ? with.root_shard_bytes : 0;
-      CHECK(with.report.at("param_shards") == root_copy);
-      if (bf16) CHECK(without.report.at("param_shards") > root_copy);
+      // No compute shard beside the store: the partitioned units' are in it, the root's is its slice
+      // of its gathered buffer (bf16 without the store: the partitioned units' copies).
       int64_t shards = 0;
       for (int64_t b : with.shard_bytes) shards += b;
+      CHECK(with.report.at("param_shards") == 0);
+      CHECK(without.report.at("param_shards") == (bf16 ? shards : 0));
       CHECK(with.report.at("param_host_bytes") == shards);
       CHECK(with.param_files.empty());
       CHECK_THAT(with.described, Catch::Contains("offload to cpu: a no-op on a CPU run"));
@@ -405,8 +408,10 @@ TEST_CASE("parameter files: a staging pool of one, and units under the persisten
   CHECK(with.report.at("param_nvme_staged_peak") == 1);
   REQUIRE(with.shard_bytes.size() == 3);
   CHECK(with.param_files.size() + 1 == with.shard_bytes.size());
-  // The compute shards in memory: the persistent unit's and the root's.
-  CHECK(with.report.at("param_shards").get<int64_t>() == with.shard_bytes.back() + with.root_shard_bytes);
+  // No compute shard in memory beside the gathered buffers: the persistent unit and the root gather
+  // in place from their own slice (bf16 gathered buffers: the shard is in the compute dtype either way).
+  CHECK(with.report.at("param_shards") == 0);
+  CHECK(with.report.at("params").get<int64_t>() == (with.shard_bytes.back() + with.root_shard_bytes) * s.world);
 }
 
 TEST_CASE("checkpoints move between runs with and without parameter files, also resharded",
@@ -446,6 +451,104 @@ TEST_CASE("checkpoints move between runs with and without parameter files, also 
   for (size_t i = 0; i < saved.full.size(); ++i) CHECK(at::equal(loaded_only.full[i], saved.full[i]));
   // The eval right after the resharded load gathers from the rewritten files: the checkpoint's loss.
   CHECK(loaded_only.eval_loss[0] == saved.eval_loss[0]);
+}
+
+namespace {
+
+// The names of rank 0's gathered parameters (after a step and wait_parameters(): the kept units')
+// whose values differ from their masters rounded to the compute dtype, and how many were compared
+// (`gathered`); every rank calls it (the masters are gathered), rank 0's answer is the one.
+std::vector<std::string> kept_parameters_off_masters(PreparedBuiltin& model, int& gathered) {
+  auto& engine = model.engine();
+  engine.wait_parameters();
+  const auto full = engine.full_parameters();  // rank 0's; empty elsewhere
+  std::vector<std::string> off;
+  gathered = 0;
+  for (const auto& [name, p] : model.parameters()) {
+    if (p.storage().nbytes() == 0) continue;  // released: a partitioned unit
+    for (const auto& [n, master] : full)
+      if (n == name) {
+        ++gathered;
+        if (!at::equal(p, master.to(p.scalar_type()))) off.push_back(name);
+      }
+  }
+  return off;
+}
+
+}  // namespace
+
+TEST_CASE("a kept unit gathers in place from its slice: a load right after a step waits for that gather",
+          "[offload][param_offload][reshard]") {
+  // Stage 3's root stays gathered, and its compute shard is its own slice of the gathered buffer
+  // (bf16, or fp32 beside nvme masters: no second copy). After a step its re-gather is in flight
+  // until the next forward; a load_state then writes the loaded values into that slice, so it must
+  // complete the gather first: else the gather, completing, writes the step's values back over the
+  // loaded ones (a fake world's all-gather holds a copy of each rank's input from its issue), and
+  // the next gather spreads them. Rank 1 issues its half of the step's gathers late (a sleep before
+  // its optimizer step), so rank 0's is still in flight when it loads. After the first step and
+  // after the load, the root's parameters equal its masters (the step and the load reach them
+  // through the slice).
+  for (bool nvme : {false, true}) {
+    CAPTURE(nvme);
+    Setup s;
+    s.bf16 = !nvme;
+    s.optimizer_nvme = s.param_nvme = nvme;
+    accel::test::TempDir ckpt, dir;
+    auto job = tiny_job();
+    accel::comm::FakeWorld world(s.world);
+    std::vector<double> after_load(size_t(s.world));
+    int kept_compared = 0;
+    std::vector<std::string> kept_off;
+    nlohmann::json layout;
+    std::mutex mu;
+    auto errors = accel::test::run_ranks(
+        s.world, [&](int r) { return world.communicator(r); },
+        [&](Communicator& comm) {
+          const int r = comm.rank();
+          PreparedBuiltin model(job, accel::test::builtin_module(job.model, 9), [&](std::vector<UnitSpec> specs) {
+            return std::make_unique<ShardedEngine>(comm, std::move(specs), accel::engine::builtin_optimizer_setup(job.optimizer),
+                                                   policy_for(s, dir.path()));
+          });
+          auto& engine = model.engine();
+          train_step(model, r, 0);
+          // The step reached the root's gathered parameters through its shard (the slice).
+          int gathered = 0;
+          const auto off = kept_parameters_off_masters(model, gathered);
+          if (r == 0) {
+            std::lock_guard<std::mutex> lock(mu);
+            kept_compared = gathered;
+            kept_off = off;
+          }
+          accel::engine::DirectFileSink files(ckpt.path().string());
+          const nlohmann::json saved = engine.save_state(files, {});
+          auto* hooks = engine.begin_micro_step(0, true);
+          model.loss(model.forward(tokens(2, r + 1), hooks), tokens(2, r + 2)).backward();
+          engine.end_micro_step(true);
+          engine.clip_grad_norm(1.0);
+          if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          engine.optimizer_step(1e-2);  // issues the root's re-gather
+          engine.load_state(ckpt.path().string(), saved);
+          int gathered_after_load = 0;
+          const auto off_after_load = kept_parameters_off_masters(model, gathered_after_load);
+          const double loss = eval_loss(model);
+          std::lock_guard<std::mutex> lock(mu);
+          after_load[size_t(r)] = loss;
+          if (r == 0) {
+            layout = saved;
+            kept_off.insert(kept_off.end(), off_after_load.begin(), off_after_load.end());
+            kept_compared += gathered_after_load;
+          }
+        });
+    REQUIRE(errors == std::vector<std::string>(size_t(s.world), ""));
+    CHECK(kept_compared == 2 * 4);  // wte, wpe and ln_f's weight and bias, after the step and the load
+    CHECK(kept_off.empty());
+    // The same checkpoint loaded by a fresh engine (no gather in flight): the same eval loss.
+    Observed fresh = run(s, 0, 1, ckpt.path(), layout);
+    for (size_t r = 0; r < size_t(s.world); ++r) {
+      CAPTURE(r);
+      CHECK(after_load[r] == fresh.eval_loss[r]);
+    }
+  }
 }
 
 ACCEL_ASSERT_CHECK_IS_CATCH();

@@ -3,7 +3,8 @@
 // schedule the plans make (DeepSpeed's prefetch and its bounds, gathering on demand, the reduce
 // bucket, FSDP's one unit ahead with and without limit_all_gathers, BACKWARD_POST, stage 2, bf16).
 // The engine's own memory report (rank 0) must equal the estimate's configured row component for
-// component: kept parameters, gathered and gradient-buffer peaks, master, gradient and state shards.
+// component: kept parameters, gathered and gradient-buffer peaks, master, gradient, state and
+// compute-dtype parameter shards.
 // A replay that drifts from the engine's schedule fails here.
 #include "tests/support/catch_with_torch.hpp"
 
@@ -29,6 +30,9 @@ void check_replay_matches_engine(const config::JobConfig& job) {
   CHECK(seen.value("master", int64_t(-1)) == row.master);
   CHECK(seen.value("grad_shard", int64_t(-1)) == row.grad_shard);
   CHECK(seen.value("optimizer_states", int64_t(-1)) == row.optimizer_states);
+  // The compute-dtype shards held apart (bf16 here): stage 3's partitioned units' only (a kept unit
+  // gathers from its slice of params), every unit's at stages 1-2.
+  CHECK(seen.value("param_shards", int64_t(-1)) == row.param_shard);
 }
 
 }  // namespace
@@ -58,6 +62,16 @@ TEST_CASE("the step replay gathers and reduces as the engine does under DeepSpee
   SECTION("bf16 compute") {
     job.mixed_precision = config::MixedPrecision::bf16;
     job.deepspeed.reduce_bucket_size = 3 * block;
+    check_replay_matches_engine(job);
+  }
+  SECTION("bf16 compute, every layer persistent: no unit keeps a shard beside its parameters") {
+    job.mixed_precision = config::MixedPrecision::bf16;
+    job.deepspeed.stage3_param_persistence_threshold = block + 1;
+    check_replay_matches_engine(job);
+  }
+  SECTION("bf16 compute at stage 2: every unit keeps a bf16 shard beside its parameters") {
+    job.mixed_precision = config::MixedPrecision::bf16;
+    job.deepspeed.zero_stage = 2;
     check_replay_matches_engine(job);
   }
   SECTION("stage 2 with a reduce bucket of two blocks") {

@@ -320,13 +320,13 @@ class ZeroStagesAgreement(_ShardedBase):
         with open(os.path.join(out, "report", "rank_0.json")) as f:
             memory = json.load(f)["memory"]
         # The root unit (wte, wpe, ln_f: what the Block wrappers do not hold) is never released,
-        # as FSDP's root and DeepSpeed's persistent parameters: with the masters in files it keeps
-        # a copy of its shard in memory for the refresh gather (in memory, the master is that
-        # shard). No partitioned unit keeps one.
+        # as FSDP's root and DeepSpeed's persistent parameters: its refresh gather reads its own
+        # slice of its gathered buffer (params), even with the masters in files, so no shard is
+        # held beside it; a partitioned unit's is in its file.
         m = ts.MODEL
         root_values = (m["vocab_size"] + m["block_size"]) * m["n_embd"] + 2 * m["n_embd"]
-        self.assertEqual(memory["param_shards"], root_values // 2 * 4 if optimizer_nvme else 0,
-                         "a partitioned unit's compute shard is resident")
+        self.assertEqual(memory["param_shards"], 0, "a compute shard is resident beside the gathered root")
+        self.assertEqual(memory["params"], -(-root_values // 2) * 2 * 4, "the root's gathered buffer")
         self.assertLessEqual(memory["param_nvme_staged_peak"], buffers)
         if optimizer_nvme:
             self.assertEqual(memory["param_nvme_bytes"], 0, "fp32 beside nvme masters: no second copy")

@@ -214,6 +214,49 @@ TEST_CASE("parameter offload to nvme moves the stage-3 parameter shard into file
   CHECK(fp32_files.param_shard == 8 * 4);
 }
 
+TEST_CASE("stage 3's kept units gather from their own slice: param_shard counts the partitioned units",
+          "[estimate]") {
+  // With a replay the kept units are known: here the tied unit (10 values, 12 padded at 4 shards:
+  // a shard of 3) stays gathered. Its shard is its slice of `params`, so of sum(S) = 8 only the
+  // partitioned units' 5 are held apart, in memory, files or host memory alike.
+  MemoryInput in = small_fp32();
+  auto plan = [&](Placement offload, Placement params) {
+    StrategyPlan p{"test", Sharding::parameters, 4, offload, false};
+    p.param_offload = params;
+    StepReplay replay;
+    replay.kept = 12 * in.param_bytes;
+    replay.kept_numel = 12;
+    replay.largest_freed_numel = 8;
+    p.step = replay;
+    return estimate_memory(in, p);
+  };
+  const Placement device = Placement::device, cpu = Placement::cpu, nvme = Placement::nvme;
+  in.param_bytes = 2;
+  auto on = plan(device, device);
+  CHECK(on.params == 12 * 2);
+  CHECK(on.param_shard == 5 * 2);
+  CHECK(on.device == on.params + on.param_shard + on.live_params + on.live_grads + movable(on));
+  auto files = plan(device, nvme);
+  CHECK(files.param_shard == 5 * 2);
+  CHECK(files.nvme == 5 * 2);  // only the partitioned units have files
+  CHECK(files.device == on.device - 5 * 2);
+  auto host = plan(cpu, cpu);
+  CHECK(host.param_shard == 5 * 2);
+  CHECK(host.host == movable(host) + 5 * 2);
+  CHECK(host.device == host.params + host.live_params + host.live_grads);  // no shard stays on the device
+  // fp32 beside offloaded masters: the partitioned units' copies (or the masters' files), none of the root.
+  in.param_bytes = 4;
+  CHECK(plan(nvme, device).param_shard == 5 * 4);
+  CHECK(plan(cpu, device).param_shard == 5 * 4);
+  auto both = plan(nvme, nvme);
+  CHECK(both.param_shard == 0);
+  CHECK(both.peak - both.transients == both.params);  // the states in memory: the kept root alone
+  // fp32 with the masters in memory: the root's master is its slice too, and there is no copy.
+  auto fp32_on = plan(device, device);
+  CHECK(fp32_on.param_shard == 0);
+  CHECK(fp32_on.master == (8 - 3) * 4);
+}
+
 TEST_CASE("world 1 degenerates: no padding, every stage holds 16 bytes of states per parameter", "[estimate]") {
   MemoryInput in = small_fp32();
   for (auto sharding : {Sharding::optimizer, Sharding::gradients, Sharding::parameters}) {
