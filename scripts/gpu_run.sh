@@ -6,7 +6,7 @@
 #   1. facts: nvidia-smi, the device's torch against the one the binaries were built with (stops
 #      with exit 2 when they differ), the staged programs' linkage, `accel env`;
 #   2. alone on the GPU: the GPT-2 124M benchmark (scripts/bench_gpu.py), each contender under a
-#      timeout, where its step and accel's zero-3 step spend GPU time (scripts/profile_gpu_step.py,
+#      timeout, the plain loss against the chunked one (scripts/bench_chunked_loss.py), where its step and accel's zero-3 step spend GPU time (scripts/profile_gpu_step.py,
 #      accel's through `accel launch --profile`), and the memory
 #      estimate against measured peaks (scripts/bench_gpu_memory.py, about 95 s; --memory-only runs
 #      just this step, GPU_RUN_MEMORY_CASES=a,b picks its cases);
@@ -139,10 +139,16 @@ if [ $memory_only -eq 1 ]; then
   cat "$logs/bench_gpu_memory.log"
   finish
 fi
+# The loss over the vocabulary, plain against chunked (scripts/bench_chunked_loss.py --gpu: GPT-2
+# 124M, bf16, 16 x 1024 tokens; three launches of about 20 s).
+chunked_args=(--accel "$accel" --json "$logs/bench_chunked_loss.json" --timeout 60)
+if [ $rehearse -eq 1 ]; then chunked_args+=(--dry-run); else chunked_args+=(--gpu); fi
 if [ $bench -eq 1 ]; then
   step bench_gpu 330 "$python" "$root/scripts/bench_gpu.py" "${bench_args[@]}"
   cp "$logs/bench_gpu.json" "$out/bench-gpu.json" 2>/dev/null
   cp "$logs/bench_gpu.md" "$out/bench-gpu.md" 2>/dev/null
+  step bench_chunked_loss 150 "$python" "$root/scripts/bench_chunked_loss.py" "${chunked_args[@]}"
+  cp "$logs/bench_chunked_loss.json" "$out/bench-chunked-loss.json" 2>/dev/null
 fi
 step profile_gpu_step 90 "$python" "$root/scripts/profile_gpu_step.py" "${profile_args[@]}"
 cp "$logs/profile_gpu_step.json" "$out/profile-gpu-step.json" 2>/dev/null

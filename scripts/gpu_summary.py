@@ -14,7 +14,8 @@ benchmark's bench_gpu.json and `accel bench comm`'s bench_comm.json. Writes
                the goals (accel zero 3 at >= 1.1x FSDP2's tokens/s, >= 45% MFU) and whether they hold;
   memory       `accel estimate-memory`'s step peak against each job's measured GPU peak
                (scripts/bench_gpu_memory.py);
-  comm_bench   `accel bench comm`'s figures.
+  comm_bench   `accel bench comm`'s figures;
+  chunked_loss the plain loss against the chunked one (scripts/bench_chunked_loss.py).
 Exit status: 0 when every step passed (in a rehearsal, passed or skipped for want of a GPU), 1 when
 one did not, 2 when the staged programs could not run (torch differs, a library is missing).
 """
@@ -140,10 +141,12 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     steps = read_steps(a.logs, a.rehearse)
     comm = os.path.join(a.logs, "bench_comm.json")
+    chunked = os.path.join(a.logs, "bench_chunked_loss.json")
     summary = {"rehearsal": a.rehearse, **machine(a.logs, a.stage), "steps": steps,
                "accuracy": engine_figures(a.logs), "benchmark": benchmark(a.logs),
                "step_profile": step_profile(a.logs), "accel_step_profile": step_profile(a.logs, "profile_accel_step.json"),
                "memory": memory(a.logs),
+               "chunked_loss": json.loads(read(chunked)) if os.path.exists(chunked) and read(chunked).strip() else None,
                "comm_bench": json.loads(read(comm)) if os.path.exists(comm) and read(comm).strip() else None}
     ok = [s["status"] in ("passed", "skipped: no GPU") for s in steps]
     summary["passed"] = bool(steps) and all(ok)
@@ -169,6 +172,8 @@ def main(argv=None) -> int:
         print(f"memory: {r['case']}: " + (r["error"][-200:] if "error" in r else
               f"measured {r['measured_peak'] / 2 ** 30:.2f} GiB, estimate {r['estimate_peak'] / 2 ** 30:.2f} GiB, "
               f"ratio {r['ratio']:.3f}"))
+    if summary["chunked_loss"]:
+        print("\n".join(summary["chunked_loss"]["table"]))
     if any(s["exit_code"] == 2 and s["step"] in ("torch_check", "linkage") for s in steps):
         return 2
     return 0 if summary["passed"] else 1

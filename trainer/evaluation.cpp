@@ -2,12 +2,11 @@
 
 #include <ATen/core/grad_mode.h>
 
-#include "trainer/models/builtin_ops.hpp"
 
 namespace accel::train {
 
 std::optional<double> evaluate(BuiltinModule& model, const Dataset& data, comm::Communicator& comm, int batch_size,
-                               progress::Task* progress) {
+                               progress::Task* progress, int64_t loss_chunk_tokens) {
   int64_t batches = data.num_val_batches(batch_size);
   if (batches == 0) return std::nullopt;
   at::NoGradGuard no_grad;
@@ -20,7 +19,7 @@ std::optional<double> evaluate(BuiltinModule& model, const Dataset& data, comm::
     int64_t i = round * comm.size() + comm.rank();
     bool real = i < batches;
     Batch b = data.val_batch(real ? i : 0, batch_size);
-    at::Tensor loss = token_cross_entropy(model.forward(b.x.to(comm.device())), b.y.to(comm.device()));
+    at::Tensor loss = model.loss(b.x.to(comm.device()), b.y.to(comm.device()), loss_chunk_tokens);
     double n = real ? double(b.y.numel()) : 0.0;
     loss_sum += loss.item<double>() * n;
     tokens += n;

@@ -16,8 +16,9 @@ namespace accel::train {
 
 // Collective. `model` is prepared: a no-grad forward outside a micro-step runs under the engine's
 // evaluation hooks (gather, release). Returns nullopt when the data has no held-out window
-// (val_fraction 0). `progress`, when given, counts this rank's batches.
+// (val_fraction 0). `progress`, when given, counts this rank's batches. `loss_chunk_tokens`: as
+// BuiltinModule::loss (training.loss_chunk_tokens).
 std::optional<double> evaluate(BuiltinModule& model, const Dataset& data, comm::Communicator& comm, int batch_size,
-                               progress::Task* progress = nullptr);
+                               progress::Task* progress = nullptr, int64_t loss_chunk_tokens = 0);
 
 }  // namespace accel::train

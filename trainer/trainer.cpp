@@ -25,7 +25,6 @@
 #include "trainer/lr_schedule.hpp"
 #include "trainer/memory_probe.hpp"
 #include "trainer/models/builtin_module.hpp"
-#include "trainer/models/builtin_ops.hpp"
 #include "trainer/models/builtin_optimizer.hpp"
 #include "trainer/models/hf_folder_source.hpp"
 #include "trainer/models/model_weights.hpp"
@@ -186,7 +185,9 @@ StepMetrics Trainer::train_step(int64_t step) {
   for (int m = 0; m < G; ++m) {
     acc_->accumulate();
     Batch batch = data_->train_batch(step, m, rank_, world_, t_.micro_batch_size, G);
-    at::Tensor loss = token_cross_entropy(model_->forward(batch.x.to(device_)), batch.y.to(device_));
+    // The incoming gradient acc_->backward gives the loss (its fp16 scale over G): the chunked loss
+    // forms its gradients at that scale (chunked_cross_entropy.hpp).
+    at::Tensor loss = model_->loss(batch.x.to(device_), batch.y.to(device_), t_.loss_chunk_tokens, acc_->loss_scale() / G);
     // Mean over the global batch: micro loss / G here, the average over ranks in the engine.
     acc_->backward(loss);
     const at::Tensor micro = loss.detach().to(at::kDouble);
@@ -289,7 +290,7 @@ void Trainer::run() {
     if (t_.eval_every > 0 && (step + 1) % t_.eval_every == 0) {
       const auto t_eval = Clock::now();
       progress::Task evaluation("evaluation at step " + std::to_string(step + 1), rank_ == 0);
-      m.eval_loss = evaluate(*model_, *data_, comm_, t_.micro_batch_size, &evaluation);
+      m.eval_loss = evaluate(*model_, *data_, comm_, t_.micro_batch_size, &evaluation, t_.loss_chunk_tokens);
       evaluation.finish();
       times.evaluation_s += seconds_since(t_eval);
       if (m.eval_loss) last_eval = m.eval_loss;

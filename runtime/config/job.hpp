@@ -122,6 +122,9 @@ struct TrainingSection {
   int seq_len = 128;
   double max_grad_norm = 1.0;
   int64_t seed = 1337;
+  // The loss over the vocabulary in chunks of this many tokens (trainer/models/chunked_cross_entropy.hpp);
+  // 0: the plain [tokens, vocab] fp32 path, whose rounding the reference scripts share.
+  int64_t loss_chunk_tokens = 0;
   std::string output_dir = "runs/accel";
   int log_every = 1;
   int eval_every = 0;

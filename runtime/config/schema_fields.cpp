@@ -389,6 +389,12 @@ std::vector<FieldSpec> build_schema() {
       field(KEY(training.seq_len), "Tokens per sequence; at most model.block_size.").range(1),
       field(KEY(training.max_grad_norm), "Clip the global gradient L2 norm to this; 0 disables clipping.").range(0),
       field(KEY(training.seed), "Seed for initialisation, shuffling and synthetic data.").range(0),
+      field(KEY(training.loss_chunk_tokens), "The built-in models' head and cross-entropy over chunks of this many "
+                                             "tokens: no [tokens, vocab] fp32 logits, no [V, C] transients of a tied "
+                                             "embedding but its gradient; equal to the plain loss up to summation "
+                                             "order (docs/models.md). 0: the plain path (all tokens' fp32 logits at "
+                                             "once).")
+          .range(0),
       field(KEY(training.output_dir), "Where metrics.jsonl, logs/ and checkpoints/ go. Relative paths resolve "
                                       "against the working directory.")
           .output_path(),

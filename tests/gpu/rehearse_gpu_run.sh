@@ -19,7 +19,8 @@ import json, os, sys
 out = sys.argv[1]
 s = json.load(open(os.path.join(out, "summary.json")))
 want = {"linkage", "accel_env", "communicators", "smoke_test_cpu_world2", "smoke_bench_comm_cpu_world2", "bench_gpu",
-        "smoke_llama_sharded_init", "profile_gpu_step", "profile_accel_step", "bench_gpu_memory"}
+        "smoke_llama_sharded_init", "profile_gpu_step", "profile_accel_step", "bench_gpu_memory",
+        "bench_chunked_loss"}
 got = {st["step"] for st in s["steps"]}
 engine = {n for n in got if n.startswith("engine_")}
 problems = [f"missing steps {sorted(want - got)}"] if want - got else []

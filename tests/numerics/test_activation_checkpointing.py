@@ -10,7 +10,7 @@ values in the same order as the stored forward, and collectives are issued in th
 CPU nothing may differ, not even in the last bit (these configurations without checkpointing are
 checked against the Python reference in test_trainer_end_to_end.py). Covered: world 1 (NO_SHARD runs
 the ddp engine), FULL_SHARD and SHARD_GRAD_OP at world 2, with gradient accumulation, with bf16
-mixed precision, and the mlp and llama models.
+mixed precision, the mlp and llama models, and the chunked loss (training.loss_chunk_tokens).
 
 The jobs train on the built-in synthetic data from the model's own seeded initialisation: what is
 compared is one job with and without recompute, so neither a token file nor exported weights (each
@@ -144,6 +144,18 @@ class ActivationCheckpointingAgreement(unittest.TestCase):
 
     def test_no_shard_world2_accum2_llama_bf16(self):
         self._agree("NO_SHARD", world=2, micro=2, accum=2, extra=("mixed_precision=bf16",), model="llama")
+
+    # The chunked loss (training.loss_chunk_tokens, trainer/models/chunked_cross_entropy.hpp) forms the
+    # head's gradients in forward, outside the recomputed units: recompute must leave its numbers as
+    # they are too, with the tied table's sparse lookup gradient (gpt, bf16) and with the fp16 loss
+    # scale over accumulation steps as its gradient-scale hint (llama, untied). 4 x 32 tokens a
+    # micro-step in chunks of 48: three chunks, the last one short.
+    def test_full_shard_world2_bf16_chunked_loss(self):
+        self._agree("FULL_SHARD", world=2, micro=4, extra=("mixed_precision=bf16", "training.loss_chunk_tokens=48"))
+
+    def test_full_shard_world2_accum2_llama_fp16_chunked_loss(self):
+        self._agree("FULL_SHARD", world=2, micro=2, accum=2, extra=("mixed_precision=fp16", "training.loss_chunk_tokens=48"),
+                    model="llama")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 
 #include "runtime/common/errors.hpp"
 #include "runtime/config/model_section.hpp"
+#include "trainer/models/builtin_ops.hpp"
 #include "trainer/models/gpt_module.hpp"
 #include "trainer/models/llama_module.hpp"
 #include "trainer/models/mlp_module.hpp"
@@ -14,6 +15,18 @@ engine::NamedTensors BuiltinModule::spec_parameters() const {
   engine::NamedTensors out;
   for (const auto& p : named_parameters(/*recurse=*/true)) out.emplace_back(p.key(), p.value());
   return out;
+}
+
+at::Tensor BuiltinModule::forward(const at::Tensor& idx) {
+  return unembed_tokens(head_weight(), hidden_states(idx, /*tied=*/{}));
+}
+
+at::Tensor BuiltinModule::loss(const at::Tensor& idx, const at::Tensor& targets, int64_t chunk_tokens,
+                               double gradient_scale) {
+  if (chunk_tokens == 0) return token_cross_entropy(forward(idx), targets);
+  const TiedTableGradientPtr tied = ties_head() ? c10::make_intrusive<TiedTableGradient>() : TiedTableGradientPtr();
+  return chunked_token_cross_entropy(hidden_states(idx, tied), head_weight(), targets,
+                                     ChunkedLossOptions{chunk_tokens, gradient_scale, tied});
 }
 
 void BuiltinModule::initialize(uint64_t seed) { initialize_in_spec_order(spec_parameters(), n_layer_, seed); }

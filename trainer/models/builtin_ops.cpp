@@ -6,11 +6,12 @@
 
 namespace accel::train {
 
-at::Tensor embed_tokens(const at::Tensor& wte, const at::Tensor& wpe, const at::Tensor& idx) {
+at::Tensor embed_tokens(const at::Tensor& wte, const at::Tensor& wpe, const at::Tensor& idx,
+                        const TiedTableGradientPtr& tied) {
   if (idx.dim() != 2 || idx.scalar_type() != at::kLong)
     throw std::invalid_argument("embedding: idx must be a [B, T] int64 tensor, got " + std::to_string(idx.dim()) +
                                 " dims of " + std::string(c10::toString(idx.scalar_type())));
-  at::Tensor x = at::embedding(wte, idx);
+  at::Tensor x = tied ? tied_table_lookup(wte, idx, tied) : at::embedding(wte, idx);
   if (!wpe.defined()) return x;
   const int64_t seq_len = idx.size(1);
   const int64_t block_size = wpe.size(0);

@@ -6,12 +6,16 @@
 #include <ATen/ATen.h>
 
 #include "runtime/config/job.hpp"
+#include "trainer/models/tied_table_gradient.hpp"
 
 namespace accel::train {
 
 // idx [B, T] int64 -> wte[idx] (+ wpe[0..T) when `wpe` is defined). Throws std::invalid_argument
 // for another shape or dtype, or T above the position table (block_size).
-at::Tensor embed_tokens(const at::Tensor& wte, const at::Tensor& wpe, const at::Tensor& idx);
+// `tied` (a table tied with the chunked loss's head): the lookup adds its gradient into the head's
+// (tied_table_lookup) instead of making a [V, C] one of its own.
+at::Tensor embed_tokens(const at::Tensor& wte, const at::Tensor& wpe, const at::Tensor& idx,
+                        const TiedTableGradientPtr& tied = {});
 // x [B, T, C] -> logits x @ wte^T (the head tied with the token table).
 at::Tensor unembed_tokens(const at::Tensor& wte, const at::Tensor& x);
 

@@ -15,10 +15,12 @@ GptModule::GptModule(const config::ModelSection& s) : BuiltinModule(s.n_layer) {
   ln_f_ = register_module("ln_f", std::make_shared<LayerNormLayer>(s.n_embd, dtype));
 }
 
-at::Tensor GptModule::forward(const at::Tensor& idx) {
-  at::Tensor x = embed_tokens(wte_->weight, wpe_->weight, idx);
+at::Tensor GptModule::hidden_states(const at::Tensor& idx, const TiedTableGradientPtr& tied) {
+  at::Tensor x = embed_tokens(wte_->weight, wpe_->weight, idx, tied);
   for (auto& block : blocks_) x = block(x);
-  return unembed_tokens(wte_->weight, ln_f_->forward(x));
+  return ln_f_->forward(x);
 }
+
+at::Tensor GptModule::head_weight() const { return wte_->weight; }
 
 }  // namespace accel::train

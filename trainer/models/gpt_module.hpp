@@ -17,7 +17,9 @@ namespace accel::train {
 class GptModule : public BuiltinModule {
  public:
   explicit GptModule(const config::ModelSection& section);
-  at::Tensor forward(const at::Tensor& idx) override;
+  at::Tensor hidden_states(const at::Tensor& idx, const TiedTableGradientPtr& tied) override;
+  at::Tensor head_weight() const override;
+  bool ties_head() const override { return true; }
 
  private:
   std::shared_ptr<TableLayer> wte_, wpe_;

@@ -24,15 +24,16 @@ LlamaModule::LlamaModule(const config::ModelSection& s) : BuiltinModule(s.n_laye
   inv_freq_ = rope_inverse_frequencies(s, shape.head_dim);
 }
 
-at::Tensor LlamaModule::forward(const at::Tensor& idx) {
-  at::Tensor x = embed_tokens(embed_tokens_->weight, /*wpe=*/at::Tensor(), idx);
+at::Tensor LlamaModule::hidden_states(const at::Tensor& idx, const TiedTableGradientPtr& tied) {
+  at::Tensor x = embed_tokens(embed_tokens_->weight, /*wpe=*/at::Tensor(), idx, tied);
   if (idx.size(1) > block_size_)
     throw std::invalid_argument("llama: sequence length " + std::to_string(idx.size(1)) +
                                 " exceeds model.block_size " + std::to_string(block_size_));
   const RopeTables rope = rope_tables(inv_freq_, idx.size(1), x.device());
   for (auto& layer : layers_) x = layer(x, rope.cos, rope.sin);
-  x = norm_->forward(x);
-  return lm_head_ ? lm_head_->forward(x) : unembed_tokens(embed_tokens_->weight, x);
+  return norm_->forward(x);
 }
+
+at::Tensor LlamaModule::head_weight() const { return lm_head_ ? lm_head_->weight : embed_tokens_->weight; }
 
 }  // namespace accel::train

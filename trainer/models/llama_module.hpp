@@ -21,7 +21,9 @@ namespace accel::train {
 class LlamaModule : public BuiltinModule {
  public:
   explicit LlamaModule(const config::ModelSection& section);
-  at::Tensor forward(const at::Tensor& idx) override;
+  at::Tensor hidden_states(const at::Tensor& idx, const TiedTableGradientPtr& tied) override;
+  at::Tensor head_weight() const override;
+  bool ties_head() const override { return !lm_head_; }
 
  private:
   std::shared_ptr<TableLayer> embed_tokens_;

@@ -13,10 +13,12 @@ MlpModule::MlpModule(const config::ModelSection& s) : BuiltinModule(s.n_layer) {
   register_module("layer", layer_);
 }
 
-at::Tensor MlpModule::forward(const at::Tensor& idx) {
-  at::Tensor x = embed_tokens(wte_->weight, at::Tensor(), idx);
+at::Tensor MlpModule::hidden_states(const at::Tensor& idx, const TiedTableGradientPtr& tied) {
+  at::Tensor x = embed_tokens(wte_->weight, at::Tensor(), idx, tied);
   for (auto& layer : layers_) x = layer(x);
-  return unembed_tokens(wte_->weight, x);
+  return x;
 }
+
+at::Tensor MlpModule::head_weight() const { return wte_->weight; }
 
 }  // namespace accel::train
