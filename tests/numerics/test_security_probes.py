@@ -348,29 +348,34 @@ class SegmentLeak(_ProbeBase):
     def launch_into_window(self, job_path, tries=20):
         """Starts `accel launch` and freezes rank 0 while its segment is still named in /dev/shm; the
         launcher, rank 0's pid and the segment's name. Retries a launch that slipped past the window."""
-        for _ in range(tries):
+        for attempt in range(1, tries + 1):
             proc = subprocess.Popen([ts.ACCEL, "launch", job_path], cwd=os.path.dirname(job_path), env=ts.clean_env(),
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             seen, rank0 = [], None
             deadline = time.monotonic() + 120
-            while proc.poll() is None and time.monotonic() < deadline and not seen:
+            # Rank 0's pid first (a scan of /proc, slow under load), then only /dev/shm is polled:
+            # the window lasts as long as rank 1 takes to attach, milliseconds on a quiet machine.
+            while proc.poll() is None and time.monotonic() < deadline and not rank0:
+                rank0 = child_with_rank(proc.pid, 0)
+            while rank0 and proc.poll() is None and time.monotonic() < deadline and not seen:
                 seen = segments_of(proc.pid)
             if seen:
-                rank0 = child_with_rank(proc.pid, 0)
-                if rank0:
-                    os.kill(rank0, signal.SIGSTOP)
+                os.kill(rank0, signal.SIGSTOP)
                 # Rank 0 cannot unlink it now, and the launcher removes it only once the group ended.
-                if rank0 and segments_of(proc.pid) == seen:
+                if segments_of(proc.pid) == seen:
+                    print(f"\ncaught in the window at launch {attempt}", file=sys.stderr)
                     return proc, rank0, seen[0]
-                if rank0:
-                    os.kill(rank0, signal.SIGCONT)
+                os.kill(rank0, signal.SIGCONT)
             proc.kill()
-            proc.communicate()
-        self.fail(f"no launch of {tries} was caught between creating and unlinking its segment")
+            _, err = proc.communicate()
+        self.fail(f"no launch of {tries} was caught between creating and unlinking its segment; the last "
+                  f"launch's exit {proc.returncode}, its stderr:\n{err[-2000:]}")
 
     def test_signals_inside_the_create_unlink_window_leave_no_segment(self):
         d = self.tmpdir()
-        job_path = self.small_job(d, 0, steps=4, shutdown_grace_s=1)
+        # resume never: a launch that slipped past the window trained to the end, and the next ones
+        # would find nothing to train (no segment, no window) if they resumed its checkpoint.
+        job_path = self.small_job(d, 0, steps=4, training={"resume": "never"}, shutdown_grace_s=1)
         kinds = [("rank 0", signal.SIGKILL), ("rank 0", signal.SIGTERM), ("launcher", signal.SIGTERM),
                  ("launcher", signal.SIGINT), ("launcher", signal.SIGKILL)]
         left = []
