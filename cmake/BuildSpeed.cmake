@@ -31,6 +31,18 @@ if(CCACHE_PROGRAM)
       ${CCACHE_PROGRAM})
 endif()
 
+# lld links a torch-linked executable in a fraction of GNU ld's time (test_engine: 0.3 s of CPU and
+# 1-2 s of wall against 1.3 s and 7-8 s on a loaded 2-core machine), and a full build links about 30
+# of them; GNU ld where lld is not installed.
+option(ACCEL_USE_LLD "Link with lld (Debian's lld package) when it is installed" ON)
+if(ACCEL_USE_LLD)
+  include(CheckLinkerFlag)
+  check_linker_flag(CXX -fuse-ld=lld ACCEL_HAVE_LLD)
+  if(ACCEL_HAVE_LLD)
+    add_link_options(-fuse-ld=lld)
+  endif()
+endif()
+
 if(ACCEL_UNITY_BUILD)
   set(CMAKE_UNITY_BUILD ON)
   set(CMAKE_UNITY_BUILD_BATCH_SIZE ${ACCEL_UNITY_BATCH_SIZE})
