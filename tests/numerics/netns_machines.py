@@ -133,14 +133,33 @@ def skip_reason():
     return None
 
 
+def host_tmp_paths():
+    """The paths under the host's /tmp that a machine's commands need: this checkout (the accel binary,
+    the tests), the accel binary named by ACCEL_BINARY, and the Python environment (libtorch)."""
+    needed = {os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "..")), os.path.realpath(sys.prefix)}
+    if os.environ.get("ACCEL_BINARY"):
+        needed.add(os.path.dirname(os.path.realpath(os.environ["ACCEL_BINARY"])))
+    under_tmp = sorted(p for p in needed if p.startswith("/tmp/") and ":" not in p)
+    return [p for p in under_tmp if not any(p.startswith(q + "/") for q in under_tmp)]  # outermost only
+
+
 # What each machine's init runs: its own /mnt, /tmp, /dev/shm, /etc/hosts and hostname, then the
-# command (not exec'd: sh stays the namespace's init and reaps what is orphaned).
+# command (not exec'd: sh stays the namespace's init and reaps what is orphaned). What the command
+# reads from the host's /tmp (a clone, a build or the Python environment placed there) is bound back
+# into the machine's empty /tmp, and nothing else of it.
 MACHINE_SCRIPT = r"""
 set -e
-root="$1"; host="$2"; shared="$3"; shift 3
+root="$1"; host="$2"; shared="$3"; keep="$4"; shift 4
 mount --bind "$root" /mnt
 if [ "$shared" != - ]; then mount --bind "$shared" /mnt/shared; fi
+if [ "$keep" != - ]; then mkdir -p /mnt/.host-tmp; mount --bind /tmp /mnt/.host-tmp; fi
 mount -t tmpfs -o mode=1777,size=512m machine-tmp /tmp
+if [ "$keep" != - ]; then
+  IFS=:
+  for p in $keep; do mkdir -p "$p"; mount --bind "/mnt/.host-tmp/${p#/tmp/}" "$p"; done
+  unset IFS
+  umount -l /mnt/.host-tmp; rmdir /mnt/.host-tmp
+fi
 mount -t tmpfs -o mode=1777,size=512m machine-shm /dev/shm
 mount --bind /mnt/.hosts /etc/hosts
 hostname "$host"
@@ -243,7 +262,7 @@ class Cluster:
         m.out, m.err, m.times = [], [], []
         cmd = ["ip", "netns", "exec", m.netns, "unshare", "--mount", "--pid", "--fork", "--mount-proc", "--uts",
                "--propagation", "private", "--kill-child=SIGKILL", "sh", "-c", MACHINE_SCRIPT, "machine",
-               m.root, m.host, self.shared or "-", *command]
+               m.root, m.host, self.shared or "-", ":".join(host_tmp_paths()) or "-", *command]
         m.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                   preexec_fn=_die_with_parent)
         m.started = time.monotonic()
