@@ -22,6 +22,7 @@ Each test asserts that nothing of its machines is left: no process, namespace or
 
 Skipped (77) where namespaces cannot be made (not root, no iproute2/unshare, refused by the kernel).
 """
+import json
 import os
 import re
 import shutil
@@ -60,6 +61,24 @@ def log_lines(path, text):
     with open(path) as f:
         return [line.strip() for line in f if text in line]
 
+
+
+def flight_dumps_seen(machine):
+    """The flight dumps left in a machine's directories, each with its size and groups: printed when a
+    diagnosis is missing (the launcher prints none when no dump holds a group)."""
+    found = []
+    for folder, _, files in os.walk(machine.root):
+        for name in sorted(files):
+            if not (name.startswith("rank") and name.endswith(".json")) or "flight" not in folder:
+                continue
+            path = os.path.join(folder, name)
+            try:
+                with open(path) as f:
+                    groups = len(json.load(f).get("groups", []))
+            except (OSError, ValueError) as e:
+                groups = f"unreadable ({e})"
+            found.append(f"{path}: {os.path.getsize(path)} bytes, groups {groups}")
+    return "\nflight dumps on this machine: " + ("; ".join(found) or "none")
 
 class _Base(unittest.TestCase):
     def setUp(self):
@@ -332,7 +351,7 @@ class Partition(_Cut):
         for m, other in ((m0, m1.host), (m1, m0.host)):
             self.assertRegex("".join(m.err), r"\[flight\] diagnosis: .*seq \d+ of group \S+, (all_reduce|"
                                              rf"reduce_scatter|all_gather|broadcast|barrier)\b.* on {other}\b",
-                             self.launcher_lines(m))
+                             self.launcher_lines(m) + flight_dumps_seen(m))
         # Machine 0 goes on at world 2 while machine 1 is still cut off.
         restart1 = [(t, line) for t, line in lines[0] if "elastic restart 1 of 2" in line]
         self.assertEqual(len(restart1), 1, text0)
