@@ -2,7 +2,6 @@
 
 #include <ATen/core/grad_mode.h>
 
-
 namespace accel::train {
 
 std::optional<double> evaluate(BuiltinModule& model, const Dataset& data, comm::Communicator& comm, int batch_size,

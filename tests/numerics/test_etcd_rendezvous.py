@@ -14,6 +14,8 @@
 - EtcdHostStillRenewed: machine 1's connection to the host breaks while machine 0 lives on and keeps
   its lease (a partition between the machines that healed): machine 1 goes back to machine 0 two
   TTLs later and is taken in for the next restart round; it elects nothing.
+- EtcdHealedHostRejoins: machine 0, healed after losing power, finds the host elected in its place and
+  joins it; the world grows back to 4 at the next restart round.
 
 (A loopback twin of EtcdAcrossNamespaces, one shared output_dir, ran until the suite's time budget
 asked for one of the two: the namespace case is the one issue 52 asks for and checks what it did.)
@@ -112,7 +114,25 @@ class EtcdQuorumLost(_Base):
             self.assertFalse(running(pid), f"pid {pid} is still running")
 
 
-class EtcdAcrossNamespaces(NetnsBase):
+class _EtcdMachines(NetnsBase):
+    """Machines as namespaces with a 3-member etcd on the test's bridge; skipped (77) without etcd."""
+
+    def setUp(self):
+        super().setUp()
+        skip_unless_etcd()
+
+    def etcd(self, cluster):
+        return EtcdCluster(self.dir, members=3, host=nm.HUB_ADDRESS, prefix=["ip", "netns", "exec", cluster.hub])
+
+    @staticmethod
+    def etcd_job(out, host, etcd, steps, max_restarts):
+        """An elastic `num_machines: 1:2` job whose rendezvous is `etcd`, hosted first by `host`."""
+        return small_job(out, host.address, steps=steps, num_machines="1:2", max_restarts=max_restarts,
+                         elastic_join_window_s=JOIN_WINDOW_S, shutdown_grace_s=2, rdzv_backend="etcd",
+                         rdzv_endpoint=etcd.endpoints, rdzv_lease_s=LEASE_TTL_S)
+
+
+class EtcdAcrossNamespaces(_EtcdMachines):
     """The same loss of machine 0 with every machine in its own network, mount and PID namespaces
     (netns_machines.py) and the 3 etcd members on the test's bridge (the hub namespace, 10.77.0.254):
     nothing passes between the machines but the network, each keeps its checkpoints on its own disk
@@ -121,17 +141,11 @@ class EtcdAcrossNamespaces(NetnsBase):
     serves the store on its own address and resumes from its own step-4 files at world 2, bit for bit
     a world-2 job resumed by hand from that checkpoint. Needs root (else 77)."""
 
-    def setUp(self):
-        super().setUp()
-        skip_unless_etcd()
-
     def test_machine_0_loses_power_the_other_machine_hosts_and_resumes(self):
         cluster = self.cluster()
         m0, m1 = cluster.machines
-        with EtcdCluster(self.dir, members=3, host=nm.HUB_ADDRESS, prefix=["ip", "netns", "exec", cluster.hub]) as etcd:
-            job = small_job("/mnt/out", m0.address, steps=STEPS, num_machines="1:2", max_restarts=1,
-                            elastic_join_window_s=JOIN_WINDOW_S, shutdown_grace_s=2, rdzv_backend="etcd",
-                            rdzv_endpoint=etcd.endpoints, rdzv_lease_s=LEASE_TTL_S)
+        with self.etcd(cluster) as etcd:
+            job = self.etcd_job("/mnt/out", m0, etcd, steps=STEPS, max_restarts=1)
             self.put_job(cluster, job)
             env = ts.clean_env({"OMP_NUM_THREADS": "1", "ACCEL_SECRET_FILE": "/mnt/secret"})
             fired = cluster.launch_until_fault(ts.ACCEL, env, FAULT, faulty=1, timeout=ts.PROC_TIMEOUT_S)
@@ -180,7 +194,7 @@ class EtcdAcrossNamespaces(NetnsBase):
         self.assertEqual(ts.without_timing(elastic), ts.without_timing(resumed), "metrics records differ")
 
 
-class EtcdHealedHostRejoins(NetnsBase):
+class EtcdHealedHostRejoins(_EtcdMachines):
     """Machine 0, the host, loses power; machine 1 is elected host and goes on at world 2; then machine
     0, healed, is started again with the same job file, as an operator would. It must find the host
     elected in its place in etcd (not campaign, not wait for a machine 0 that is itself), join it while
@@ -195,10 +209,8 @@ class EtcdHealedHostRejoins(NetnsBase):
         cluster = self.cluster(shared=True)
         m0, m1 = cluster.machines
         out = "/mnt/shared/out"
-        with EtcdCluster(self.dir, members=3, host=nm.HUB_ADDRESS, prefix=["ip", "netns", "exec", cluster.hub]) as etcd:
-            job = small_job(out, m0.address, steps=STEPS, num_machines="1:2", max_restarts=2,
-                            elastic_join_window_s=JOIN_WINDOW_S, shutdown_grace_s=2, rdzv_backend="etcd",
-                            rdzv_endpoint=etcd.endpoints, rdzv_lease_s=LEASE_TTL_S)
+        with self.etcd(cluster) as etcd:
+            job = self.etcd_job(out, m0, etcd, steps=STEPS, max_restarts=2)
             self.put_job(cluster, job)
             env = ts.clean_env({"OMP_NUM_THREADS": "1", "ACCEL_SECRET_FILE": "/mnt/secret"})
             fired = cluster.launch_until_fault(ts.ACCEL, env, FAULT, faulty=1, timeout=ts.PROC_TIMEOUT_S)
@@ -273,7 +285,7 @@ class EtcdHealedHostRejoins(NetnsBase):
         self.assertEqual(ts.without_timing(elastic), ts.without_timing(resumed_by_hand), "metrics records differ")
 
 
-class EtcdHostStillRenewed(NetnsBase):
+class EtcdHostStillRenewed(_EtcdMachines):
     """Machine 1 loses its connection to the host, machine 0, which stays alive and keeps renewing its
     lease in etcd: what a partition between the two machines that healed looks like to machine 1.
     The connection is ended at once by destroying machine 1's socket (`ss -K`, which resets it on
@@ -283,17 +295,11 @@ class EtcdHostStillRenewed(NetnsBase):
     for the next restart round (a healed machine joining it trains at world 4 again: Partition in
     test_netns_machines.py). Needs root (else 77)."""
 
-    def setUp(self):
-        super().setUp()
-        skip_unless_etcd()
-
     def test_a_survivor_goes_back_to_a_host_whose_lease_is_still_renewed(self):
         cluster = self.cluster()
         m0, m1 = cluster.machines
-        with EtcdCluster(self.dir, members=3, host=nm.HUB_ADDRESS, prefix=["ip", "netns", "exec", cluster.hub]) as etcd:
-            job = small_job("/mnt/out", m0.address, steps=100000, num_machines="1:2", max_restarts=2,
-                            elastic_join_window_s=JOIN_WINDOW_S, shutdown_grace_s=2, rdzv_backend="etcd",
-                            rdzv_endpoint=etcd.endpoints, rdzv_lease_s=LEASE_TTL_S)
+        with self.etcd(cluster) as etcd:
+            job = self.etcd_job("/mnt/out", m0, etcd, steps=100000, max_restarts=2)
             self.put_job(cluster, job)
             env = ts.clean_env({"OMP_NUM_THREADS": "1", "ACCEL_SECRET_FILE": "/mnt/secret"})
             for m in (m1, m0):

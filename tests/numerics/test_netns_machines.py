@@ -258,7 +258,8 @@ class _Cut(_Base):
         for m in (m1, m0):
             cluster.start(m.k, [ts.ACCEL, "launch", "/mnt/job.yaml", "--set", f"machine_rank={m.k}"], env)
         self.assertTrue(self.wait_for(cluster, lambda: self.steps_done(m0) >= before_cut, 120),
-                        f"round 0 never reached step {before_cut}\n" + "".join(m0.err)[-3000:])
+                        f"round 0 never reached step {before_cut}\n" + "\n".join(
+                            f"--- machine {m.k} (exit {m.proc.poll()}) ---\n" + "".join(m.err)[-3000:] for m in (m0, m1)))
         return cluster, wire
 
     @staticmethod
