@@ -139,7 +139,7 @@ TEST_CASE("fuzz finding: an empty DeepSpeed config had no position, and a direct
   CHECK(as_job.where.file == dir.path().string());
 
   // A DeepSpeed config that does not exist: the message carries the OS reason after the fixed text,
-  // and stays the one file-level error allowed without a position (the fuzzer's config_fuzz_30s
+  // and stays the one file-level error allowed without a position (the suite's fuzz entry
   // called it a broken contract when the exemption matched the whole message).
   auto missing = only(config_errors(job, {"deepspeed.config_file=" + dir.path().string() + "/absent.json"}));
   CHECK(missing.message == "cannot read the job file: No such file or directory");
