@@ -55,6 +55,8 @@ CASES = {
     "389M zero3": ("12x1536", 8, 1, ZERO3),
     "389M full_shard": ("12x1536", 8, 1, {"backend": "fsdp", "fsdp": {"sharding_strategy": "FULL_SHARD"}}),
     "389M zero3 offload cpu": ("12x1536", 8, 1, ZERO3_OFFLOAD),
+    # The chunked loss (training.loss_chunk_tokens): one chunk's logits and one tied gradient copy.
+    "389M zero3 chunked loss": ("12x1536", 8, 1, {**ZERO3, "training": {"loss_chunk_tokens": 1024}}),
     "389M zero3 offload cpu+param": ("12x1536", 8, 1, ZERO3_OFFLOAD_PARAMS),
     "389M full_shard offload_params w2": ("12x1536", 8, 2, {"backend": "fsdp", "fsdp": {
         "sharding_strategy": "FULL_SHARD", "offload_params": True}}),
@@ -64,7 +66,8 @@ CASES = {
 }
 
 
-DEFAULT_CASES = ("389M ddp", "389M zero2", "389M zero3", "389M full_shard", "389M zero3 offload cpu")
+DEFAULT_CASES = ("389M ddp", "389M zero2", "389M zero3", "389M full_shard", "389M zero3 offload cpu",
+                 "389M zero3 chunked loss")
 
 
 def job_for(name, a, workdir):

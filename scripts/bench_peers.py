@@ -69,19 +69,27 @@ def machine_state() -> dict:
     return {"load": round(os.getloadavg()[0], 2), "compilers": sorted(set(compiling))}
 
 
-def prepare_inputs(spec: RunSpec, work: str) -> None:
-    """The token file and the init file every contender reads."""
+def prepare_inputs(spec: RunSpec, work: str, call=None) -> None:
+    """The token file and the init file every contender reads. `call(script, args) -> (exit status,
+    stderr)` runs a scripts/reference tool (default: a new interpreter; the tests call its main() in
+    their own process, which has imported torch already)."""
     windows = spec.steps * spec.world * spec.micro_batch * spec.accum
     n_tokens = max(200_000, int((windows / (1 - spec.val_fraction) + 2) * spec.seq_len) + 1)
     spec.tokens_path = os.path.join(work, "tokens.bin")
     spec.init_path = os.path.join(work, "init.safetensors")
-    py = sys.executable
-    subprocess.run([py, os.path.join(REF, "make_tokens.py"), "--out", spec.tokens_path, "--n", str(n_tokens),
-                    "--vocab", str(spec.vocab_size), "--seed", "1"], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run([py, os.path.join(REF, "reference_train.py"), "--n-layer", str(spec.n_layer), "--n-head",
-                    str(spec.n_head), "--n-embd", str(spec.n_embd), "--vocab-size", str(spec.vocab_size),
-                    "--block-size", str(spec.seq_len), "--seed-init", "1337", "--steps", "0", "--export-init",
-                    spec.init_path, "--quiet", "--threads", str(spec.threads)], check=True, stdout=subprocess.DEVNULL)
+    commands = [("make_tokens.py", ["--out", spec.tokens_path, "--n", str(n_tokens), "--vocab", str(spec.vocab_size),
+                                    "--seed", "1"]),
+                ("reference_train.py", ["--n-layer", str(spec.n_layer), "--n-head", str(spec.n_head), "--n-embd",
+                                        str(spec.n_embd), "--vocab-size", str(spec.vocab_size), "--block-size",
+                                        str(spec.seq_len), "--seed-init", "1337", "--steps", "0", "--export-init",
+                                        spec.init_path, "--quiet", "--threads", str(spec.threads)])]
+    for script, args in commands:
+        if call is None:
+            subprocess.run([sys.executable, os.path.join(REF, script)] + args, check=True, stdout=subprocess.DEVNULL)
+            continue
+        code, err = call(script, args)
+        if code != 0:
+            raise RuntimeError(f"{script} exit {code}: {err[-2000:]}")
 
 
 def prebuild_deepspeed_op(env) -> dict:

@@ -4,7 +4,7 @@
 #   nice scripts/fuzz.sh 600        # a longer run; the corpus in build/fuzz/corpus grows across runs
 #   build/fuzz/config_fuzzer FILE   # replay one input (a finding, or tests/fuzz/regressions/*)
 # Exit status: 0 no finding, 1 a finding (kept in build/fuzz/findings/), 77 no clang++ with the
-# libFuzzer runtime here (ctest reports config_fuzz_30s as skipped).
+# libFuzzer runtime here (ctest reports config_fuzz_15s as skipped).
 # ACCEL_FUZZ_DIR: where to build and keep the corpus (default build/fuzz).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -44,7 +44,7 @@ def train_tokenizer(corpus, vocab_size):
     return Tokenizer.from_str(json.dumps(spec))
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", help="the folder to write (model/ and corpus.jsonl inside)")
     ap.add_argument("--documents", type=int, default=4000)
@@ -53,7 +53,7 @@ def main():
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--max-shard-size", default=None, help="e.g. 100KB: save the weights in shards")
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM

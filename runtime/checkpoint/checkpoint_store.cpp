@@ -503,14 +503,19 @@ Manifest read_manifest(const std::string& dir) {
 Manifest verify_checkpoint(const std::string& dir, int machine) {
   Manifest m = read_manifest(dir);
   std::string problems;
+  std::string node_local_missing;  // files this machine's number held when written, absent here
   for (const auto& f : m.files) {
     const std::string path = (fs::path(dir) / f.name).string();
     const auto t = type_of(path);
     if (t == fs::file_type::not_found) {
+      const bool everywhere = f.machines.empty() || int(f.machines.size()) == m.num_machines;
       const bool held_here = f.machines.empty() || machine < 0
-                                 ? f.machines.empty() || int(f.machines.size()) == m.num_machines
+                                 ? everywhere
                                  : std::find(f.machines.begin(), f.machines.end(), machine) != f.machines.end();
-      if (held_here)
+      if (held_here && !everywhere)
+        node_local_missing += "\n  " + path + " is missing (the manifest says machine " + std::to_string(machine) +
+                              "'s storage held it)";
+      else if (held_here)
         problems += "\n  " + path + " is missing (the manifest lists it)";
       else
         m.elsewhere.push_back(f);  // node-local: on another machine's storage
@@ -538,8 +543,19 @@ Manifest verify_checkpoint(const std::string& dir, int machine) {
                   " but the manifest records 0x" + hex64(f.fnv1a64);
   }
   if (!problems.empty())
-    fail("checkpoint " + dir + " is damaged:" + problems + "\n" + damaged_hint(dir) +
+    fail("checkpoint " + dir + " is damaged:" + problems + node_local_missing + "\n" + damaged_hint(dir) +
          " (a damaged checkpoint is never skipped silently)");
+  // Node-local files are where the machine that wrote them kept them. Machine numbers can change
+  // between rounds (an elastic restart that elected another host renumbers the machines), so a
+  // missing one is more likely on another disk than lost: say both, advise no deletion first.
+  if (!node_local_missing.empty())
+    fail("checkpoint " + dir + " is node-local and files this machine (" + std::to_string(machine) +
+         ") should hold are not on its storage:" + node_local_missing +
+         "\nIf the machines were numbered otherwise when it was written (an elastic restart that elected "
+         "another rendezvous host, or machines started in another order), those files are on another "
+         "machine's disk: put training.output_dir on storage every machine shares, or copy every machine's " +
+         fs::path(dir).filename().string() + " directory into one (rsync -a) and resume from it. If this "
+         "machine's storage lost them, " + damaged_hint(dir) + ".");
   return m;
 }
 

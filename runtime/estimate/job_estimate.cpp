@@ -103,6 +103,7 @@ StepReplay replay_row(const config::JobConfig& job, size_t row, const JobEstimat
   step.compute_bytes = e.input.param_bytes;
   step.tied_weight_numel = e.input.tied_unit >= 0 ? e.tied_weight_numel : 0;
   step.head_activation_bytes = e.head_activation_bytes;
+  step.chunked_loss = job.training.loss_chunk_tokens > 0;
   step.device_allocator = e.input.device_allocator;
   for (size_t g = 0; g < units.groups.size(); ++g) {
     int64_t numel = 0, saved = 0;
@@ -115,6 +116,20 @@ StepReplay replay_row(const config::JobConfig& job, size_t row, const JobEstimat
     step.unit_activation_bytes.push_back(saved);
   }
   return replay_step(resolved, step, units.reduce_bucket_numel);
+}
+
+// The head's activations, alive from its forward to its backward (the step replay holds them there).
+// The plain loss: the [tokens, V] logits, their fp32 log-softmax and its gradient, 4 bytes each.
+// The chunked loss (training.loss_chunk_tokens; trainer/models/chunked_cross_entropy.hpp) keeps the
+// gradients it forms in forward, [tokens, C] and [V, C] in the compute dtype, and at its last chunk
+// also that chunk's fp32 logits and logsumexp's fp32 temporary ([rows, V], 8 bytes per entry; the
+// compute-dtype logits and gradient casts come and go beside one of them, never both).
+int64_t head_activation_bytes(const config::JobConfig& job, int param_bytes) {
+  const int64_t tokens = int64_t(job.training.micro_batch_size) * job.training.seq_len;
+  const int64_t V = job.model.vocab_size, C = job.model.n_embd;
+  if (job.training.loss_chunk_tokens <= 0) return 3 * tokens * V * 4;
+  const int64_t rows = std::min<int64_t>(job.training.loss_chunk_tokens, tokens);
+  return rows * V * 8 + (tokens + V) * C * param_bytes;
 }
 
 }  // namespace
@@ -192,13 +207,16 @@ JobEstimate estimate_job(const config::JobConfig& job, const JobEstimateOptions&
                      (job.optimizer.fused == config::FusedKernel::auto_ && job.device == config::Device::cuda);
   in.step_temporary_bytes = job.optimizer.name == config::OptimizerName::adamw && !fused ? 8 : 0;
   if (in.units_known()) {
-    // Activations in the compute dtype (the hint's formula counts 16-bit ones); the head's: the
-    // logits, their fp32 log-softmax and its gradient.
+    // Activations in the compute dtype (the hint's formula counts 16-bit ones); the head's above.
     const ActivationHint& a = e.activations;
     e.layer_activation_bytes = a.available ? (a.recomputed ? a.recomputed_total_bytes - a.per_layer_bytes
                                                            : a.total_bytes) / std::max<int64_t>(1, a.n_layer) * in.param_bytes / 2
                                            : 0;
-    e.head_activation_bytes = 3 * int64_t(job.training.micro_batch_size) * job.training.seq_len * job.model.vocab_size * 4;
+    e.head_activation_bytes = head_activation_bytes(job, in.param_bytes);
+    if (job.training.loss_chunk_tokens > 0)
+      e.notes.push_back("training.loss_chunk_tokens " + std::to_string(job.training.loss_chunk_tokens) +
+                        ": the head's activations are one chunk's fp32 logits and the gradients the chunked "
+                        "loss forms in forward ([tokens, C] and [V, C]), not the [tokens, V] logits three times.");
   }
   check_input(in);
 

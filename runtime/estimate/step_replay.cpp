@@ -94,9 +94,10 @@ class Replay {
     // Backward: the head first. Its weight gradient (the tied matrix) waits in autograd for the
     // embedding's; the final norm's gradients open the token unit's buffer.
     if (in_.token_unit >= 0) {
+      if (in_.chunked_loss) activations_ -= in_.head_activation_bytes;  // its [V, C] becomes the tied one
       tied_grads_ = in_.tied_weight_numel * in_.compute_bytes;
       measure("the head's backward");
-      activations_ -= in_.head_activation_bytes;
+      if (!in_.chunked_loss) activations_ -= in_.head_activation_bytes;
       ensure_grad_buffer(in_.token_unit);
     } else {
       activations_ -= in_.head_activation_bytes;
@@ -114,10 +115,11 @@ class Replay {
       if (plan_.overlap_comm && plan_.shards != plan::Shards::none) reduce(u);
       release(u);
     }
-    // The embedding's backward: its dense gradient of the tied matrix, and the sum of the two.
+    // The embedding's backward: its dense gradient of the tied matrix, and the sum of the two (the
+    // chunked loss's lookup adds its rows into the head's gradient instead).
     if (in_.token_unit >= 0) {
       activations_ -= saved(in_.token_unit);  // layers inside the token unit: their backward is done
-      tied_grads_ = 3 * in_.tied_weight_numel * in_.compute_bytes;
+      tied_grads_ = (in_.chunked_loss ? 1 : 3) * in_.tied_weight_numel * in_.compute_bytes;
       measure("the embedding's backward");
       tied_grads_ = 0;
     }

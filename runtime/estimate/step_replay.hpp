@@ -39,6 +39,10 @@ struct StepInput {
   // Saved by each unit's forward, freed by its backward (parallel to unit_numels; empty: none).
   std::vector<int64_t> unit_activation_bytes;
   int64_t head_activation_bytes = 0;  // the logits and the loss's copies, freed by the head's backward
+  // training.loss_chunk_tokens > 0: the head's backward only hands on the gradients its forward
+  // formed (counted in head_activation_bytes until then), and the embedding's lookup adds its rows
+  // into the head's [V, C] gradient: one copy of the tied matrix's gradient, not three.
+  bool chunked_loss = false;
   // Whose memory the peak counts. false: a CPU rank's (malloc keeps freed pages resident, the
   // engine keeps freed unit blocks). true: a GPU's allocated bytes under CUDA's caching allocator
   // (what torch.cuda.max_memory_allocated reports): freed tensors stop counting at once, and under

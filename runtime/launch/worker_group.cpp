@@ -79,6 +79,9 @@ class WorkerGroup {
       reap();
       decide();
       if (all_reaped()) {
+        // Every worker ended within one look (ranks a partition timed out together): the collection
+        // has no one left to wait for, and the group must not end before its diagnosis.
+        if (collecting_) finish_collection();
         if (!swept_) sweep_groups();
         if (!drain_deadline_) drain_deadline_ = Clock::now() + kDrainGrace;
         if (open_streams() == 0 || Clock::now() >= *drain_deadline_) break;

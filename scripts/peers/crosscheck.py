@@ -39,7 +39,7 @@ import os
 import subprocess
 import sys
 from collections import OrderedDict
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Tuple
 
 import accel_runner
 import python_runner
@@ -99,20 +99,29 @@ def run_training(spec, contender, run_dir: str, accel: str, env: Dict[str, str],
             "weights_path": wpath, "info": result.get("info")}
 
 
-def run_reference(spec, out_dir: str, dtype: str = "float32") -> Dict[str, object]:
-    """The reference trainer on the same init, tokens, batch, schedule and clipping (fp32 or fp64)."""
-    cmd = [sys.executable, os.path.join(REF, "reference_train.py"), "--tokens", spec.tokens_path,
-           "--init-weights", spec.init_path, "--n-layer", str(spec.n_layer), "--n-head", str(spec.n_head),
-           "--n-embd", str(spec.n_embd), "--vocab-size", str(spec.vocab_size), "--block-size", str(spec.seq_len),
-           "--seq-len", str(spec.seq_len), "--micro-batch", str(spec.micro_batch), "--world", str(spec.world),
-           "--accum", str(spec.accum), "--steps", str(spec.steps), "--lr", repr(spec.lr),
-           "--weight-decay", repr(spec.weight_decay), "--beta1", repr(spec.beta1), "--beta2", repr(spec.beta2),
-           "--eps", repr(spec.eps), "--warmup", str(spec.sched_warmup), "--min-lr-ratio", repr(spec.min_lr_ratio),
-           "--max-grad-norm", repr(spec.max_grad_norm), "--val-fraction", repr(spec.val_fraction),
-           "--dtype", dtype, "--out-dir", out_dir, "--quiet", "--threads", str(spec.threads)]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
-    if p.returncode != 0:
-        return {"ok": False, "reason": f"reference_train.py exit {p.returncode}: {p.stderr[-2000:]}"}
+def run_script(script: str, args: List[str]) -> Tuple[int, str]:
+    """scripts/reference/<script> with `args` in a new interpreter: (exit status, stderr)."""
+    p = subprocess.run([sys.executable, os.path.join(REF, script)] + args, capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+    return p.returncode, p.stderr
+
+
+def run_reference(spec, out_dir: str, dtype: str = "float32", call=run_script) -> Dict[str, object]:
+    """The reference trainer on the same init, tokens, batch, schedule and clipping (fp32 or fp64).
+    `call(script, args) -> (exit status, stderr)` runs it (default: run_script; the tests call its
+    main() in their own process, which has imported torch already)."""
+    args = ["--tokens", spec.tokens_path,
+            "--init-weights", spec.init_path, "--n-layer", str(spec.n_layer), "--n-head", str(spec.n_head),
+            "--n-embd", str(spec.n_embd), "--vocab-size", str(spec.vocab_size), "--block-size", str(spec.seq_len),
+            "--seq-len", str(spec.seq_len), "--micro-batch", str(spec.micro_batch), "--world", str(spec.world),
+            "--accum", str(spec.accum), "--steps", str(spec.steps), "--lr", repr(spec.lr),
+            "--weight-decay", repr(spec.weight_decay), "--beta1", repr(spec.beta1), "--beta2", repr(spec.beta2),
+            "--eps", repr(spec.eps), "--warmup", str(spec.sched_warmup), "--min-lr-ratio", repr(spec.min_lr_ratio),
+            "--max-grad-norm", repr(spec.max_grad_norm), "--val-fraction", repr(spec.val_fraction),
+            "--dtype", dtype, "--out-dir", out_dir, "--quiet", "--threads", str(spec.threads)]
+    code, err = call("reference_train.py", args)
+    if code != 0:
+        return {"ok": False, "reason": f"reference_train.py exit {code}: {err[-2000:]}"}
     with open(os.path.join(out_dir, "metrics.jsonl")) as f:
         recs = [json.loads(line) for line in f if line.strip()]
     wpath = os.path.join(out_dir, "weights_float64.safetensors" if dtype == "float64" else "weights.safetensors")

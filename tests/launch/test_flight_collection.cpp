@@ -128,6 +128,42 @@ exec sleep 60
   CHECK_THAT(summary, !Catch::Contains("SIGUSR2"));
 }
 
+TEST_CASE("flight collection: every worker failing at once is still diagnosed") {
+  // Both ranks write their records, close their output (the launcher reads its end), and exit 1 while
+  // the launcher is stopped, so it finds both ended in one look with no output left to drain: the
+  // collection has no one to wait for and must still diagnose before the group ends. (It once ended
+  // the group with nothing printed: a network partition timed out both ranks of a machine at once.)
+  TempDir dir;
+  dir.write("canned_rank0.json", canned_dump(0, 3, true));
+  dir.write("canned_rank1.json", canned_dump(1, 3, true));
+  const char* body = R"(
+cp "$OUT_DIR/canned_rank$RANK.json" "$ACCEL_FLIGHT_DIR/.tmp$RANK" && mv "$ACCEL_FLIGHT_DIR/.tmp$RANK" "$ACCEL_FLIGHT_DIR/rank$RANK.json"
+exec > /dev/null 2>&1
+if [ "$RANK" = 0 ]; then
+  while [ ! -e "$OUT_DIR/closed1" ]; do sleep 0.05; done
+  sleep 0.3
+  launcher=$PPID
+  kill -STOP "$launcher"
+  setsid sh -c "sleep 0.5; kill -CONT $launcher" < /dev/null > /dev/null 2>&1 &
+  touch "$OUT_DIR/stopped"
+else
+  touch "$OUT_DIR/closed1"
+  while [ ! -e "$OUT_DIR/stopped" ]; do sleep 0.05; done
+fi
+exit 1
+)";
+  LaunchPlan plan = script_plan(dir, body, 2);
+  plan.flight_dir = (dir.path() / "flight").string();
+  auto launcher = fork_launcher(dir, plan);
+  const int status = wait_launcher(launcher, 30s);  // a hang bound, far above the second it takes
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  const std::string err = read_file(launcher.stderr_path);
+  INFO(err);
+  CHECK_THAT(err, Catch::Contains("[flight] diagnosis: ranks 0 and 1 are in seq 3 of group world"));
+  CHECK_THAT(err, Catch::Contains("[flight] records and this diagnosis in " + plan.flight_dir + "/"));
+}
+
 TEST_CASE("flight collection: SIGINT to the launcher collects and diagnoses before the workers stop") {
   // Both ranks are in op 3 (a hang the user gives up on); each answers SIGUSR2 with its records. The
   // records name a third member, rank 2, of which no records are here.

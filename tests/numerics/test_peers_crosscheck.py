@@ -31,6 +31,7 @@ import sys
 import tempfile
 import unittest
 
+import reference_in_process
 import trainer_test_support as ts
 from api_test_support import read_safetensors_arrays
 from reordering_noise import Run, check_controls, differences, reference_rounding, row
@@ -43,6 +44,14 @@ STEPS = 5
 # The fp32 and float64 reference Runs by the bytes of their inputs (init and tokens): both classes
 # prepare the same ones, so where one process runs both (not ctest) the second reuses the first's.
 _REFERENCES = {}
+
+
+def _in_process(script, args):
+    """scripts/reference/<script>'s main(args) in this process (reference_in_process): the init
+    export and the two reference runs import torch once here instead of once each (about 2 s of CPU
+    per interpreter); the same code on the same arguments, so the same files."""
+    p = reference_in_process._call(script[:-len(".py")], args)
+    return p.returncode, p.stderr
 
 
 def _deepspeed_importable():
@@ -65,7 +74,7 @@ class _PeerPair:
         spec = RunSpec(**SIZES["quick"])
         spec.warmup_steps, spec.timed_steps = 0, STEPS
         spec.save_weights, spec.count_comm, spec.timeout_s = True, False, 240
-        bench_peers.prepare_inputs(spec, cls.dir)
+        bench_peers.prepare_inputs(spec, cls.dir, call=_in_process)
         cls.spec = spec
 
     @classmethod
@@ -92,7 +101,8 @@ class _PeerPair:
         if inputs.digest() not in _REFERENCES:
             references = []
             for dtype in ("float32", "float64"):
-                r = crosscheck.run_reference(self.spec, os.path.join(self.dir, "reference_" + dtype), dtype)
+                r = crosscheck.run_reference(self.spec, os.path.join(self.dir, "reference_" + dtype), dtype,
+                                             call=_in_process)
                 self.assertTrue(r["ok"], f"the {dtype} reference failed:\n{r.get('reason')}")
                 references.append(_as_run(r))
             _REFERENCES[inputs.digest()] = references

@@ -22,6 +22,7 @@ The cross-user part (the attacker's segment) needs a second uid: it runs through
 
 Run: ACCEL_BINARY=build/accel ACCEL_PYTHON=... python -m unittest -v test_security_probes (from tests/numerics).
 """
+import json
 import os
 import re
 import signal
@@ -93,36 +94,76 @@ os.close(fd)
 """
 
 # Writes `key = value` pairs into the job's store over and over, from the moment its port accepts
-# until the job ends (stdin closes): PyTorch's store authenticates nobody.
+# until the job ends: PyTorch's store authenticates nobody. One forger process serves the whole test
+# module: it imports torch once (about 1.7 s of CPU, more than the job it attacks costs), then forges
+# into one job's store per session. A session: the test writes [port, [[key, value], ...]] as a JSON
+# line and waits for "ready", runs the job, writes "stop" when the job has ended, and reads up to
+# "forged N writes". The forger exits when its stdin closes.
 FORGE_KEYS = r"""
-import datetime, sys, threading, time
+import datetime, json, queue, socket, sys, threading, time
 from torch.distributed import TCPStore
-port, pairs = int(sys.argv[1]), [a.split("=", 1) for a in sys.argv[2:]]
-print("ready", flush=True)  # torch is imported: the test starts the job now
-done = threading.Event()
-threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
-import socket
-while not done.is_set():  # until the launcher listens (a refused connect makes TCPStore back off 2 s)
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+lines = queue.Queue()
+threading.Thread(target=lambda: [lines.put(l.strip()) for l in iter(sys.stdin.readline, "")] + [lines.put(None)],
+                 daemon=True).start()
+while True:
+    line = lines.get()
+    if not line:
         break
-    except OSError:
-        time.sleep(0.005)
-store = None
-if not done.is_set():
-    store = TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False,
-                     timeout=datetime.timedelta(seconds=60))
-writes = 0
-while store is not None and not done.is_set():
-    try:
-        for key, value in pairs:
-            store.set(key, value.encode())
-            writes += 1
-    except Exception:
-        break
-    time.sleep(0.002)
-print(f"forged {writes} writes", flush=True)
+    port, pairs = json.loads(line)
+    print("ready", flush=True)
+    done = threading.Event()
+
+    def wait_for_stop():  # the "stop" line, or the end of stdin (kept for the main loop)
+        if lines.get() is None:
+            lines.put(None)
+        done.set()
+    threading.Thread(target=wait_for_stop, daemon=True).start()
+    while not done.is_set():  # until the launcher listens (a refused connect makes TCPStore back off 2 s)
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.005)
+    store = None
+    if not done.is_set():
+        try:
+            store = TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False,
+                             timeout=datetime.timedelta(seconds=60))
+        except Exception:
+            pass
+    writes = 0
+    while store is not None and not done.is_set():
+        try:
+            for key, value in pairs:
+                store.set(key, value.encode())
+                writes += 1
+        except Exception:
+            break
+        time.sleep(0.002)
+    done.wait()
+    del store
+    print(f"forged {writes} writes", flush=True)
 """
+_forger = None
+
+
+def forger():
+    """The module's forger process (FORGE_KEYS), started at the first use."""
+    global _forger
+    if _forger is None or _forger.poll() is not None:
+        _forger = subprocess.Popen([ts.PY, "-c", FORGE_KEYS], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True)
+    return _forger
+
+
+def tearDownModule():
+    if _forger is not None and _forger.poll() is None:
+        _forger.stdin.close()
+        try:
+            _forger.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            _forger.kill()
+            _forger.wait()
 
 
 class _ProbeBase(_Base):
@@ -139,20 +180,35 @@ class _ProbeBase(_Base):
             self.assertNotIn(marker, proc.stderr, f"a stack trace or the store's raw error\n{ts.describe(proc)}")
 
     def launch_with_forger(self, job_path, port, pairs):
-        """`accel launch` while FORGE_KEYS writes `pairs` into its store; the completed launch, its
-        seconds and the forger's count of writes."""
-        forger = subprocess.Popen([ts.PY, "-c", FORGE_KEYS, str(port), *[f"{k}={v}" for k, v in pairs]],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        """`accel launch` while the forger (FORGE_KEYS) writes `pairs` into its store; the completed
+        launch, its seconds and the forger's count of writes."""
+        f = forger()
+        f.stdin.write(json.dumps([port, [list(p) for p in pairs]]) + "\n")
+        f.stdin.flush()
+        out = self.read_forger_until(f, "ready")
+        self.assertTrue(out.endswith("ready\n"), f"the forger did not start:\n{out[-2000:]}")
         try:
-            self.assertEqual(forger.stdout.readline().strip(), "ready")
             started = time.monotonic()
             proc = ts.launch(job_path)
             took = time.monotonic() - started
         finally:
-            out, _ = forger.communicate("", timeout=60)
+            f.stdin.write("stop\n")
+            f.stdin.flush()
+            out = self.read_forger_until(f, "forged ")
         writes = re.search(r"forged (\d+) writes", out)
         self.assertTrue(writes and int(writes.group(1)) > 0, f"the forger never reached the store:\n{out[-2000:]}")
         return proc, took, writes.group(0)
+
+    @staticmethod
+    def read_forger_until(f, prefix):
+        """The forger's output lines up to and including the first that starts with `prefix` (or
+        up to its end, if it died)."""
+        out = ""
+        for line in iter(f.stdout.readline, ""):
+            out += line
+            if line.startswith(prefix):
+                break
+        return out
 
 
 class ListenersBound(_ProbeBase):

@@ -307,6 +307,33 @@ TEST_CASE("the activation hint follows Korthikanti et al. for gpt", "[estimate]"
   CHECK_FALSE(activation_hint(job).available);
 }
 
+TEST_CASE("the chunked loss's head holds one chunk's logits and the gradients it forms, not [tokens, V] thrice",
+          "[estimate]") {
+  JobConfig job;
+  job.model.n_embd = 64;
+  job.model.n_head = 4;
+  job.model.n_layer = 2;
+  job.model.vocab_size = 50304;
+  job.model.block_size = 256;
+  job.training.seq_len = 256;
+  job.training.micro_batch_size = 4;
+  const int64_t tokens = 4 * 256, V = 50304, C = 64;
+  const JobEstimate plain = estimate_job(job);
+  CHECK(plain.head_activation_bytes == 3 * tokens * V * 4);
+  job.training.loss_chunk_tokens = 128;  // fp32: 8 bytes per logit of one chunk, the two gradients in fp32
+  const JobEstimate chunked = estimate_job(job);
+  CHECK(chunked.head_activation_bytes == 128 * V * 8 + (tokens + V) * C * 4);
+  CHECK(std::any_of(chunked.notes.begin(), chunked.notes.end(),
+                    [](const std::string& n) { return n.find("loss_chunk_tokens 128") != std::string::npos; }));
+  // The replay carries the head's bytes to the peak: the smaller head lowers every row's device peak.
+  CHECK(row(chunked, "zero-3").peak < row(plain, "zero-3").peak);
+  job.training.loss_chunk_tokens = 1 << 20;  // a chunk over the micro-batch's tokens is all of them
+  CHECK(estimate_job(job).head_activation_bytes == tokens * V * 8 + (tokens + V) * C * 4);
+  job.training.loss_chunk_tokens = 128;
+  job.mixed_precision = config::MixedPrecision::bf16;  // the gradients in the compute dtype
+  CHECK(estimate_job(job).head_activation_bytes == 128 * V * 8 + (tokens + V) * C * 2);
+}
+
 TEST_CASE("on a GPU the activations and the peak follow the fused attention and the device's memory", "[estimate]") {
   JobConfig job;
   job.backend = config::Backend::deepspeed;

@@ -133,6 +133,33 @@ TEST_CASE("step replay: the fullest moment is the embedding's backward, with the
   CHECK(a.peak < 30'000 + 2 + r.peak);
 }
 
+TEST_CASE("step replay: the chunked loss holds the tied matrix's gradient once, from the head on", "[estimate][replay]") {
+  // The chunked loss forms the head's [V, C] gradient in forward (counted among the head's
+  // activations), hands it on at the head's backward, and the embedding's lookup adds its rows into
+  // it: one copy where the plain loss has three at the embedding's backward.
+  StepInput in = model(3);
+  in.tied_weight_numel = 6;
+  in.unit_activation_bytes = {0, 1000, 1000, 1000};
+  in.head_activation_bytes = 500 + 6 * 4;  // one chunk's logits, the hidden states' and the table's gradients
+  in.chunked_loss = true;
+  in.device_allocator = true;
+  const StepReplay gpu = replay_step(zero3(0, kHuge), in, kHuge);
+  CHECK(gpu.peak_when == "the end of the forward");  // the head's backward hands its bytes on as the tied gradient
+  CHECK(gpu.peak_activations == 3000 + 524);
+  CHECK(gpu.peak_tied_grads == 0);
+  // A CPU rank keeps the most the activations took, so the backward's buffers decide where the peak
+  // falls: with the plain loss's three copies the embedding's backward, with one the token unit's
+  // gradient buffer after it, lower by the two copies saved.
+  in.device_allocator = false;
+  const StepReplay cpu = replay_step(zero3(0, kHuge), in, kHuge);
+  in.chunked_loss = false;
+  const StepReplay plain = replay_step(zero3(0, kHuge), in, kHuge);
+  CHECK(plain.peak_when == "the embedding's backward");
+  CHECK(plain.peak_tied_grads == 3 * 6 * 4);
+  CHECK(cpu.peak_tied_grads <= 6 * 4);
+  CHECK(cpu.peak == plain.peak - 2 * 6 * 4);
+}
+
 TEST_CASE("step replay on a GPU: activations count while alive, layer buffer slots once made", "[estimate][replay]") {
   // The caching allocator's allocated bytes. Prefetch off, a reduce bucket of one block: the forward
   // gathers one layer at a time (one slot); each layer's backward holds its gradient buffer and its
