@@ -11,6 +11,10 @@
 #include "api/unit_policy.hpp"
 #include "tests/support/temp_dir.hpp"
 
+// Named, not anonymous: the test files of test_api are compiled together in unity batches, and
+// Block, names() and job_text() are helpers of other files there too.
+namespace accelerator_test {
+
 namespace {
 
 struct BlockImpl : torch::nn::Module {
@@ -376,3 +380,5 @@ TEST_CASE("Accelerator at world 1: print_progress gives the trainer's line of th
   CHECK_THAT(acc.print_progress(0.25, 8), Catch::Matchers::StartsWith("step 2/3 | loss 0.2500 | lr 2.50e-03 | ") &&
                                               !Contains("grad_norm"));
 }
+
+}  // namespace accelerator_test

@@ -31,7 +31,7 @@ accel::config::JobConfig small_job(double bucket_cap_mb) {
   return job;
 }
 
-at::Tensor tokens(int rows, int offset) {
+at::Tensor ddp_tokens(int rows, int offset) {
   return (at::arange(rows * 8, at::TensorOptions(at::kLong)) * 7 + offset).remainder(32).view({rows, 8});
 }
 
@@ -77,7 +77,7 @@ TEST_CASE("ddp at world 2: every rank ends with the gradient of the global batch
   // The single-process gradient of the mean loss over both ranks' rows (equal row counts, so the
   // mean over the union is the average of the two rank means).
   auto reference = builtin_module(job.model, 11);
-  at::Tensor x = at::cat({tokens(2, 0), tokens(2, 5)}), y = at::cat({tokens(2, 1), tokens(2, 6)});
+  at::Tensor x = at::cat({ddp_tokens(2, 0), ddp_tokens(2, 5)}), y = at::cat({ddp_tokens(2, 1), ddp_tokens(2, 6)});
   PreparedBuiltin::loss(reference->forward(x), y).backward();
   auto expected = reference->spec_parameters();
 
@@ -92,7 +92,7 @@ TEST_CASE("ddp at world 2: every rank ends with the gradient of the global batch
         // No forward hooks: readiness comes from the parameters' AccumulateGrad hooks.
         auto* hooks = ddp.begin_micro_step(0, true);
         if (hooks) throw std::runtime_error("ddp returned unit hooks");
-        model.loss(model.forward(tokens(2, r * 5), hooks), tokens(2, r * 5 + 1)).backward();
+        model.loss(model.forward(ddp_tokens(2, r * 5), hooks), ddp_tokens(2, r * 5 + 1)).backward();
         ddp.end_micro_step(true);
         for (auto& [name, p] : model.parameters()) grads[size_t(r)].push_back(p.grad().clone());
       });
@@ -128,13 +128,13 @@ TEST_CASE("ddp: accumulation micro-steps communicate nothing; the last one all-r
         auto& ddp = model.engine();
         int before = comm.all_reduces;
         ddp.begin_micro_step(0, false);
-        model.loss(model.forward(tokens(2, r), nullptr), tokens(2, r + 1)).backward();
+        model.loss(model.forward(ddp_tokens(2, r), nullptr), ddp_tokens(2, r + 1)).backward();
         ddp.end_micro_step(false);
         after_first[size_t(r)] = comm.all_reduces - before;
         // The accumulation step left wpe's gradient non-zero: zero it to observe the sync step alone.
         wpe.grad().zero_();
         auto* hooks = ddp.begin_micro_step(1, true);
-        at::Tensor loss = model.loss(model.forward(tokens(2, r + 2), hooks), tokens(2, r + 3));
+        at::Tensor loss = model.loss(model.forward(ddp_tokens(2, r + 2), hooks), ddp_tokens(2, r + 3));
         in_backward = true;
         loss.backward();
         in_backward = false;
@@ -170,7 +170,7 @@ TEST_CASE("ddp: replicas stay identical through optimizer steps, and a diverged 
         auto& ddp = model.engine();
         for (int step = 0; step < 3; ++step) {
           auto* hooks = ddp.begin_micro_step(0, true);
-          model.loss(model.forward(tokens(2, r + step), hooks), tokens(2, r + step + 1)).backward();
+          model.loss(model.forward(ddp_tokens(2, r + step), hooks), ddp_tokens(2, r + step + 1)).backward();
           ddp.end_micro_step(true);
           ddp.clip_grad_norm(1.0);
           ddp.optimizer_step(1e-2);

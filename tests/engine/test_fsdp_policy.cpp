@@ -13,7 +13,14 @@
 using accel::engine::FsdpPlan;
 using accel::engine::plan_fsdp;
 using accel::engine::PrefetchPolicy;
-using namespace accel::config;
+using accel::config::AutoWrapPolicy;
+using accel::config::BackwardPrefetch;
+using accel::config::JobConfig;
+using accel::config::ModelName;
+using accel::config::ParamDtype;
+using accel::config::PrecisionMode;
+using accel::config::ShardingStrategy;
+using accel::config::StateDictType;
 
 namespace {
 

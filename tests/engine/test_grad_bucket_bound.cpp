@@ -48,7 +48,7 @@ struct Peak {
   int64_t all_units = 0;     // values of every unit's buffer, padded
 };
 
-Peak run(const config::JobConfig& job, std::chrono::milliseconds delay) {
+Peak run_bounded(const config::JobConfig& job, std::chrono::milliseconds delay) {
   Peak seen;
   test::train_two_steps_on_two_ranks(
       job,
@@ -79,17 +79,17 @@ TEST_CASE("transient gradients stay under reduce_bucket_size whatever the commun
     // The default bucket (5e8 values) is above the model: nothing waits, and with slow
     // reductions every unit's gradients can be alive at once.
     job.deepspeed.reduce_bucket_size = 500'000'000;
-    const Peak loose = run(job, delay);
+    const Peak loose = run_bounded(job, delay);
     CHECK(loose.live_grads <= loose.all_units * 4);
     // A bucket of one layer: one layer's buffer at a time, beside the root's.
     job.deepspeed.reduce_bucket_size = loose.largest_unit;
-    const Peak tight = run(job, delay);
+    const Peak tight = run_bounded(job, delay);
     CHECK(tight.live_grads <= (tight.largest_unit + tight.root) * 4);
     if (delay.count() > 0) CHECK(loose.live_grads > tight.live_grads);  // the bound is what held it down
   }
   // Stage 2 keeps parameters whole but its gradient buffers follow the same bound.
   job.deepspeed.zero_stage = 2;
   job.deepspeed.reduce_bucket_size = 1;  // below every unit: one unit at a time
-  const Peak stage2 = run(job, std::chrono::milliseconds(20));
+  const Peak stage2 = run_bounded(job, std::chrono::milliseconds(20));
   CHECK(stage2.live_grads <= (stage2.largest_unit + stage2.root) * 4);
 }

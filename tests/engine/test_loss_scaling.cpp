@@ -26,7 +26,8 @@
 #include "tests/support/prepared_builtin.hpp"
 
 using accel::comm::Communicator;
-using accel::config::Backend;
+// Spelt apart from accel::engine::Backend, which other files of test_engine take in (unity batches).
+using ConfigBackend = accel::config::Backend;
 using accel::config::JobConfig;
 using accel::engine::LossScalerSettings;
 using accel::engine::GradScaling;
@@ -40,11 +41,11 @@ struct StepOutcome {
   double loss_scale = 1;
 };
 
-at::Tensor tokens(int rank, int batch) {
+at::Tensor scaling_tokens(int rank, int batch) {
   return (at::arange(16, at::TensorOptions(at::kLong)) * 3 + 7 * rank + 5 * batch).remainder(32).view({2, 8});
 }
 
-JobConfig job_for(Backend backend, int zero_stage) {
+JobConfig scaling_job(ConfigBackend backend, int zero_stage) {
   JobConfig job = accel::test::tiny_job(backend);
   job.deepspeed.zero_stage = zero_stage;
   job.training.max_steps = 4;
@@ -54,7 +55,7 @@ JobConfig job_for(Backend backend, int zero_stage) {
   return job;
 }
 
-struct Run {
+struct ScaledRun {
   std::vector<StepOutcome> steps;     // rank 0's
   std::vector<bool> rank1_skipped;    // rank 1's decisions
   std::vector<at::Tensor> weights;    // rank 0's full parameters at the end
@@ -66,10 +67,10 @@ enum class Overflow { infinite_loss, one_inf_element };
 
 // Trains `batches` (one micro-step each), overflowing on rank 1 at step `overflow_step` (-1:
 // never), with an optional loss scaler.
-Run train(const JobConfig& job, std::optional<LossScalerSettings> scaler, const std::vector<int>& batches,
+ScaledRun train_scaled(const JobConfig& job, std::optional<LossScalerSettings> scaler, const std::vector<int>& batches,
           int overflow_step = -1, Overflow overflow = Overflow::infinite_loss) {
   accel::comm::FakeWorld world(2);
-  Run run;
+  ScaledRun run;
   auto errors = accel::test::run_ranks(
       2, [&](int r) { return world.communicator(r); },
       [&](Communicator& comm) {
@@ -79,7 +80,7 @@ Run train(const JobConfig& job, std::optional<LossScalerSettings> scaler, const 
         GradScaling scaling(scaler);
         for (size_t s = 0; s < batches.size(); ++s) {
           auto* hooks = backend->begin_micro_step(0, true);
-          at::Tensor loss = model.loss(model.forward(tokens(r, batches[s]), hooks), tokens(r, batches[s] + 1));
+          at::Tensor loss = model.loss(model.forward(scaling_tokens(r, batches[s]), hooks), scaling_tokens(r, batches[s] + 1));
           at::Tensor objective = scaling.objective(loss, 1);  // as the Accelerator: (loss / G) x scale
           if (int(s) == overflow_step && r == 1) {
             const double inf = std::numeric_limits<double>::infinity();
@@ -117,7 +118,7 @@ Run train(const JobConfig& job, std::optional<LossScalerSettings> scaler, const 
   return run;
 }
 
-bool same_weights(const Run& a, const Run& b) {
+bool same_weights(const ScaledRun& a, const ScaledRun& b) {
   if (a.weights.size() != b.weights.size() || a.weights.empty()) return false;
   for (size_t i = 0; i < a.weights.size(); ++i)
     if (!at::equal(a.weights[i], b.weights[i])) return false;
@@ -136,12 +137,12 @@ LossScalerSettings dynamic_scaler() {
 }  // namespace
 
 TEST_CASE("a power-of-two loss scale leaves norms and weights bitwise unchanged", "[loss_scaling]") {
-  for (auto [backend, stage] : {std::pair{Backend::ddp, 0}, std::pair{Backend::deepspeed, 1},
-                                std::pair{Backend::deepspeed, 3}, std::pair{Backend::fsdp, 0}}) {
-    JobConfig job = job_for(backend, stage);
+  for (auto [backend, stage] : {std::pair{ConfigBackend::ddp, 0}, std::pair{ConfigBackend::deepspeed, 1},
+                                std::pair{ConfigBackend::deepspeed, 3}, std::pair{ConfigBackend::fsdp, 0}}) {
+    JobConfig job = scaling_job(backend, stage);
     CAPTURE(accel::config::to_string(backend), stage);
-    const Run plain = train(job, std::nullopt, {0, 1, 2, 3});
-    const Run scaled = train(job, dynamic_scaler(), {0, 1, 2, 3});
+    const ScaledRun plain = train_scaled(job, std::nullopt, {0, 1, 2, 3});
+    const ScaledRun scaled = train_scaled(job, dynamic_scaler(), {0, 1, 2, 3});
     REQUIRE(scaled.steps.size() == 4);
     for (size_t s = 0; s < 4; ++s) {
       CHECK(scaled.steps[s].loss_scale == 1024);
@@ -155,12 +156,12 @@ TEST_CASE("a power-of-two loss scale leaves norms and weights bitwise unchanged"
 }
 
 TEST_CASE("an overflowed step is skipped on every rank and leaves no trace", "[loss_scaling]") {
-  for (auto [backend, stage] : {std::pair{Backend::ddp, 0}, std::pair{Backend::deepspeed, 1},
-                                std::pair{Backend::deepspeed, 3}}) {
-    JobConfig job = job_for(backend, stage);
+  for (auto [backend, stage] : {std::pair{ConfigBackend::ddp, 0}, std::pair{ConfigBackend::deepspeed, 1},
+                                std::pair{ConfigBackend::deepspeed, 3}}) {
+    JobConfig job = scaling_job(backend, stage);
     CAPTURE(accel::config::to_string(backend), stage);
-    const Run overflowed = train(job, dynamic_scaler(), {0, 1, 2, 3}, /*overflow_step=*/1);
-    const Run without_batch_1 = train(job, std::nullopt, {0, 2, 3});
+    const ScaledRun overflowed = train_scaled(job, dynamic_scaler(), {0, 1, 2, 3}, /*overflow_step=*/1);
+    const ScaledRun without_batch_1 = train_scaled(job, std::nullopt, {0, 2, 3});
     REQUIRE(overflowed.steps.size() == 4);
     CHECK_FALSE(std::isfinite(overflowed.steps[1].grad_norm));
     CHECK(overflowed.steps[1].skipped);
@@ -176,12 +177,12 @@ TEST_CASE("an overflowed step is skipped on every rank and leaves no trace", "[l
 
 TEST_CASE("an overflow that is +inf in one gradient element of one rank, not NaN, is skipped on every rank",
           "[loss_scaling]") {
-  for (auto [backend, stage] : {std::pair{Backend::ddp, 0}, std::pair{Backend::deepspeed, 1},
-                                std::pair{Backend::deepspeed, 3}}) {
-    JobConfig job = job_for(backend, stage);
+  for (auto [backend, stage] : {std::pair{ConfigBackend::ddp, 0}, std::pair{ConfigBackend::deepspeed, 1},
+                                std::pair{ConfigBackend::deepspeed, 3}}) {
+    JobConfig job = scaling_job(backend, stage);
     CAPTURE(accel::config::to_string(backend), stage);
-    const Run overflowed = train(job, dynamic_scaler(), {0, 1, 2, 3}, /*overflow_step=*/1, Overflow::one_inf_element);
-    const Run without_batch_1 = train(job, std::nullopt, {0, 2, 3});
+    const ScaledRun overflowed = train_scaled(job, dynamic_scaler(), {0, 1, 2, 3}, /*overflow_step=*/1, Overflow::one_inf_element);
+    const ScaledRun without_batch_1 = train_scaled(job, std::nullopt, {0, 2, 3});
     REQUIRE(overflowed.steps.size() == 4);
     // The averaged gradient holds +inf in one element and no NaN: the norm is +inf, not NaN.
     CHECK(std::isinf(overflowed.steps[1].grad_norm));
@@ -206,7 +207,7 @@ TEST_CASE("the loss scaling's checkpoint state: the scale and the skipped count 
   GradScaling fresh(dynamic_scaler());
   fresh.restore(nlohmann::json::object());
   CHECK(fresh.scale() == 1024);
-  JobConfig job = job_for(Backend::deepspeed, 1);
+  JobConfig job = scaling_job(ConfigBackend::deepspeed, 1);
   GradScaling plain(job);  // mixed_precision no
   CHECK(plain.state().empty());
   CHECK_FALSE(plain.active());
@@ -217,8 +218,8 @@ TEST_CASE("the loss scaling's checkpoint state: the scale and the skipped count 
 TEST_CASE("clipping twice at one boundary unscales the gradients once", "[loss_scaling]") {
   // A program may call clip_grad_norm more than once per step; the second call must see the true
   // gradients (already divided by the scale), not divide them again.
-  for (auto [backend, stage] : {std::pair{Backend::ddp, 0}, std::pair{Backend::deepspeed, 3}}) {
-    JobConfig job = job_for(backend, stage);
+  for (auto [backend, stage] : {std::pair{ConfigBackend::ddp, 0}, std::pair{ConfigBackend::deepspeed, 3}}) {
+    JobConfig job = scaling_job(backend, stage);
     CAPTURE(accel::config::to_string(backend), stage);
     accel::comm::FakeWorld world(2);
     std::vector<double> norms(4, 0.0);  // rank 0: plain first, plain second, scaled first, scaled second
@@ -230,7 +231,7 @@ TEST_CASE("clipping twice at one boundary unscales the gradients once", "[loss_s
             auto* engine = &model.engine();
             GradScaling scaling(scaled ? std::optional<LossScalerSettings>(dynamic_scaler()) : std::nullopt);
             auto* hooks = engine->begin_micro_step(0, true);
-            at::Tensor loss = model.loss(model.forward(tokens(comm.rank(), 0), hooks), tokens(comm.rank(), 1));
+            at::Tensor loss = model.loss(model.forward(scaling_tokens(comm.rank(), 0), hooks), scaling_tokens(comm.rank(), 1));
             scaling.objective(loss, 1).backward();
             engine->end_micro_step(true);
             const double first = scaling.unscale_and_clip(*engine, 0.0);

@@ -84,7 +84,7 @@ namespace {
 using accel::test::PreparedBuiltin;
 using accel::test::tiny_job;
 
-at::Tensor tokens(int rows, int offset) {
+at::Tensor offload_tokens(int rows, int offset) {
   return (at::arange(rows * 8, at::TensorOptions(at::kLong)) * 5 + offset).remainder(32).view({rows, 8});
 }
 
@@ -104,7 +104,7 @@ struct Setup {
 };
 
 // What one run observed. Losses are every rank's, per step; files and reports rank 0's.
-struct Observed {
+struct OffloadObserved {
   std::vector<std::vector<double>> losses;
   std::vector<double> eval_loss;
   std::vector<at::Tensor> full;                 // full_parameters() on rank 0
@@ -156,7 +156,7 @@ std::map<std::string, uintmax_t> files_under(const fs::path& dir, int rank) {
 double train_step(PreparedBuiltin& model, int rank, int step) {
   auto& engine = model.engine();
   auto* hooks = engine.begin_micro_step(0, true);
-  at::Tensor loss = model.loss(model.forward(tokens(2, rank + step), hooks), tokens(2, rank + step + 1));
+  at::Tensor loss = model.loss(model.forward(offload_tokens(2, rank + step), hooks), offload_tokens(2, rank + step + 1));
   loss.backward();
   engine.end_micro_step(true);
   engine.clip_grad_norm(1.0);
@@ -166,18 +166,18 @@ double train_step(PreparedBuiltin& model, int rank, int step) {
 
 double eval_loss(PreparedBuiltin& model) {
   at::NoGradGuard no_grad;
-  return model.loss(model.forward(tokens(2, 7), model.engine().eval_hooks()), tokens(2, 8)).item<double>();
+  return model.loss(model.forward(offload_tokens(2, 7), model.engine().eval_hooks()), offload_tokens(2, 8)).item<double>();
 }
 
 // `steps` steps from the model's seed-9 start, or from `resume` (a checkpoint and its layout),
 // then optionally a checkpoint into `save`.
-Observed run(const Setup& s, int steps, int first_step = 0, const fs::path& resume = {}, const nlohmann::json& layout = {},
+OffloadObserved run_offloaded(const Setup& s, int steps, int first_step = 0, const fs::path& resume = {}, const nlohmann::json& layout = {},
              const fs::path& save = {}, nlohmann::json* saved_layout = nullptr) {
   auto job = tiny_job();
   if (s.n_layer > 0) job.model.n_layer = s.n_layer;
   accel::test::TempDir dir;
   accel::comm::FakeWorld world(s.world);
-  Observed o;
+  OffloadObserved o;
   o.losses.resize(size_t(s.world));
   o.eval_loss.resize(size_t(s.world));
   std::mutex mu;
@@ -239,7 +239,7 @@ Observed run(const Setup& s, int steps, int first_step = 0, const fs::path& resu
   return o;
 }
 
-void check_same_training(const Observed& got, const Observed& want) {
+void check_same_training(const OffloadObserved& got, const OffloadObserved& want) {
   REQUIRE(got.losses.size() == want.losses.size());
   for (size_t r = 0; r < want.losses.size(); ++r) {
     CAPTURE(r);
@@ -267,9 +267,9 @@ TEST_CASE("zero-3 with parameter files trains bit for bit like zero-3 without th
         s.optimizer_nvme = optimizer_nvme;
         // A pool of 2 while the prefetch wants every later unit: staging bounds the gathers in flight.
         s.buffer_count = 2;
-        Observed without = run(s, 3);
+        OffloadObserved without = run_offloaded(s, 3);
         s.param_nvme = true;
-        Observed with = run(s, 3);
+        OffloadObserved with = run_offloaded(s, 3);
         check_same_training(with, without);
         // Losses move: the gathers after each step read what the write-back put in the files.
         CHECK(with.losses[0][2] != with.losses[0][0]);
@@ -323,9 +323,9 @@ TEST_CASE("zero-3 with parameter shards in host memory trains bit for bit like z
       Setup s;
       s.world = world;
       s.bf16 = bf16;
-      Observed without = run(s, 3);
+      OffloadObserved without = run_offloaded(s, 3);
       s.param_host = true;
-      Observed with = run(s, 3);
+      OffloadObserved with = run_offloaded(s, 3);
       check_same_training(with, without);
       CHECK(with.losses[0][2] != with.losses[0][0]);  // the write-back reached the gathers
       // No compute shard beside the store: the partitioned units' are in it, the root's is its slice
@@ -355,9 +355,9 @@ TEST_CASE("layer buffers: zero-2 and 3 train bit for bit with their transient bu
         s.bf16 = bf16;
         s.n_layer = 8;
         s.max_live_units = 2;
-        Observed without = run(s, 3);
+        OffloadObserved without = run_offloaded(s, 3);
         s.layer_buffers = true;
-        Observed with = run(s, 3);
+        OffloadObserved with = run_offloaded(s, 3);
         check_same_training(with, without);
         CHECK_FALSE(without.report.contains("layer_buffer_slots"));
         const int slots = with.report.at("layer_buffer_slots");
@@ -376,15 +376,15 @@ TEST_CASE("layer buffers: zero-2 and 3 train bit for bit with their transient bu
     Setup s;
     s.n_layer = 8;
     s.layer_buffers = true;
-    Observed with = run(s, 2);
+    OffloadObserved with = run_offloaded(s, 2);
     CHECK(with.report.at("layer_buffer_slots").get<int>() >= 8);  // the eight units, prefetched together
   }
   SECTION("zero-2: only the gradient buffers take slots") {
     Setup s;
     s.stage2 = true;
-    Observed without = run(s, 3);
+    OffloadObserved without = run_offloaded(s, 3);
     s.layer_buffers = true;
-    Observed with = run(s, 3);
+    OffloadObserved with = run_offloaded(s, 3);
     check_same_training(with, without);
     CHECK(with.report.at("layer_buffer_slots").get<int>() >= 1);
     CHECK(with.report.at("layer_buffer_slots") == with.first_report.at("layer_buffer_slots"));
@@ -401,9 +401,9 @@ TEST_CASE("parameter files: a staging pool of one, and units under the persisten
   s.n_layer = 5;
   s.unit_groups = {{0}, {1, 2}, {3, 4}, {5}};
   s.persistence_threshold = 5000;
-  Observed without = run(s, 2);
+  OffloadObserved without = run_offloaded(s, 2);
   s.param_nvme = true;
-  Observed with = run(s, 2);
+  OffloadObserved with = run_offloaded(s, 2);
   check_same_training(with, without);
   CHECK(with.report.at("param_nvme_staged_peak") == 1);
   REQUIRE(with.shard_bytes.size() == 3);
@@ -422,18 +422,18 @@ TEST_CASE("checkpoints move between runs with and without parameter files, also 
   files.bf16 = plain.bf16 = true;
   plain.optimizer_nvme = true;
   // The uninterrupted reference: 4 steps without parameter files.
-  Observed straight = run(plain, 4);
+  OffloadObserved straight = run_offloaded(plain, 4);
   for (bool save_with_files : {true, false}) {
     CAPTURE(save_with_files);
     accel::test::TempDir ckpt;
     nlohmann::json layout;
-    run(save_with_files ? files : plain, 2, 0, {}, {}, ckpt.path(), &layout);
+    run_offloaded(save_with_files ? files : plain, 2, 0, {}, {}, ckpt.path(), &layout);
     REQUIRE(layout.value("layout", "") == "zero");
-    Observed resumed = run(save_with_files ? plain : files, 2, 2, ckpt.path(), layout);
+    OffloadObserved resumed = run_offloaded(save_with_files ? plain : files, 2, 2, ckpt.path(), layout);
     // Steps 3-4 resumed equal steps 3-4 uninterrupted, and so do the weights.
     for (size_t r = 0; r < 2; ++r)
       CHECK(resumed.losses[r] == std::vector<double>(straight.losses[r].begin() + 2, straight.losses[r].end()));
-    Observed want = straight;  // its eval loss and weights; the losses were compared above
+    OffloadObserved want = straight;  // its eval loss and weights; the losses were compared above
     want.losses = resumed.losses;
     check_same_training(resumed, want);
   }
@@ -441,12 +441,12 @@ TEST_CASE("checkpoints move between runs with and without parameter files, also 
   // fills the masters, and the parameter files are rewritten from them) with and without files.
   accel::test::TempDir ckpt;
   nlohmann::json layout;
-  Observed saved = run(files, 2, 0, {}, {}, ckpt.path(), &layout);
+  OffloadObserved saved = run_offloaded(files, 2, 0, {}, {}, ckpt.path(), &layout);
   Setup one = files, one_plain = plain;
   one.world = one_plain.world = 1;
-  Observed at_one = run(one, 2, 2, ckpt.path(), layout), at_one_plain = run(one_plain, 2, 2, ckpt.path(), layout);
+  OffloadObserved at_one = run_offloaded(one, 2, 2, ckpt.path(), layout), at_one_plain = run_offloaded(one_plain, 2, 2, ckpt.path(), layout);
   check_same_training(at_one, at_one_plain);
-  Observed loaded_only = run(one, 0, 2, ckpt.path(), layout);  // no step: the checkpoint's weights
+  OffloadObserved loaded_only = run_offloaded(one, 0, 2, ckpt.path(), layout);  // no step: the checkpoint's weights
   REQUIRE(loaded_only.full.size() == saved.full.size());
   for (size_t i = 0; i < saved.full.size(); ++i) CHECK(at::equal(loaded_only.full[i], saved.full[i]));
   // The eval right after the resharded load gathers from the rewritten files: the checkpoint's loss.
@@ -522,7 +522,7 @@ TEST_CASE("a kept unit gathers in place from its slice: a load right after a ste
           accel::engine::DirectFileSink files(ckpt.path().string());
           const nlohmann::json saved = engine.save_state(files, {});
           auto* hooks = engine.begin_micro_step(0, true);
-          model.loss(model.forward(tokens(2, r + 1), hooks), tokens(2, r + 2)).backward();
+          model.loss(model.forward(offload_tokens(2, r + 1), hooks), offload_tokens(2, r + 2)).backward();
           engine.end_micro_step(true);
           engine.clip_grad_norm(1.0);
           if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -543,7 +543,7 @@ TEST_CASE("a kept unit gathers in place from its slice: a load right after a ste
     CHECK(kept_compared == 2 * 4);  // wte, wpe and ln_f's weight and bias, after the step and the load
     CHECK(kept_off.empty());
     // The same checkpoint loaded by a fresh engine (no gather in flight): the same eval loss.
-    Observed fresh = run(s, 0, 1, ckpt.path(), layout);
+    OffloadObserved fresh = run_offloaded(s, 0, 1, ckpt.path(), layout);
     for (size_t r = 0; r < size_t(s.world); ++r) {
       CAPTURE(r);
       CHECK(after_load[r] == fresh.eval_loss[r]);

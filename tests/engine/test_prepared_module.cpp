@@ -95,7 +95,7 @@ at::Tensor rows(int n, int offset) { return torch::linspace(-1, 1, n * 5).view({
 
 // Three steps, two micro-steps each; `zero_grad_to_none` calls a torch optimizer-style
 // zero_grad(set_to_none) on every parameter between steps. Returns rank 0's full parameters.
-std::vector<at::Tensor> train(accel::config::JobConfig job, int world, bool zero_grad_to_none = false) {
+std::vector<at::Tensor> train_prepared(accel::config::JobConfig job, int world, bool zero_grad_to_none = false) {
   accel::comm::FakeWorld fake(world);
   std::vector<at::Tensor> full;
   auto errors = accel::test::run_ranks(
@@ -146,7 +146,7 @@ accel::config::JobConfig job_for(accel::config::Backend backend, int stage = 0,
 
 TEST_CASE("a module without unit hooks: ddp, zero 1-2 and SHARD_GRAD_OP at world 2 match world 1", "[prepared]") {
   using accel::config::Backend;
-  const auto reference = train(job_for(Backend::ddp), 1);
+  const auto reference = train_prepared(job_for(Backend::ddp), 1);
   REQUIRE(reference.size() == 6);
   struct Case {
     std::string name;
@@ -156,7 +156,7 @@ TEST_CASE("a module without unit hooks: ddp, zero 1-2 and SHARD_GRAD_OP at world
                         Case{"zero 2", job_for(Backend::deepspeed, 2)},
                         Case{"SHARD_GRAD_OP", job_for(Backend::fsdp, 0, accel::config::ShardingStrategy::SHARD_GRAD_OP)},
                         Case{"NO_SHARD", job_for(Backend::fsdp, 0, accel::config::ShardingStrategy::NO_SHARD)}}) {
-    const auto got = train(c.job, 2);
+    const auto got = train_prepared(c.job, 2);
     REQUIRE(got.size() == reference.size());
     for (size_t i = 0; i < got.size(); ++i) {
       // fp32: the two half-batch means are averaged instead of one mean over 4 rows (reassociation).
@@ -169,7 +169,7 @@ TEST_CASE("a module without unit hooks: ddp, zero 1-2 and SHARD_GRAD_OP at world
 TEST_CASE("a user's zero_grad(set_to_none) between steps changes nothing", "[prepared]") {
   using accel::config::Backend;
   for (const auto& job : {job_for(Backend::ddp), job_for(Backend::deepspeed, 1), job_for(Backend::deepspeed, 2)}) {
-    const auto kept = train(job, 2), dropped = train(job, 2, /*zero_grad_to_none=*/true);
+    const auto kept = train_prepared(job, 2), dropped = train_prepared(job, 2, /*zero_grad_to_none=*/true);
     REQUIRE(kept.size() == dropped.size());
     for (size_t i = 0; i < kept.size(); ++i) CHECK(torch::equal(kept[i], dropped[i]));
   }

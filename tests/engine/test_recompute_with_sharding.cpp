@@ -25,7 +25,7 @@ namespace {
 
 accel::config::JobConfig tiny_fsdp_job() { return accel::test::tiny_job(accel::config::Backend::fsdp); }
 
-at::Tensor tokens(int rank, int micro_step) {
+at::Tensor recompute_tokens(int rank, int micro_step) {
   return (at::arange(16, at::TensorOptions(at::kLong)) * 3 + rank + 5 * micro_step).remainder(32).view({2, 8});
 }
 
@@ -102,7 +102,7 @@ TEST_CASE("FULL_SHARD: a recomputed unit is released after its forward and gathe
         ProbedHooks hooks;
         hooks.model = &model;
         hooks.engine = engine.begin_micro_step(0, true);
-        at::Tensor idx = tokens(comm.rank(), 0);
+        at::Tensor idx = recompute_tokens(comm.rank(), 0);
         model.loss(model.forward(idx, &hooks), idx).backward();
         engine.end_micro_step(true);
         seen[comm.rank()] = hooks.events;
@@ -123,15 +123,15 @@ TEST_CASE("FULL_SHARD: a recomputed unit is released after its forward and gathe
 
 namespace {
 
-struct Run {
+struct RecomputeRun {
   std::vector<double> grad_norms;
   std::vector<at::Tensor> params;  // full parameters after the last step (rank 0)
 };
 
 // Two optimizer steps of two micro-steps each on the job's engine (the fsdp plan, then make_backend).
-Run train(accel::config::JobConfig job) {
+RecomputeRun train_recomputed(accel::config::JobConfig job) {
   accel::comm::FakeWorld world(2);
-  Run runs[2];
+  RecomputeRun runs[2];
   auto errors = accel::test::run_ranks(
       2, [&](int r) { return world.communicator(r); },
       [&](accel::comm::Communicator& comm) {
@@ -139,11 +139,11 @@ Run train(accel::config::JobConfig job) {
         auto* backend = &model.engine();
         if (model.recomputes() != job.fsdp.activation_checkpointing)
           throw std::runtime_error("the fsdp plan did not set the wrappers' activation checkpointing");
-        Run& run = runs[comm.rank()];
+        RecomputeRun& run = runs[comm.rank()];
         for (int step = 0; step < 2; ++step) {
           for (int m = 0; m < 2; ++m) {
             auto* hooks = backend->begin_micro_step(m, m == 1);
-            at::Tensor idx = tokens(comm.rank(), 2 * step + m);
+            at::Tensor idx = recompute_tokens(comm.rank(), 2 * step + m);
             (model.loss(model.forward(idx, hooks), idx.roll(1, 1)) / 2.0).backward();
             backend->end_micro_step(m == 1);
           }
@@ -165,9 +165,9 @@ TEST_CASE("fsdp strategies at world 2 with accumulation: the same numbers bit fo
     INFO(accel::config::to_string(strategy));
     auto job = tiny_fsdp_job();
     job.fsdp.sharding_strategy = strategy;
-    Run stored = train(job);
+    RecomputeRun stored = train_recomputed(job);
     job.fsdp.activation_checkpointing = true;
-    Run recomputed = train(job);
+    RecomputeRun recomputed = train_recomputed(job);
     CHECK(stored.grad_norms == recomputed.grad_norms);
     REQUIRE(stored.params.size() == recomputed.params.size());
     REQUIRE_FALSE(stored.params.empty());

@@ -23,7 +23,7 @@ using accel::test::PreparedBuiltin;
 
 namespace {
 
-at::Tensor tokens(int rows, int offset, int vocab, int seq) {
+at::Tensor init_tokens(int rows, int offset, int vocab, int seq) {
   return (at::arange(int64_t(rows) * seq, at::kLong).view({rows, seq}) * 7 + offset) % vocab;
 }
 
@@ -31,7 +31,7 @@ at::Tensor tokens(int rows, int offset, int vocab, int seq) {
 // initialized (`sharded` false) or built of placeholders and filled from the spec source; with a
 // `weights` file, loaded from it (whole, or as the engine's source). `bytes_read`: each rank's
 // data bytes read from the file by the source.
-std::vector<engine::NamedTensors> run(const config::JobConfig& job, int world, bool sharded, const std::string& weights = "",
+std::vector<engine::NamedTensors> run_init(const config::JobConfig& job, int world, bool sharded, const std::string& weights = "",
                                      std::vector<uint64_t>* bytes_read = nullptr) {
   comm::FakeWorld fake(world);
   std::vector<engine::NamedTensors> seen;
@@ -67,8 +67,8 @@ std::vector<engine::NamedTensors> run(const config::JobConfig& job, int world, b
         for (int step = 0; step < 2; ++step) {
           auto* hooks = engine.begin_micro_step(0, true);
           const int r = comm.rank();
-          model.loss(model.forward(tokens(2, r + step, job.model.vocab_size, 8), hooks),
-                     tokens(2, r + step + 1, job.model.vocab_size, 8))
+          model.loss(model.forward(init_tokens(2, r + step, job.model.vocab_size, 8), hooks),
+                     init_tokens(2, r + step + 1, job.model.vocab_size, 8))
               .backward();
           engine.end_micro_step(true);
           engine.clip_grad_norm(1.0);
@@ -143,7 +143,7 @@ TEST_CASE("sharded init: placeholders filled from the spec source equal the whol
       job.model.n_layer = 3;
       c.edit(job);
       INFO(c.name << " at world " << world);
-      check_equal(run(job, world, /*sharded=*/true), run(job, world, /*sharded=*/false));
+      check_equal(run_init(job, world, /*sharded=*/true), run_init(job, world, /*sharded=*/false));
     }
 }
 
@@ -179,7 +179,7 @@ TEST_CASE("sharded init: a weights file is read in slices, each rank its own, wi
   for (int world : {1, 2, 3, 4}) {
     INFO("world " << world);
     std::vector<uint64_t> read;
-    check_equal(run(job, world, /*sharded=*/true, path, &read), run(job, world, /*sharded=*/false, path));
+    check_equal(run_init(job, world, /*sharded=*/true, path, &read), run_init(job, world, /*sharded=*/false, path));
     uint64_t layers_read = 0;
     for (uint64_t bytes : read) {
       CHECK(bytes >= root_bytes);
@@ -189,7 +189,7 @@ TEST_CASE("sharded init: a weights file is read in slices, each rank its own, wi
     CHECK(layers_read == layer_bytes);  // every layer element read once, by the rank that keeps it
   }
   job.backend = config::Backend::fsdp;
-  check_equal(run(job, 4, /*sharded=*/true, path), run(job, 4, /*sharded=*/false, path));
+  check_equal(run_init(job, 4, /*sharded=*/true, path), run_init(job, 4, /*sharded=*/false, path));
 }
 
 TEST_CASE("sharded init: a weights file that is not the model's is refused before anything is read", "[sharded_init]") {

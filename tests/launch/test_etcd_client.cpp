@@ -1,8 +1,10 @@
 // The etcd client (runtime/launch/etcd_client.hpp) and the host record of the etcd rendezvous
 // (etcd_rendezvous.hpp) against a real etcd this test starts on loopback
 // (docs/design/0034). Exit 77 (skipped) when Debian's etcd-server is not installed.
-#define CATCH_CONFIG_RUNNER
+// Catch2's implementation: tests/catch_session.cpp (accel_catch_session).
 #include <catch2/catch.hpp>
+
+#include "tests/support/catch_session.hpp"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -217,7 +219,7 @@ int main(int argc, char* argv[]) {
     }
   }
   int status = 1;
-  if (ready) status = Catch::Session().run(argc, argv);
+  if (ready) status = accel::test::run_catch_session(argc, argv);
   else std::fprintf(stderr, "etcd did not answer on %s within 10 s; its log: %s/etcd.log\n", client_url.c_str(), dir.c_str());
   kill(etcd, SIGTERM);
   waitpid(etcd, nullptr, 0);

@@ -9,7 +9,7 @@
 
 namespace accel::test {
 
-inline config::LoadedJob load(const std::string& file, std::vector<std::string> sets = {}) {
+inline config::LoadedJob load_unchecked(const std::string& file, std::vector<std::string> sets = {}) {
   config::LoadOptions o;
   o.file = file;
   o.set_overrides = std::move(sets);

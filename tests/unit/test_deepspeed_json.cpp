@@ -23,12 +23,12 @@ namespace {
 namespace fs = std::filesystem;
 const fs::path kBadJson = fs::path(ACCEL_SOURCE_DIR) / "tests/fixtures/bad_json";
 
-using accel::test::load;
+using accel::test::load_unchecked;
 
 // The ConfigError loading throws, which must keep the error contract; anything else fails the test.
 ConfigError config_error(const std::string& file, std::vector<std::string> sets = {}) {
   try {
-    load(file, std::move(sets));
+    load_unchecked(file, std::move(sets));
   } catch (const ConfigError& e) {
     INFO(e.what());
     CHECK(test::contract_violation(e).empty());
@@ -40,7 +40,7 @@ ConfigError config_error(const std::string& file, std::vector<std::string> sets 
   return ConfigError(std::vector<Diagnostic>{});
 }
 
-Diagnostic only(const ConfigError& e) {
+Diagnostic only_diagnostic(const ConfigError& e) {
   INFO(e.what());
   REQUIRE(e.diagnostics().size() == 1);
   return e.diagnostics().front();
@@ -77,20 +77,20 @@ TEST_CASE("every bad DeepSpeed JSON fixture fails with the positioned errors its
 TEST_CASE("JSON syntax errors point at the offending character") {
   TempDir dir;
   // A raw newline inside a string: the position is the newline, at the end of line 1.
-  auto newline = only(config_error(dir.write("nl.json", "{\"optimizer\": {\"type\": \"Adam\nW\"}}")));
+  auto newline = only_diagnostic(config_error(dir.write("nl.json", "{\"optimizer\": {\"type\": \"Adam\nW\"}}")));
   CHECK(newline.where.line == 1);
   CHECK(newline.where.col == 29);
   CHECK_THAT(newline.message, Catch::Contains("control character"));
   // A file cut short: the position just after its last character.
-  auto cut = only(config_error(dir.write("cut.json", "{\n  \"bf16\": {\"enabled\": true}\n")));
+  auto cut = only_diagnostic(config_error(dir.write("cut.json", "{\n  \"bf16\": {\"enabled\": true}\n")));
   CHECK(cut.where.line == 3);
   CHECK(cut.where.col == 1);
   CHECK_THAT(cut.message, Catch::Contains("end of input"));
   // Python's json writes NaN, but it is not JSON, and DeepSpeed's loader reads it as a string.
-  auto nan = only(config_error(dir.write("nan.json", "{\"gradient_clipping\": NaN}")));
+  auto nan = only_diagnostic(config_error(dir.write("nan.json", "{\"gradient_clipping\": NaN}")));
   CHECK(nan.where.str() == dir.path().string() + "/nan.json:1:23");
   // A number beyond double: refused at the number, not read as infinity.
-  auto huge = only(config_error(dir.write("huge.json", "{\"gradient_clipping\": 1e999}")));
+  auto huge = only_diagnostic(config_error(dir.write("huge.json", "{\"gradient_clipping\": 1e999}")));
   CHECK(huge.where.line == 1);
   CHECK_THAT(huge.message, Catch::Contains("number overflow"));
 }
@@ -116,7 +116,7 @@ TEST_CASE("valid JSON in any layout loads as before") {
                                       "\"zero_optimization\":{\"stage\":2},\"bf16\":{\"enabled\":\"auto\"},"
                                       "\"optimizer\":{\"type\":\"AdamW\",\"params\":{\"lr\":1e-3}},"
                                       "\"wandb\":{\"project\":\"r\\u00e9sum\\u00e9\\/x\"}}");
-  auto loaded = load(file);
+  auto loaded = load_unchecked(file);
   CHECK(loaded.format == FileFormat::DeepSpeed);
   CHECK(loaded.job.training.micro_batch_size == 3);
   CHECK(loaded.job.training.max_grad_norm == 0.5);
@@ -126,10 +126,10 @@ TEST_CASE("valid JSON in any layout loads as before") {
 
 TEST_CASE("an empty .json job is an empty DeepSpeed config, not a job of defaults") {
   TempDir dir;
-  auto d = only(config_error(dir.write("empty.json", " \n")));
+  auto d = only_diagnostic(config_error(dir.write("empty.json", " \n")));
   CHECK(d.message == "the DeepSpeed config is empty");
   CHECK(d.where.line == 1);
-  auto list = only(config_error(dir.write("list.json", "[1, 2]")));
+  auto list = only_diagnostic(config_error(dir.write("list.json", "[1, 2]")));
   CHECK(list.message == "a DeepSpeed config must be a JSON object");
 }
 
@@ -137,7 +137,7 @@ TEST_CASE("valid JSON yaml-cpp cannot read is a positioned error naming the limi
   // JSON allows a newline between a key and its ':'; yaml-cpp, which gives the importers their
   // positions, does not. The file is refused with a position rather than read wrongly.
   TempDir dir;
-  auto d = only(config_error(dir.write("split.json", "{\"steps_per_print\"\n: 10}")));
+  auto d = only_diagnostic(config_error(dir.write("split.json", "{\"steps_per_print\"\n: 10}")));
   CHECK_THAT(d.message, Catch::StartsWith("valid JSON that accel's reader cannot parse"));
   CHECK(d.where.line >= 1);
   CHECK_THAT(d.hint, Catch::Contains("one line"));
@@ -153,7 +153,7 @@ TEST_CASE("line_and_column counts from 1 and clamps past the end") {
 
 TEST_CASE("keys DeepSpeed accepts but accel does not implement load with a warning each") {
   // DeepSpeed 0.19.8 accepts this file (tests/parity/test_deepspeed_refuses.py checks it).
-  auto loaded = load(std::string(ACCEL_SOURCE_DIR) + "/tests/fixtures/import/ds_keys_accel_ignores.json");
+  auto loaded = load_unchecked(std::string(ACCEL_SOURCE_DIR) + "/tests/fixtures/import/ds_keys_accel_ignores.json");
   CHECK(loaded.job.mixed_precision == MixedPrecision::bf16);
   CHECK(loaded.job.deepspeed.zero_stage == 3);
   auto warned = warnings_of(loaded);
@@ -168,11 +168,11 @@ TEST_CASE("where DeepSpeed ignores unknown keys, accel warns about a far one and
   // The top level, optimizer.params and scheduler.params are dicts DeepSpeed reads key by key.
   auto file = dir.write("open.json", R"({"train_micro_batch_size_per_gpu": 2, "my_notes": "x",
                                          "optimizer": {"type": "AdamW", "params": {"lr": 0.001, "amsgrad": false}}})");
-  auto warned = warnings_of(load(file));
+  auto warned = warnings_of(load_unchecked(file));
   CHECK_THAT(warned, Catch::Contains("my_notes: unknown DeepSpeed key; accel does not act on it"));
   CHECK_THAT(warned, Catch::Contains("optimizer.params.amsgrad: unknown DeepSpeed key; accel does not act on it"));
   auto near = dir.write("near.json", R"({"train_micro_batch_size_per_gpu": 2, "gradient_clippin": 1.0})");
-  CHECK(only(config_error(near)).hint == "did you mean 'gradient_clipping'?");
+  CHECK(only_diagnostic(config_error(near)).hint == "did you mean 'gradient_clipping'?");
 }
 
 TEST_CASE("--set settles a disagreement between a job file and the DeepSpeed JSON it names") {
@@ -184,18 +184,18 @@ TEST_CASE("--set settles a disagreement between a job file and the DeepSpeed JSO
   const std::string job = dir.write("job.yaml", "backend: deepspeed\ndeepspeed:\n  config_file: ds.json\n"
                                                 "scheduler:\n  name: cosine\n");
   try {
-    test::load(job);
+    test::load_unchecked(job);
     FAIL("the disagreement loaded");
   } catch (const ConfigError& e) {
     REQUIRE(e.diagnostics().size() == 1);
     CHECK(e.diagnostics()[0].key_path == "scheduler.name");
     CHECK_THAT(e.diagnostics()[0].message, Catch::Contains("set twice"));
   }
-  auto settled = test::load(job, {"scheduler.name=constant"});
+  auto settled = test::load_unchecked(job, {"scheduler.name=constant"});
   CHECK(settled.job.scheduler.name == config::SchedulerName::constant);
   CHECK(settled.sources.at("scheduler.name").origin == Location::Origin::CommandLine);
   // Within the command line itself a disagreement is still one.
-  CHECK_THROWS_AS(test::load(job, {"scheduler.name=constant", "scheduler.name=cosine"}), ConfigError);
+  CHECK_THROWS_AS(test::load_unchecked(job, {"scheduler.name=constant", "scheduler.name=cosine"}), ConfigError);
 }
 
 TEST_CASE("a DeepSpeed warm-up left to DeepSpeed's default (a log curve) is refused with the fix") {
@@ -206,7 +206,7 @@ TEST_CASE("a DeepSpeed warm-up left to DeepSpeed's default (a log curve) is refu
   };
   for (const std::string& params : {std::string(), std::string(R"({"warmup_num_steps": 10})")}) {
     try {
-      test::load(scheduler(params));
+      test::load_unchecked(scheduler(params));
       FAIL("a log warm-up loaded as a linear one: " << params);
     } catch (const ConfigError& e) {
       REQUIRE(e.diagnostics().size() == 1);
@@ -215,6 +215,6 @@ TEST_CASE("a DeepSpeed warm-up left to DeepSpeed's default (a log curve) is refu
       CHECK_THAT(e.diagnostics()[0].hint, Catch::Contains("\"warmup_type\": \"linear\""));
     }
   }
-  CHECK(test::load(scheduler(R"({"warmup_num_steps": 10, "warmup_type": "linear"})")).job.scheduler.warmup_steps == 10);
-  CHECK(test::load(scheduler(R"({"warmup_num_steps": 0})")).job.scheduler.warmup_steps == 0);
+  CHECK(test::load_unchecked(scheduler(R"({"warmup_num_steps": 10, "warmup_type": "linear"})")).job.scheduler.warmup_steps == 10);
+  CHECK(test::load_unchecked(scheduler(R"({"warmup_num_steps": 0})")).job.scheduler.warmup_steps == 0);
 }

@@ -15,7 +15,7 @@ using accel::test::TempDir;
 
 namespace {
 
-using accel::test::load;
+using accel::test::load_unchecked;
 
 // What `accel launch` writes for its workers: the full job, and the default keys beside it.
 std::string write_resolved(TempDir& dir, const LoadedJob& loaded) {
@@ -28,12 +28,12 @@ std::string write_resolved(TempDir& dir, const LoadedJob& loaded) {
 
 TEST_CASE("a reloaded resolved job knows again which keys kept their default") {
   TempDir dir;
-  const auto user = load(dir.write("job.yaml", "backend: fsdp\nfsdp:\n  sharding_strategy: SHARD_GRAD_OP\n"),
+  const auto user = load_unchecked(dir.write("job.yaml", "backend: fsdp\nfsdp:\n  sharding_strategy: SHARD_GRAD_OP\n"),
                          {"training.max_steps=7"});
   REQUIRE_FALSE(user.is_explicit("fsdp.transformer_layer_cls_to_wrap"));
   const std::string resolved = write_resolved(dir, user);
 
-  LoadedJob worker = load(resolved);
+  LoadedJob worker = load_unchecked(resolved);
   CHECK(worker.is_explicit("fsdp.transformer_layer_cls_to_wrap"));  // the full dump sets every key
   restore_default_origins(worker);
   CHECK_FALSE(worker.is_explicit("fsdp.transformer_layer_cls_to_wrap"));
@@ -46,17 +46,17 @@ TEST_CASE("a reloaded resolved job knows again which keys kept their default") {
 
 TEST_CASE("a key the user set to its default value stays the user's") {
   TempDir dir;
-  const auto user = load(dir.write("job.yaml", "backend: fsdp\nfsdp:\n  transformer_layer_cls_to_wrap: Block\n"));
+  const auto user = load_unchecked(dir.write("job.yaml", "backend: fsdp\nfsdp:\n  transformer_layer_cls_to_wrap: Block\n"));
   REQUIRE(user.is_explicit("fsdp.transformer_layer_cls_to_wrap"));
-  LoadedJob worker = load(write_resolved(dir, user));
+  LoadedJob worker = load_unchecked(write_resolved(dir, user));
   restore_default_origins(worker);
   CHECK(worker.is_explicit("fsdp.transformer_layer_cls_to_wrap"));
 }
 
 TEST_CASE("without the side file (a job written by hand) every key of the file stays explicit") {
   TempDir dir;
-  const auto user = load(dir.write("job.yaml", "backend: ddp\n"));
-  LoadedJob worker = load(dir.write("full.yaml", dump_job(user.job, user.sources, DumpStyle::Full)));
+  const auto user = load_unchecked(dir.write("job.yaml", "backend: ddp\n"));
+  LoadedJob worker = load_unchecked(dir.write("full.yaml", dump_job(user.job, user.sources, DumpStyle::Full)));
   restore_default_origins(worker);
   CHECK(worker.is_explicit("training.seed"));
 }

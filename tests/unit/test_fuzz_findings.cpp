@@ -16,13 +16,13 @@ using accel::test::TempDir;
 
 namespace {
 
-using accel::test::load;
+using accel::test::load_unchecked;
 
 // The diagnostics of the ConfigError that loading throws; they must keep the contract. Any other
 // exception, or none, fails the test.
-std::vector<Diagnostic> config_errors(const std::string& file, std::vector<std::string> sets = {}) {
+std::vector<Diagnostic> fuzz_config_errors(const std::string& file, std::vector<std::string> sets = {}) {
   try {
-    load(file, std::move(sets));
+    load_unchecked(file, std::move(sets));
   } catch (const ConfigError& e) {
     INFO(e.what());
     CHECK(test::contract_violation(e).empty());
@@ -34,7 +34,7 @@ std::vector<Diagnostic> config_errors(const std::string& file, std::vector<std::
   return {};
 }
 
-Diagnostic only(const std::vector<Diagnostic>& errors) {
+Diagnostic only_error(const std::vector<Diagnostic>& errors) {
   std::string all;
   for (const auto& d : errors) all += d.render() + "\n";
   INFO(all);
@@ -47,7 +47,7 @@ Diagnostic only(const std::vector<Diagnostic>& errors) {
 TEST_CASE("fuzz finding: an integer beyond 32 bits is refused, not wrapped") {
   // `--set training.max_steps=4294967296` loaded as max_steps 0: the int64 parse passed the range
   // check (>= 1), then the int member kept the low 32 bits.
-  auto d = only(config_errors("", {"training.max_steps=4294967296"}));
+  auto d = only_error(fuzz_config_errors("", {"training.max_steps=4294967296"}));
   CHECK(d.key_path == "training.max_steps");
   CHECK(d.where.str() == "--set training.max_steps=4294967296");
   CHECK(d.message == "value out of range");
@@ -56,19 +56,19 @@ TEST_CASE("fuzz finding: an integer beyond 32 bits is refused, not wrapped") {
 
   TempDir dir;
   auto job = dir.write("job.yaml", "training:\n  seq_len: -2147483649\n");
-  auto in_file = only(config_errors(job));
+  auto in_file = only_error(fuzz_config_errors(job));
   CHECK(in_file.key_path == "training.seq_len");
   CHECK(in_file.where.str() == job + ":2:12");
 
   // The limits themselves still load.
-  CHECK(load("", {"training.max_steps=2147483647"}).job.training.max_steps == INT_MAX);
+  CHECK(load_unchecked("", {"training.max_steps=2147483647"}).job.training.max_steps == INT_MAX);
 }
 
 TEST_CASE("fuzz finding: a DeepSpeed accumulation beyond 32 bits divided by zero") {
   // gradient_accumulation_steps 2^32 wrapped to 0, and the train_batch_size check divided by it.
   TempDir dir;
   auto ds = dir.write("ds.json", "{\"train_batch_size\": 8, \"gradient_accumulation_steps\": 4294967296}");
-  auto d = only(config_errors(ds));
+  auto d = only_error(fuzz_config_errors(ds));
   CHECK(d.key_path == "training.gradient_accumulation_steps");
   CHECK(d.where.str() == ds + ":1:56 (gradient_accumulation_steps)");
   CHECK(d.message == "value out of range");
@@ -78,7 +78,7 @@ TEST_CASE("fuzz finding: a value derived from train_batch_size must fit its key"
   // train_batch_size 2^32 with micro batch 1 derived gradient_accumulation_steps = 2^32, stored as 0.
   TempDir dir;
   auto ds = dir.write("ds.json", "{\"train_micro_batch_size_per_gpu\": 1, \"train_batch_size\": 4294967296}");
-  auto d = only(config_errors(ds));
+  auto d = only_error(fuzz_config_errors(ds));
   CHECK(d.key_path == "train_batch_size");
   CHECK(d.where.str() == ds + ":1:59");
   CHECK(d.message == "does not equal micro batch x accumulation x processes");
@@ -86,7 +86,7 @@ TEST_CASE("fuzz finding: a value derived from train_batch_size must fit its key"
 
   // Just below the limit it derives as before.
   auto fits = dir.write("fits.json", "{\"train_micro_batch_size_per_gpu\": 1, \"train_batch_size\": 2147483647}");
-  CHECK(load(fits).job.training.gradient_accumulation_steps == INT_MAX);
+  CHECK(load_unchecked(fits).job.training.gradient_accumulation_steps == INT_MAX);
 }
 
 TEST_CASE("fuzz finding: the train_batch_size product overflowed 64 bits") {
@@ -96,7 +96,7 @@ TEST_CASE("fuzz finding: the train_batch_size product overflowed 64 bits") {
   auto job = dir.write("job.yaml", "num_processes: 4096\n"
                                    "training: {micro_batch_size: 2147483647, gradient_accumulation_steps: 2147483647}\n"
                                    "deepspeed: {config_file: ds.json}\n");
-  auto d = only(config_errors(job));
+  auto d = only_error(fuzz_config_errors(job));
   CHECK(d.key_path == "train_batch_size");
   CHECK(d.where.str() == dir.path().string() + "/ds.json:1:22");
   CHECK(d.allowed == "2147483647 x 2147483647 x 4096 = more than 2^63");
@@ -124,24 +124,24 @@ TEST_CASE("fuzz finding: an empty DeepSpeed config had no position, and a direct
   TempDir dir;
   dir.write("ds.json", "");
   auto job = dir.write("job.yaml", "backend: deepspeed\ndeepspeed:\n  config_file: ds.json\n");
-  auto d = only(config_errors(job));
+  auto d = only_error(fuzz_config_errors(job));
   CHECK(d.where.str() == dir.path().string() + "/ds.json:1:1");
   CHECK(d.message == "the DeepSpeed config is empty");
   CHECK_THAT(d.hint, Catch::Contains("JSON object"));
 
   // `--set deepspeed.config_file=DIR` read the directory as an empty document; a directory given as
   // the job itself loaded as "all defaults" (`accel config validate /tmp` said ok).
-  auto as_config = only(config_errors(job, {"deepspeed.config_file=" + dir.path().string()}));
+  auto as_config = only_error(fuzz_config_errors(job, {"deepspeed.config_file=" + dir.path().string()}));
   CHECK(as_config.message == "cannot read the job file");
   CHECK_THAT(as_config.hint, Catch::Contains("directory"));
-  auto as_job = only(config_errors(dir.path().string()));
+  auto as_job = only_error(fuzz_config_errors(dir.path().string()));
   CHECK(as_job.message == "cannot read the job file");
   CHECK(as_job.where.file == dir.path().string());
 
   // A DeepSpeed config that does not exist: the message carries the OS reason after the fixed text,
   // and stays the one file-level error allowed without a position (the suite's fuzz entry
   // called it a broken contract when the exemption matched the whole message).
-  auto missing = only(config_errors(job, {"deepspeed.config_file=" + dir.path().string() + "/absent.json"}));
+  auto missing = only_error(fuzz_config_errors(job, {"deepspeed.config_file=" + dir.path().string() + "/absent.json"}));
   CHECK(missing.message == "cannot read the job file: No such file or directory");
   CHECK(test::contract_violation(missing).empty());
 }
@@ -153,7 +153,7 @@ TEST_CASE("fuzz finding: a YAML flow mapping in a DeepSpeed .json was not JSON a
   TempDir dir;
   const std::string text = "{\n  \"train_micro_batch_size_per_gpu\": 4,\n  \"bf16\": {\"eauto\"}\n}\n";
   auto ds = dir.write("ds.json", text);
-  auto d = only(config_errors(ds));
+  auto d = only_error(fuzz_config_errors(ds));
   CHECK(d.where.str() == ds + ":3:19");
   CHECK(d.message == "not valid JSON: unexpected '}'");
   CHECK(d.allowed == "':'");
@@ -163,9 +163,9 @@ TEST_CASE("fuzz finding: a YAML flow mapping in a DeepSpeed .json was not JSON a
   // deepspeed_config_file: DeepSpeed reads it as JSON whatever its name.
   dir.write("named.conf", text);
   auto native = dir.write("job.yaml", "backend: deepspeed\ndeepspeed:\n  config_file: named.conf\n");
-  CHECK(only(config_errors(native)).where.str() == dir.path().string() + "/named.conf:3:19");
+  CHECK(only_error(fuzz_config_errors(native)).where.str() == dir.path().string() + "/named.conf:3:19");
   auto accelerate = dir.write("accelerate.yaml",
                               "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\n"
                               "deepspeed_config:\n  deepspeed_config_file: ds.json\n");
-  CHECK(only(config_errors(accelerate)).where.str() == ds + ":3:19");
+  CHECK(only_error(fuzz_config_errors(accelerate)).where.str() == ds + ":3:19");
 }

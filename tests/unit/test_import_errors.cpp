@@ -18,7 +18,7 @@ namespace {
 
 const std::string kFixtures = std::string(ACCEL_SOURCE_DIR) + "/tests/fixtures/import/";
 
-LoadedJob load(const std::string& file, std::vector<std::string> sets = {}) {
+LoadedJob load_bad_import(const std::string& file, std::vector<std::string> sets = {}) {
   LoadOptions o;
   o.file = file;
   o.set_overrides = std::move(sets);
@@ -26,9 +26,9 @@ LoadedJob load(const std::string& file, std::vector<std::string> sets = {}) {
 }
 
 // The diagnostics of the ConfigError that loading throws. Any other exception, or none, fails.
-std::vector<Diagnostic> config_errors(const std::string& file, std::vector<std::string> sets = {}) {
+std::vector<Diagnostic> import_errors(const std::string& file, std::vector<std::string> sets = {}) {
   try {
-    load(file, std::move(sets));
+    load_bad_import(file, std::move(sets));
   } catch (const ConfigError& e) {
     return e.diagnostics();
   } catch (const std::exception& e) {
@@ -62,7 +62,7 @@ TEST_CASE("a misspelt key inside bf16 or fp16 is a positioned error with a sugge
   TempDir dir;
   // The fuzzer's input: yaml-cpp threw InvalidNode ("first invalid key: enabled") here.
   auto bf16 = dir.write("bf16.json", "{\n  \"train_micro_batch_size_per_gpu\": 4,\n  \"bf16\": {\"Jnabled\": \"auto\"}\n}\n");
-  auto d = about(config_errors(bf16), "bf16.Jnabled");
+  auto d = about(import_errors(bf16), "bf16.Jnabled");
   CHECK(d.where.str() == bf16 + ":3:12");
   CHECK(d.message == "unknown DeepSpeed key");
   CHECK(d.hint == "did you mean 'enabled'?");
@@ -70,7 +70,7 @@ TEST_CASE("a misspelt key inside bf16 or fp16 is a positioned error with a sugge
 
   auto fp16 = dir.write("fp16.json", "{\n  \"fp16\": {\n    \"enabled\": true,\n    \"loss_scael\": 0\n  },\n"
                                      "  \"bf16\": {\"enabld\": true}\n}\n");
-  auto errors = config_errors(fp16);
+  auto errors = import_errors(fp16);
   auto scale = about(errors, "fp16.loss_scael");
   CHECK(scale.where.str() == fp16 + ":4:5");
   CHECK(scale.hint == "did you mean 'loss_scale'?");
@@ -79,7 +79,7 @@ TEST_CASE("a misspelt key inside bf16 or fp16 is a positioned error with a sugge
 
   // fp16 missing "enabled" while bf16 is on: the both-enabled check must not throw either.
   auto no_enabled = dir.write("no_enabled.json", R"({"fp16": {"Enabled": true}, "bf16": {"enabled": true}})");
-  CHECK(about(config_errors(no_enabled), "fp16.Enabled").hint == "did you mean 'enabled'?");
+  CHECK(about(import_errors(no_enabled), "fp16.Enabled").hint == "did you mean 'enabled'?");
 }
 
 TEST_CASE("misspelt keys in zero_optimization and its offload blocks are positioned errors") {
@@ -93,7 +93,7 @@ TEST_CASE("misspelt keys in zero_optimization and its offload blocks are positio
                         "    \"overlap_com\": true\n"
                         "  }\n"
                         "}\n");
-  auto errors = config_errors(file);
+  auto errors = import_errors(file);
   CHECK(about(errors, "zero_optimization.stag").where.str() == file + ":3:5");
   CHECK(about(errors, "zero_optimization.stag").hint == "did you mean 'stage'?");
   auto device = about(errors, "zero_optimization.offload_optimizer.devise");
@@ -105,7 +105,7 @@ TEST_CASE("misspelt keys in zero_optimization and its offload blocks are positio
   // DeepSpeed's unprefixed stage3 spellings are real keys, not typos of the prefixed ones.
   auto aliases = dir.write("aliases.json", R"({"zero_optimization": {"stage": 3, "param_persistence_threshold": 100,
                                                 "model_persistence_threshold": 1000}})");
-  auto loaded = load(aliases);
+  auto loaded = load_bad_import(aliases);
   CHECK(loaded.job.deepspeed.stage3_param_persistence_threshold == 100);
 }
 
@@ -117,7 +117,7 @@ TEST_CASE("a misspelt key in an Accelerate fsdp_config or deepspeed_config is a 
                         "fsdp_config:\n"
                         "  fsdp_sharding_stratgy: FULL_SHARD\n"
                         "  sharding_strategy: FULL_SHARD\n");
-  auto errors = config_errors(fsdp);
+  auto errors = import_errors(fsdp);
   auto d = about(errors, "fsdp_config.fsdp_sharding_stratgy");
   CHECK(d.where.str() == fsdp + ":4:3");
   CHECK(d.message == "unknown Accelerate key");
@@ -131,7 +131,7 @@ TEST_CASE("a misspelt key in an Accelerate fsdp_config or deepspeed_config is a 
                       "  zero_stage: 2\n"
                       "  ofload_optimizer_device: cpu\n"
                       "mixed_precison: bf16\n");
-  errors = config_errors(ds);
+  errors = import_errors(ds);
   d = about(errors, "deepspeed_config.ofload_optimizer_device");
   CHECK(d.where.str() == ds + ":5:3");
   CHECK(d.hint == "did you mean 'offload_optimizer_device'?");
@@ -144,7 +144,7 @@ TEST_CASE("an unknown foreign key far from every known one stays a warning where
   // DeepSpeed reads its top level key by key; zero_optimization is a closed model, where an
   // unknown key is an error (test_deepspeed_json.cpp).
   auto file = dir.write("ds.json", R"({"zero_optimization": {"stage": 2}, "torch_autocast": {}})");
-  auto loaded = load(file);
+  auto loaded = load_bad_import(file);
   std::string warned;
   for (const auto& w : loaded.warnings) warned += w.render("warning") + "\n";
   CHECK_THAT(warned, Catch::Contains("torch_autocast: unknown DeepSpeed key; accel does not act on it"));
@@ -161,7 +161,7 @@ TEST_CASE("DeepSpeed JSON values of the wrong shape are positioned errors") {
                         "  \"optimizer\": {\"type\": \"AdamW\", \"params\": \"lr\"},\n"
                         "  \"scheduler\": {\"type\": \"WarmupLR\", \"params\": [1, 2]}\n"
                         "}\n");
-  auto errors = config_errors(file);
+  auto errors = import_errors(file);
   CHECK(about(errors, "train_batch_size").where.str() == file + ":2:23");
   CHECK(about(errors, "train_batch_size").message == "expected an integer >= 1");
   auto fp16 = about(errors, "fp16");  // a scalar where a block is expected
@@ -191,7 +191,7 @@ TEST_CASE("Accelerate YAML values of the wrong shape are positioned errors") {
                         "  fsdp_sharding_strategy: [1]\n"
                         "  fsdp_reshard_after_forward: {a: 1}\n"
                         "  fsdp_backward_prefetch: [BACKWARD_PRE]\n");
-  auto errors = config_errors(file);
+  auto errors = import_errors(file);
   CHECK(about(errors, "use_cpu").where.str() == file + ":3:10");
   CHECK(about(errors, "use_cpu").message == "expected a boolean");
   CHECK(about(errors, "deepspeed_config").where.str() == file + ":4:19");
@@ -201,7 +201,7 @@ TEST_CASE("Accelerate YAML values of the wrong shape are positioned errors") {
   CHECK(about(errors, "fsdp.backward_prefetch").where.str() == file + ":8:27 (fsdp_config.fsdp_backward_prefetch)");
 
   auto scalar = dir.write("scalar.yaml", "compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nfsdp_config: FULL_SHARD\n");
-  auto d = about(config_errors(scalar), "fsdp_config");
+  auto d = about(import_errors(scalar), "fsdp_config");
   CHECK(d.where.str() == scalar + ":3:14");
   CHECK(d.hint == "indent its keys under 'fsdp_config:'");
 }
@@ -210,16 +210,16 @@ TEST_CASE("a DeepSpeed JSON named by deepspeed.config_file or --set reports its 
   TempDir dir;
   auto json = dir.write("ds.json", "{\n  \"bf16\": {\"Jnabled\": true},\n  \"zero_optimization\": [2]\n}\n");
   auto job = dir.write("job.yaml", "backend: deepspeed\ndeepspeed:\n  config_file: ds.json\n");
-  auto errors = config_errors(job);
+  auto errors = import_errors(job);
   CHECK(about(errors, "bf16.Jnabled").where.str() == json + ":2:12");
   CHECK(about(errors, "zero_optimization").where.str() == json + ":3:24");
 
   auto plain = dir.write("plain.yaml", "backend: deepspeed\n");
-  errors = config_errors(plain, {"deepspeed.config_file=" + json});
+  errors = import_errors(plain, {"deepspeed.config_file=" + json});
   CHECK(about(errors, "bf16.Jnabled").hint == "did you mean 'enabled'?");
 
   // --set values are YAML too: a list where a number is expected is a typed error, not an exception.
-  errors = config_errors(plain, {"training.max_steps=[1, 2]"});
+  errors = import_errors(plain, {"training.max_steps=[1, 2]"});
   CHECK(about(errors, "training.max_steps").where.str() == "--set training.max_steps=[1, 2]");
 }
 

@@ -14,7 +14,7 @@ using accel::test::TempDir;
 
 namespace {
 
-const char* kElasticJob = "num_processes: 4\nnum_machines: 1:2\nmax_restarts: 2\n";
+const char* kRdzvElasticJob = "num_processes: 4\nnum_machines: 1:2\nmax_restarts: 2\n";
 
 }  // namespace
 
@@ -52,18 +52,18 @@ TEST_CASE("parse_rdzv_endpoints: host:port items, IPv6 in brackets, each problem
 
 TEST_CASE("rdzv_backend etcd with endpoints on an elastic job loads; static is the default") {
   TempDir dir;
-  auto plain = load(dir.write("plain.yaml", kElasticJob));
+  auto plain = load(dir.write("plain.yaml", kRdzvElasticJob));
   CHECK(plain.job.rdzv_backend == RdzvBackend::static_);
   CHECK(plain.job.rdzv_endpoint.empty());
-  auto etcd = load(dir.write("etcd.yaml", std::string(kElasticJob) +
+  auto etcd = load(dir.write("etcd.yaml", std::string(kRdzvElasticJob) +
                                               "rdzv_backend: etcd\nrdzv_endpoint: 10.0.0.5:2379,10.0.0.6:2379\n"));
   CHECK(etcd.job.rdzv_backend == RdzvBackend::etcd);
   CHECK(etcd.job.rdzv_endpoint == "10.0.0.5:2379,10.0.0.6:2379");
-  auto from_env = load(dir.write("env.yaml", kElasticJob), {},
+  auto from_env = load(dir.write("env.yaml", kRdzvElasticJob), {},
                        {{"ACCEL_RDZV_BACKEND", "etcd"}, {"ACCEL_RDZV_ENDPOINT", "127.0.0.1:2379"}});
   CHECK(from_env.job.rdzv_backend == RdzvBackend::etcd);
   CHECK(etcd.job.rdzv_lease_s == 5);  // the default lease
-  auto leased = load(dir.write("lease.yaml", std::string(kElasticJob) + "rdzv_backend: etcd\n"
+  auto leased = load(dir.write("lease.yaml", std::string(kRdzvElasticJob) + "rdzv_backend: etcd\n"
                                              "rdzv_endpoint: 10.0.0.5:2379\nrdzv_lease_s: 2\n"));
   CHECK(leased.job.rdzv_lease_s == 2);
   CHECK(leased.warnings.empty());
@@ -71,14 +71,14 @@ TEST_CASE("rdzv_backend etcd with endpoints on an elastic job loads; static is t
 
 TEST_CASE("rdzv_lease_s: a whole number of seconds from 1, below half rendezvous_timeout_s; no effect without etcd") {
   TempDir dir;
-  auto file = dir.write("job.yaml", std::string(kElasticJob) + "rdzv_backend: etcd\nrdzv_endpoint: 10.0.0.5:2379\n"
+  auto file = dir.write("job.yaml", std::string(kRdzvElasticJob) + "rdzv_backend: etcd\nrdzv_endpoint: 10.0.0.5:2379\n"
                                                                "rdzv_lease_s: 0\n");
   std::string text = error_text([&] { load(file); });
   CHECK_THAT(text, Catch::Contains(file + ":6:15: error: rdzv_lease_s:"));
   CHECK_THAT(text, Catch::Contains("integer in [1, 600]"));
 
   // A survivor waits up to two leases; it gives up after rendezvous_timeout_s.
-  file = dir.write("etcd.yaml", std::string(kElasticJob) + "rdzv_backend: etcd\nrdzv_endpoint: 10.0.0.5:2379\n");
+  file = dir.write("etcd.yaml", std::string(kRdzvElasticJob) + "rdzv_backend: etcd\nrdzv_endpoint: 10.0.0.5:2379\n");
   text = error_text([&] { load(file, {"rdzv_lease_s=30", "rendezvous_timeout_s=60"}); });
   CHECK_THAT(text, Catch::Contains("error: rdzv_lease_s: 30 s: a survivor waits up to two leases (60 s)"));
   CHECK_THAT(text, Catch::Contains("gives up after rendezvous_timeout_s (60 s)"));
@@ -86,7 +86,7 @@ TEST_CASE("rdzv_lease_s: a whole number of seconds from 1, below half rendezvous
   CHECK_THAT(text, Catch::Contains("lower rdzv_lease_s"));
   CHECK(load(file, {"rdzv_lease_s=29", "rendezvous_timeout_s=60"}).job.rdzv_lease_s == 29);
 
-  auto stray = dir.write("stray.yaml", std::string(kElasticJob) + "rdzv_lease_s: 2\n");
+  auto stray = dir.write("stray.yaml", std::string(kRdzvElasticJob) + "rdzv_lease_s: 2\n");
   auto loaded = load(stray);
   REQUIRE(loaded.warnings.size() == 1);
   CHECK(loaded.warnings[0].key_path == "rdzv_lease_s");
@@ -95,7 +95,7 @@ TEST_CASE("rdzv_lease_s: a whole number of seconds from 1, below half rendezvous
 
 TEST_CASE("rdzv refusals: etcd without endpoint, a bad endpoint, an endpoint without etcd, etcd on a fixed world") {
   TempDir dir;
-  auto file = dir.write("job.yaml", std::string(kElasticJob) + "rdzv_backend: etcd\n");
+  auto file = dir.write("job.yaml", std::string(kRdzvElasticJob) + "rdzv_backend: etcd\n");
   std::string text = error_text([&] { load(file); });
   CHECK_THAT(text, Catch::Contains(file + ":4:15: error: rdzv_backend: etcd needs rdzv_endpoint"));
   CHECK_THAT(text, Catch::Contains("host:port[,host:port...]"));
@@ -105,7 +105,7 @@ TEST_CASE("rdzv refusals: etcd without endpoint, a bad endpoint, an endpoint wit
   CHECK_THAT(text, Catch::Contains("error: rdzv_endpoint: \"10.0.0.5\" is not host:port"));
   CHECK_THAT(text, Catch::Contains("--set"));
 
-  auto stray = dir.write("stray.yaml", std::string(kElasticJob) + "rdzv_endpoint: 10.0.0.5:2379\n");
+  auto stray = dir.write("stray.yaml", std::string(kRdzvElasticJob) + "rdzv_endpoint: 10.0.0.5:2379\n");
   text = error_text([&] { load(stray); });
   CHECK_THAT(text, Catch::Contains(stray + ":4:16: error: rdzv_endpoint: is set but rdzv_backend is static"));
   CHECK_THAT(text, Catch::Contains("set rdzv_backend: etcd"));

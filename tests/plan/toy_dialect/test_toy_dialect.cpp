@@ -64,14 +64,14 @@ TEST_CASE("backend: toy validates once registered; a name no dialect has is a po
   REQUIRE(toy_registered);
   CHECK(plan::dialect_names() == std::vector<std::string>{"ddp", "deepspeed", "fsdp", "toy"});
   test::TempDir dir;
-  const config::LoadedJob loaded = test::load(dir.write("toy.yaml", "backend: toy\nnum_processes: 2\n"));
+  const config::LoadedJob loaded = test::load_unchecked(dir.write("toy.yaml", "backend: toy\nnum_processes: 2\n"));
   CHECK(loaded.job.backend == config::Backend{"toy"});
   CHECK(loaded.warnings.empty());
   CHECK_FALSE(loaded.translation.active);
 
   const std::string typo = dir.write("typo.yaml", "num_processes: 2\nbackend: tyo\n");
   try {
-    test::load(typo);
+    test::load_unchecked(typo);
     FAIL("backend: tyo loaded");
   } catch (const ConfigError& e) {
     REQUIRE(e.diagnostics().size() == 1);
