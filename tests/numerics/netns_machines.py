@@ -206,6 +206,11 @@ class Cluster:
         self.machines = [Machine(self, k) for k in range(n)]
         self.net_inodes = set()
         self.pid_inodes = set()
+        # Descriptors that keep this cluster's namespaces from being freed until the process ends: the
+        # kernel gives a freed namespace's inode number to the next namespace made, which may be another
+        # test's machine (two namespace tests side by side: one's teardown, killing what was left in its
+        # machines' PID namespaces by inode, killed the other's machine 3-5 s into its run).
+        self._pinned = []
         self.closed = False
 
     # --- building -------------------------------------------------------------------------------
@@ -223,14 +228,14 @@ class Cluster:
 
     def _build(self):
         _run("ip", "netns", "add", self.hub)
-        self.net_inodes.add(_namespace_inode(f"/run/netns/{self.hub}"))
+        self.net_inodes.add(self._pin(f"/run/netns/{self.hub}"))
         _run("ip", "-n", self.hub, "link", "set", "lo", "up")
         _run("ip", "-n", self.hub, "link", "add", "br0", "type", "bridge")
         _run("ip", "-n", self.hub, "addr", "add", f"{HUB_ADDRESS}/24", "dev", "br0")
         _run("ip", "-n", self.hub, "link", "set", "br0", "up")
         for m in self.machines:
             _run("ip", "netns", "add", m.netns)
-            self.net_inodes.add(_namespace_inode(f"/run/netns/{m.netns}"))
+            self.net_inodes.add(self._pin(f"/run/netns/{m.netns}"))
             _run("ip", "-n", self.hub, "link", "add", f"vm{m.k}", "type", "veth", "peer", "name", "eth0",
                  "netns", m.netns)
             _run("ip", "-n", self.hub, "link", "set", f"vm{m.k}", "master", "br0")
@@ -293,18 +298,37 @@ class Cluster:
             time.sleep(0.05)
         return fired()
 
+    def _pin(self, path):
+        """The inode of the namespace at `path`, which stays this cluster's (see _pinned)."""
+        fd = os.open(path, os.O_RDONLY)
+        self._pinned.append(fd)
+        return os.fstat(fd).st_ino
+
     def _record_pid_namespace(self, m):
+        """Machine m's PID namespace, while its unshare runs: the one its init wrote into
+        /mnt/.pid-namespace and unshare's children live in, pinned. A machine that has ended is not
+        recorded then (its number may be another's by now; the kernel killed what was in it)."""
+        if m.proc is None or m.proc.poll() is not None:
+            return
         try:
             with open(os.path.join(m.root, ".pid-namespace")) as f:
-                text = f.read().strip()  # pid:[4026532xxx]
-            m.pid_namespace = int(text.split("[", 1)[1].rstrip("]"))
-            self.pid_inodes.add(m.pid_namespace)
+                written = int(f.read().strip().split("[", 1)[1].rstrip("]"))  # pid:[4026532xxx]
+            fd = os.open(f"/proc/{m.proc.pid}/ns/pid_for_children", os.O_RDONLY)
         except (OSError, IndexError, ValueError):
-            pass
+            return
+        if os.fstat(fd).st_ino != written or written in self.pid_inodes:  # not started yet, or known
+            os.close(fd)
+            if written in self.pid_inodes:
+                m.pid_namespace = written
+            return
+        m.pid_namespace = written
+        self.pid_inodes.add(written)
+        self._pinned.append(fd)
 
     def wait(self, k, timeout):
         """Machine k's command to its end; a CompletedProcess (stdout, stderr as text)."""
         m = self.machines[k]
+        self._record_pid_namespace(m)
         try:
             m.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
