@@ -5,9 +5,10 @@
 #  1. Debian packages: the build, the C++ libraries, the test tools (the table in docs/development.md).
 #  2. One Python environment outside the clone, ${ACCEL_VENV:-~/.cache/accel/venv-torch2.11}, so
 #     clean clones and CI reuse it: torch 2.11.0 (PyTorch's own libtorch, the CUDA 13.0 build that
-#     runs CPU code without a GPU), the peers deepspeed and accelerate, the trackers' own readers
-#     (tensorboard, mlflow-skinny: the tests read accel's event files and run store with them), and
-#     the scripts' modules, every version pinned in scripts/python-requirements.lock. CMake finds libtorch through it.
+#     runs CPU code without a GPU; CMake finds libtorch through it) and, with --tests, the peers
+#     deepspeed and accelerate, the trackers' own readers (tensorboard, mlflow-skinny: the tests read
+#     accel's event files and run store with them), transformers and tokenizers, and the scripts'
+#     modules; every version pinned in scripts/python-requirements.lock.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -63,22 +64,37 @@ fi
 
 venv="${ACCEL_VENV:-$HOME/.cache/accel/venv-torch2.11}"
 lock="$root/scripts/python-requirements.lock"
-stamp="$venv/.accel-lock.sha256"
 want="$(sha256sum "$lock" | cut -d' ' -f1)"
-if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-  echo "setup: Python environment $venv is up to date"
-  exit 0
-fi
+# Two stamps, each the lock's hash: the whole lock (--tests), and torch alone with its dependencies at
+# the lock's pins (what the build and the quickstart's job need; the peers, deepspeed's source build
+# and the trackers' readers are a third of the install's time and only the tests use them).
+full_stamp="$venv/.accel-lock.sha256"
+core_stamp="$venv/.accel-core.sha256"
+stamp=$core_stamp; what="torch 2.11.0"
+if [ "${1:-}" = "--tests" ]; then stamp=$full_stamp; what="torch 2.11.0 and the peers"; fi
+for s in "$full_stamp" "$stamp"; do
+  if [ -x "$venv/bin/python" ] && [ -f "$s" ] && [ "$(cat "$s")" = "$want" ]; then
+    echo "setup: Python environment $venv is up to date ($what)"
+    exit 0
+  fi
+done
 # A changed lock installs into the environment that is there: pip adds what is missing and moves a
 # package whose pin changed, and leaves the rest (torch and its CUDA wheels are 3 GB).
 if [ -x "$venv/bin/python" ]; then
-  echo "setup: updating the Python environment $venv to scripts/python-requirements.lock"
+  echo "setup: updating the Python environment $venv to scripts/python-requirements.lock ($what)"
 else
-  echo "setup: creating the Python environment $venv (torch 2.11.0 and the peers; about 3 GB to download)"
+  echo "setup: creating the Python environment $venv ($what; about 3 GB to download)"
   /usr/bin/python3 -m venv "$venv"
 fi
-"$venv/bin/pip" install --no-input --disable-pip-version-check -q -r "$lock"
-"$venv/bin/python" -c 'import torch, deepspeed, accelerate, tensorboard, mlflow, transformers; print("setup: torch", torch.__version__,
-  "| deepspeed", deepspeed.__version__, "| accelerate", accelerate.__version__, "| tensorboard",
-  tensorboard.__version__, "| mlflow-skinny", mlflow.__version__)' 2>&1 | grep '^setup:'
+pip=("$venv/bin/pip" install --no-input --disable-pip-version-check -q)
+if [ "$stamp" = "$core_stamp" ]; then
+  "${pip[@]}" torch==2.11.0 -c "$lock"
+  "$venv/bin/python" -c 'import torch; print("setup: torch", torch.__version__)' 2>&1 | grep '^setup:'
+else
+  "${pip[@]}" -r "$lock"
+  "$venv/bin/python" -c 'import torch, deepspeed, accelerate, tensorboard, mlflow, transformers; print("setup: torch", torch.__version__,
+    "| deepspeed", deepspeed.__version__, "| accelerate", accelerate.__version__, "| tensorboard",
+    tensorboard.__version__, "| mlflow-skinny", mlflow.__version__)' 2>&1 | grep '^setup:'
+  echo "$want" > "$core_stamp"
+fi
 echo "$want" > "$stamp"
